@@ -1,0 +1,36 @@
+"""Built-in session formats, registered exactly as a third-party format plugin would be."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..formats.native import NativeFormat
+from ..formats.claude_code import ClaudeCodeFormat
+from ..formats.codex import CodexRolloutFormat
+from ..formats.pi import PiSessionFormat
+from ..formats.mini_swe_agent import MiniSweAgentFormat
+from ..formats.swe_agent import SweAgentFormat
+from ..formats.openai_chat import OpenAIChatFormat
+from ..formats.anthropic_messages import AnthropicMessagesFormat
+from ..formats.openhands import OpenHandsEventsFormat
+from ..formats.gemini_cli import GeminiCliFormat
+from ..hookspecs import hookimpl
+
+
+@hookimpl
+def register_formats(register: Callable[[Any], None]) -> None:
+    """Register every built-in format."""
+    for fmt in (
+        NativeFormat(),
+        ClaudeCodeFormat(),
+        CodexRolloutFormat(),
+        PiSessionFormat(),
+        MiniSweAgentFormat(),
+        SweAgentFormat(),
+        OpenAIChatFormat(),
+        AnthropicMessagesFormat(),
+        OpenHandsEventsFormat(),
+        GeminiCliFormat(),
+    ):
+        register(fmt)

@@ -1,0 +1,427 @@
+"""The context value: an immutable, JSON-serializable picture of an agent conversation.
+
+Every provider's quirks end at the format adapters; strategies only ever see these types.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator, Mapping
+from functools import cached_property
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+NATIVE_FORMAT_TAG = "compactkit.context/1"
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+class _Value(BaseModel):
+    """Base of every value type: frozen, strict about unknown keys."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def canonical_json(value: Any) -> str:
+    """JSON with sorted keys and no whitespace: the form hashed for etags and cache keys."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def etag_of(text: str) -> str:
+    """Content address of a payload: the first 16 hex digits of its sha256."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+# --------------------------------------------------------------------------- content blocks
+
+
+class TextBlock(_Value):
+    """Plain text."""
+
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ImageBlock(_Value):
+    """An image, by URL or inline base64 data (kept as-is, never decoded)."""
+
+    type: Literal["image"] = "image"
+    media_type: str | None = None
+    url: str | None = None
+    data: str | None = None
+
+
+class ThinkingBlock(_Value):
+    """Model reasoning. `signature` carries a provider's opaque verification token when present;
+    `redacted` marks encrypted reasoning whose text is not readable."""
+
+    type: Literal["thinking"] = "thinking"
+    thinking: str
+    signature: str | None = None
+    redacted: bool = False
+
+
+class CollapsedBlock(_Value):
+    """Marker left by etag-collapse: this payload is identical to one sent earlier."""
+
+    type: Literal["collapsed"] = "collapsed"
+    etag: str
+    path: str | None = None
+    field: str | None = None
+    unchanged: bool = True
+    label: str = ""
+
+
+class ElidedBlock(_Value):
+    """Marker left by static-elision: this text repeats static text kept elsewhere."""
+
+    type: Literal["elided"] = "elided"
+    etag: str
+    ref: str = Field(description="Where the kept copy lives, e.g. 'message 0'.")
+    label: str = ""
+
+
+class MaskedBlock(_Value):
+    """Marker left by observation-mask: an old tool output replaced by a short description."""
+
+    type: Literal["masked"] = "masked"
+    etag: str
+    label: str
+
+
+class SummaryBlock(_Value):
+    """Marker left by llm-summary: a window of turns replaced by a summary of them."""
+
+    type: Literal["summary"] = "summary"
+    text: str
+    etag: str
+    summarized_messages: int = 0
+    backend: str = ""
+
+
+ContentPart = Annotated[
+    Union[TextBlock, ImageBlock, CollapsedBlock, ElidedBlock, MaskedBlock],
+    Field(discriminator="type"),
+]
+"""What a tool result may hold."""
+
+
+class ToolCallBlock(_Value):
+    """A call the assistant made. `input` is the parsed argument object (or, for tools that take
+    free text, a string)."""
+
+    type: Literal["tool_call"] = "tool_call"
+    id: str
+    name: str
+    input: JsonValue = Field(default_factory=dict)
+
+
+class ToolResultBlock(_Value):
+    """The result of the tool call whose id is `tool_call_id`."""
+
+    type: Literal["tool_result"] = "tool_result"
+    tool_call_id: str
+    content: tuple[ContentPart, ...] = ()
+    is_error: bool = False
+
+    @cached_property
+    def text(self) -> str:
+        """The text parts of the result joined with newlines."""
+        return "\n".join(p.text for p in self.content if isinstance(p, TextBlock))
+
+
+Block = Annotated[
+    Union[
+        TextBlock,
+        ImageBlock,
+        ThinkingBlock,
+        ToolCallBlock,
+        ToolResultBlock,
+        CollapsedBlock,
+        ElidedBlock,
+        MaskedBlock,
+        SummaryBlock,
+    ],
+    Field(discriminator="type"),
+]
+
+MARKER_TYPES = ("collapsed", "elided", "masked", "summary")
+
+
+class Message(_Value):
+    """One turn. Tool results live in `tool` messages (several results of parallel calls may share
+    one); `metadata` keeps what a format recorded about the turn (ids, timestamps, usage)."""
+
+    role: Role
+    content: tuple[Block, ...] = ()
+    name: str | None = None
+    metadata: dict[str, JsonValue] = Field(default_factory=dict)
+
+    @cached_property
+    def text(self) -> str:
+        """Text and summary blocks joined with newlines."""
+        return "\n".join(
+            b.text for b in self.content if isinstance(b, (TextBlock, SummaryBlock))
+        )
+
+    @cached_property
+    def tool_calls(self) -> tuple[ToolCallBlock, ...]:
+        return tuple(b for b in self.content if isinstance(b, ToolCallBlock))
+
+    @cached_property
+    def tool_results(self) -> tuple[ToolResultBlock, ...]:
+        return tuple(b for b in self.content if isinstance(b, ToolResultBlock))
+
+
+# --------------------------------------------------------------------------- the context
+
+
+class AgentContext(_Value):
+    """A whole agent context: what would be sent to a model, plus what keeps compaction recoverable.
+
+    `recovery` maps an etag to the JSON of the block(s) a marker replaced; it is never sent to a model.
+    """
+
+    system_instruction: str | None = None
+    messages: tuple[Message, ...] = ()
+    activated_skills: dict[str, str] = Field(default_factory=dict)
+    metadata: dict[str, JsonValue] = Field(default_factory=dict)
+    recovery: dict[str, str] = Field(default_factory=dict)
+
+    # ----------------------------------------------------------------- construction helpers
+
+    @classmethod
+    def from_native(cls, data: Mapping[str, Any]) -> AgentContext:
+        """Load the native JSON shape (`{"format": "compactkit.context/1", ...}`)."""
+        body = dict(data)
+        tag = body.pop("format", None)
+        if tag != NATIVE_FORMAT_TAG:
+            raise ValueError(f"not a compactkit context (format tag {tag!r})")
+        return cls.model_validate(body)
+
+    def to_native(self) -> dict[str, Any]:
+        """The native JSON shape, format tag first."""
+        return {"format": NATIVE_FORMAT_TAG, **self.model_dump(mode="json", exclude_none=True)}
+
+    def to_json(self, indent: int | None = None) -> str:
+        return json.dumps(self.to_native(), ensure_ascii=False, indent=indent)
+
+    def replace(self, **changes: Any) -> AgentContext:
+        """A copy with some fields changed (validated like any new value)."""
+        data = {name: getattr(self, name) for name in type(self).model_fields}
+        data.update(changes)
+        return type(self).model_validate(data)
+
+    def with_messages(self, messages: tuple[Message, ...] | list[Message]) -> AgentContext:
+        return self.replace(messages=tuple(messages))
+
+    def append(self, *messages: Message) -> AgentContext:
+        return self.replace(messages=(*self.messages, *messages))
+
+    fork = replace
+    """A fork is a copy with changes; the original is untouched because values never change."""
+
+    # ----------------------------------------------------------------- queries
+
+    def iter_blocks(self) -> Iterator[tuple[int, int, Block]]:
+        """(message index, block index, block) for every block."""
+        for i, msg in enumerate(self.messages):
+            for j, block in enumerate(msg.content):
+                yield i, j, block
+
+    @property
+    def first_user_index(self) -> int | None:
+        for i, msg in enumerate(self.messages):
+            if msg.role == "user" and msg.text.strip():
+                return i
+        return None
+
+    @property
+    def task(self) -> str:
+        """The first user message's text: the task the agent was given."""
+        i = self.first_user_index
+        return "" if i is None else self.messages[i].text
+
+
+# --------------------------------------------------------------------------- diff
+
+
+class BlockChange(_Value):
+    message: int
+    block: int
+    change: Literal["added", "removed", "changed"]
+    before_type: str | None = None
+    after_type: str | None = None
+
+
+class MessageChange(_Value):
+    before_index: int | None
+    after_index: int | None
+    change: Literal["added", "removed", "changed"]
+    role: Role
+    blocks: tuple[BlockChange, ...] = ()
+
+
+class ContextDiff(_Value):
+    """What differs between two contexts, message by message."""
+
+    system_instruction_changed: bool = False
+    skills_changed: tuple[str, ...] = ()
+    metadata_changed: tuple[str, ...] = ()
+    messages: tuple[MessageChange, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return not (
+            self.system_instruction_changed
+            or self.skills_changed
+            or self.metadata_changed
+            or self.messages
+        )
+
+    def summary(self) -> str:
+        counts = {"added": 0, "removed": 0, "changed": 0}
+        for m in self.messages:
+            counts[m.change] += 1
+        parts = [f"{n} message(s) {kind}" for kind, n in counts.items() if n]
+        if self.system_instruction_changed:
+            parts.append("system instruction changed")
+        if self.skills_changed:
+            parts.append(f"skills changed: {', '.join(self.skills_changed)}")
+        if self.metadata_changed:
+            parts.append(f"metadata changed: {', '.join(self.metadata_changed)}")
+        return "; ".join(parts) if parts else "no differences"
+
+
+def _changed_keys(a: Mapping[str, Any], b: Mapping[str, Any]) -> tuple[str, ...]:
+    return tuple(sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k)))
+
+
+def _diff_blocks(i: int, a: Message, b: Message) -> tuple[BlockChange, ...]:
+    changes: list[BlockChange] = []
+    for j in range(max(len(a.content), len(b.content))):
+        x = a.content[j] if j < len(a.content) else None
+        y = b.content[j] if j < len(b.content) else None
+        if x == y:
+            continue
+        kind: Literal["added", "removed", "changed"] = (
+            "added" if x is None else "removed" if y is None else "changed"
+        )
+        changes.append(
+            BlockChange(
+                message=i,
+                block=j,
+                change=kind,
+                before_type=None if x is None else x.type,
+                after_type=None if y is None else y.type,
+            )
+        )
+    return tuple(changes)
+
+
+def diff(a: AgentContext, b: AgentContext) -> ContextDiff:
+    """Say which messages and blocks differ between `a` (before) and `b` (after).
+
+    Messages are aligned by a longest-common-subsequence over their content, so a message
+    dropped from the middle shows as one removal, not as every later message changed.
+    """
+    from difflib import SequenceMatcher
+
+    def key(m: Message) -> str:
+        return canonical_json(m.model_dump(mode="json", exclude={"metadata"}))
+
+    ka = [key(m) for m in a.messages]
+    kb = [key(m) for m in b.messages]
+    out: list[MessageChange] = []
+    matcher = SequenceMatcher(a=ka, b=kb, autojunk=False)
+    for op, a0, a1, b0, b1 in matcher.get_opcodes():
+        if op == "equal":
+            continue
+        paired = min(a1 - a0, b1 - b0) if op == "replace" else 0
+        for k in range(paired):
+            ma, mb = a.messages[a0 + k], b.messages[b0 + k]
+            out.append(
+                MessageChange(
+                    before_index=a0 + k,
+                    after_index=b0 + k,
+                    change="changed",
+                    role=mb.role,
+                    blocks=_diff_blocks(b0 + k, ma, mb),
+                )
+            )
+        for k in range(a0 + paired, a1):
+            out.append(
+                MessageChange(
+                    before_index=k, after_index=None, change="removed", role=a.messages[k].role
+                )
+            )
+        for k in range(b0 + paired, b1):
+            out.append(
+                MessageChange(
+                    before_index=None, after_index=k, change="added", role=b.messages[k].role
+                )
+            )
+    return ContextDiff(
+        system_instruction_changed=a.system_instruction != b.system_instruction,
+        skills_changed=_changed_keys(a.activated_skills, b.activated_skills),
+        metadata_changed=_changed_keys(a.metadata, b.metadata),
+        messages=tuple(out),
+    )
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def marker_text(block: CollapsedBlock | ElidedBlock | MaskedBlock | SummaryBlock) -> str:
+    """The text a model is shown in place of a marker block (writers and token counts use it)."""
+    if isinstance(block, CollapsedBlock):
+        fields: dict[str, Any] = {"path": block.path, "etag": block.etag}
+        if block.field:
+            fields["field"] = block.field
+        fields["unchanged"] = block.unchanged
+        return canonical_json(fields)
+    if isinstance(block, ElidedBlock):
+        label = f": {block.label}" if block.label else ""
+        return f"[static text elided{label}; same as {block.ref}, etag {block.etag}]"
+    if isinstance(block, MaskedBlock):
+        return f"[{block.label}; etag {block.etag}]"
+    return f"[summary of {block.summarized_messages} earlier messages]\n{block.text}"
+
+
+def _tool_input_json(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def render_block(block: Block) -> tuple[str, ...]:
+    """The strings a model sees for `block` (cached on the block, which never changes)."""
+    cached = block.__dict__.get("_rendered")
+    if cached is not None:
+        return cached  # type: ignore[no-any-return]  # set below, always a tuple of str
+    out: tuple[str, ...]
+    if isinstance(block, (TextBlock,)):
+        out = (block.text,)
+    elif isinstance(block, ThinkingBlock):
+        out = (block.thinking,)
+    elif isinstance(block, ToolCallBlock):
+        out = (block.name, _tool_input_json(block.input))
+    elif isinstance(block, ToolResultBlock):
+        out = tuple(t for part in block.content for t in render_block(part))
+    elif isinstance(block, ImageBlock):
+        out = ()
+    else:
+        out = (marker_text(block),)
+    # frozen models forbid attribute assignment, not a cache entry in their instance dict
+    block.__dict__["_rendered"] = out
+    return out
+
+
+def text_block(text: str) -> TextBlock:
+    return TextBlock(text=text)
+
+
+def message(role: Role, *content: Block | str, **kw: Any) -> Message:
+    """Convenience constructor: strings become text blocks."""
+    blocks = tuple(TextBlock(text=c) if isinstance(c, str) else c for c in content)
+    return Message(role=role, content=blocks, **kw)

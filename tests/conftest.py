@@ -1,0 +1,75 @@
+"""Shared fixtures: the bundled sample sessions and, where present, the full shared corpus."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from compactkit.registry import Registry, make_registry
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = ROOT / "examples" / "sessions"
+
+
+def corpus_dir() -> Path | None:
+    """`COMPACTKIT_CORPUS`, else `../shared/corpus` beside the checkout; None when neither exists."""
+    env = os.environ.get("COMPACTKIT_CORPUS")
+    candidates = [Path(env)] if env else []
+    candidates.append(ROOT.parent / "shared" / "corpus")
+    for candidate in candidates:
+        if candidate.is_dir():
+            return candidate
+    return None
+
+
+def sample_files() -> list[Path]:
+    return sorted(p for p in SAMPLES.iterdir() if p.is_file() and p.name != "NOTICE")
+
+
+def corpus_files() -> list[Path]:
+    """Every session file of the full corpus (or the bundled samples when no corpus is present)."""
+    root = corpus_dir()
+    if root is None:
+        return sample_files()
+    return sorted(
+        p for p in root.rglob("*") if p.is_file() and p.suffix in {".json", ".jsonl", ".traj"}
+    )
+
+
+CORPUS = corpus_dir()
+IN_CI = os.environ.get("CI") == "true"
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if IN_CI and CORPUS is None:
+        raise pytest.UsageError(
+            "CI=true but no corpus found: set COMPACTKIT_CORPUS or place ../shared/corpus"
+        )
+
+
+@pytest.fixture(scope="session")
+def registry() -> Registry:
+    return make_registry(entry_points=False)
+
+
+@pytest.fixture(scope="session")
+def samples() -> Path:
+    return SAMPLES
+
+
+def sample(name_part: str) -> Path:
+    """The bundled sample whose file name contains `name_part`."""
+    matches = [p for p in sample_files() if name_part in p.name]
+    assert len(matches) == 1, f"{name_part!r} matches {matches}"
+    return matches[0]
+
+
+def corpus_file(name_part: str) -> Path:
+    """The full-corpus file whose name contains `name_part` (its bundled copy when no corpus)."""
+    matches = [p for p in corpus_files() if name_part in p.name]
+    if not matches:
+        pytest.skip(f"{name_part} is only in the full corpus, which is not present here")
+    assert len(matches) == 1, f"{name_part!r} matches {matches}"
+    return matches[0]
