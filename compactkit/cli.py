@@ -1,0 +1,284 @@
+"""The `compactkit` command line: a thin layer over the Python API, built by a factory.
+
+Exit codes: 0 ok; 1 budget exceeded or regression; 2 bad input, usage or configuration;
+3 a plugin failed to load or a strategy broke its contract. Errors are one line on stderr;
+`--debug` adds the traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
+
+import click
+
+from . import __version__
+from .context import AgentContext
+from .errors import EXIT_BAD_INPUT, EXIT_PLUGIN, CompactkitError
+from .formats.base import read_document
+from .inspect import inspect_context
+from .io import load_document, render, split_address, write_atomic
+from .registry import Registry, make_registry
+from .tokens import DEFAULT_TOKENIZER, TokenCounter
+
+JSON_SCHEMA_VERSION = 1
+
+
+class State:
+    """What every command shares: the registry (built lazily, once) and the debug flag."""
+
+    def __init__(self, registry_factory: Callable[[], Registry]) -> None:
+        self._factory = registry_factory
+        self._registry: Registry | None = None
+        self.debug = False
+
+    @property
+    def registry(self) -> Registry:
+        if self._registry is None:
+            self._registry = self._factory()
+        return self._registry
+
+    def counter(self, name: str) -> TokenCounter:
+        return TokenCounter(self.registry.tokenizers.get(name))
+
+
+def fail(exc: BaseException, debug: bool) -> NoReturn:
+    """Print one line (plus the traceback under --debug) and exit with the error's code."""
+    if debug:
+        traceback.print_exception(exc)
+    if isinstance(exc, CompactkitError):
+        click.echo(f"compactkit: error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    click.echo(
+        f"compactkit: unexpected error: {type(exc).__name__}: {text} "
+        "(run with --debug for the traceback)",
+        err=True,
+    )
+    sys.exit(EXIT_PLUGIN)
+
+
+class _Group(click.Group):
+    """Turns compactkit errors raised by any command into one-line messages and exit codes."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit):
+            raise
+        except Exception as exc:
+            state = ctx.find_object(State)
+            fail(exc, bool(state and state.debug))
+
+
+def _load(state: State, address: str, format: str | None) -> tuple[str, list[AgentContext]]:
+    file, index = split_address(address)
+    fmt, contexts = load_document(read_document(file), format, state.registry)
+    if index is not None:
+        from .io import _pick
+
+        contexts = [_pick(contexts, index, file)]
+    return fmt.name, contexts
+
+
+def _print_json(value: Any) -> None:
+    click.echo(json.dumps(value, ensure_ascii=False, indent=2))
+
+
+def _render_inspect(report: dict[str, Any], title: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(highlight=False)
+    console.print(
+        f"[bold]{title}[/]  format={report['format']}  messages={report['messages']}  "
+        f"tokens={report['tokens']:,} ({report['tokenizer']})  tool calls={report['tool_calls']}  "
+        f"results={report['tool_results']} (errors {report['tool_errors']})"
+    )
+    if report["task"]:
+        console.print(f"task: {report['task']}")
+    sizes = Table(title="tokens by role and block kind", show_edge=False)
+    sizes.add_column("role")
+    sizes.add_column("tokens", justify="right")
+    sizes.add_column("kind")
+    sizes.add_column("tokens", justify="right")
+    roles = list(report["tokens_by_role"].items())
+    kinds = list(report["tokens_by_kind"].items())
+    for k in range(max(len(roles), len(kinds))):
+        r = roles[k] if k < len(roles) else ("", "")
+        b = kinds[k] if k < len(kinds) else ("", "")
+        sizes.add_row(r[0], f"{r[1]:,}" if r[1] != "" else "", b[0], f"{b[1]:,}" if b[1] != "" else "")
+    console.print(sizes)
+    largest = Table(title="largest blocks", show_edge=False)
+    for col in ("msg", "role", "type", "tokens", "what"):
+        largest.add_column(col, justify="right" if col in ("msg", "tokens") else "left")
+    for b in report["largest_blocks"]:
+        largest.add_row(str(b["message"]), b["role"], b["type"], f"{b['tokens']:,}", b["preview"])
+    console.print(largest)
+    if report["repeated_payloads"]:
+        rep = Table(
+            title=f"payloads that repeat ({report['redundant_tokens']:,} redundant tokens)",
+            show_edge=False,
+        )
+        for col in ("what", "count", "tokens each", "redundant"):
+            rep.add_column(col, justify="left" if col == "what" else "right")
+        for r in report["repeated_payloads"]:
+            rep.add_row(r["label"], str(r["count"]), f"{r['tokens_each']:,}", f"{r['redundant_tokens']:,}")
+        console.print(rep)
+    console.print()
+
+
+def make_cli(registry_factory: Callable[[], Registry] | None = None) -> click.Group:
+    """Build the CLI around a registry factory (tests pass their own; nothing is global)."""
+    factory = registry_factory or make_registry
+
+    @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+    @click.version_option(__version__, prog_name="compactkit")
+    @click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+    @click.pass_context
+    def cli(ctx: click.Context, debug: bool) -> None:
+        """Pluggable context compaction for LLM agents."""
+        state = ctx.obj if isinstance(ctx.obj, State) else State(factory)
+        state.debug = debug
+        ctx.obj = state
+
+    format_option = click.option(
+        "--format", "format_", default=None, metavar="NAME", help="Input format (default: detect)."
+    )
+    tokenizer_option = click.option(
+        "--tokenizer", default=DEFAULT_TOKENIZER, show_default=True, help="Tokenizer for counts."
+    )
+
+    @cli.command()
+    @click.argument("files", nargs=-1, required=True)
+    @click.option("--json", "as_json", is_flag=True, help="One JSON object per conversation.")
+    @click.option("--top", default=5, show_default=True, help="How many largest/repeated to list.")
+    @format_option
+    @tokenizer_option
+    @click.pass_obj
+    def inspect(
+        state: State, files: Sequence[str], as_json: bool, top: int, format_: str | None,
+        tokenizer: str,
+    ) -> None:
+        """Show what sessions hold: sizes in tokens, tools, largest blocks, repeats.
+
+        FILES are session files; FILE#N selects conversation N (0-based).
+        """
+        counter = state.counter(tokenizer)
+        for address in files:
+            fmt, contexts = _load(state, address, format_)
+            file, index = split_address(address)
+            for n, ctx in enumerate(contexts):
+                report = inspect_context(ctx, counter, top=top, fmt=fmt)
+                number = index if index is not None else n
+                report = {"file": file, "conversation": number, **report}
+                if as_json:
+                    click.echo(json.dumps(report, ensure_ascii=False))
+                else:
+                    label = f"{file}#{number}" if len(contexts) > 1 or index is not None else file
+                    _render_inspect(report, label)
+
+    @cli.command()
+    @click.argument("file")
+    @click.option("--to", "to", required=True, metavar="FORMAT", help="Output format.")
+    @click.option("-o", "--output", default=None, help="Output file (default: stdout).")
+    @format_option
+    @click.pass_obj
+    def convert(state: State, file: str, to: str, output: str | None, format_: str | None) -> None:
+        """Convert a session (FILE or FILE#N) to another format."""
+        _, contexts = _load(state, file, format_)
+        text = render(contexts, to, state.registry)
+        if output:
+            write_atomic(output, text)
+        else:
+            click.echo(text, nl=False)
+
+    @cli.command()
+    @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+    @click.pass_obj
+    def formats(state: State, as_json: bool) -> None:
+        """List session formats (readers and writers)."""
+        reg = state.registry
+        rows = [
+            {
+                "name": name,
+                "description": fmt.description,
+                "write": bool(fmt.can_write),
+                "plugin": reg.formats.owner(name),
+            }
+            for name, fmt in reg.formats.items()
+        ]
+        if as_json:
+            _print_json({"schema": "compactkit.formats/1", "formats": rows})
+            return
+        for row in rows:
+            mode = "read/write" if row["write"] else "read"
+            click.echo(f"{row['name']:<20} {mode:<10} {row['description']}")
+
+    @cli.command()
+    @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+    @click.pass_obj
+    def plugins(state: State, as_json: bool) -> None:
+        """List loaded plugins, what each provides, and any load errors."""
+        reg = state.registry
+        if as_json:
+            _print_json(
+                {"schema": "compactkit.plugins/1", "plugins": [p.as_json() for p in reg.plugins]}
+            )
+            return
+        for p in reg.plugins:
+            status = "ok" if p.ok else "ERROR"
+            version = f" {p.version}" if p.version else ""
+            click.echo(f"{p.name}{version} [{p.source}] {status}")
+            for kind, names in sorted(p.provides.items()):
+                click.echo(f"    {kind}: {', '.join(sorted(names))}")
+            for error in p.errors:
+                click.echo(f"    error: {error}")
+
+    @cli.command()
+    @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+    @click.pass_obj
+    def strategies(state: State, as_json: bool) -> None:
+        """List compaction strategies and their options."""
+        reg = state.registry
+        rows = []
+        for name, strat in reg.strategies.items():
+            options = getattr(strat, "Options", None)
+            schema = options.model_json_schema() if options is not None else {}
+            rows.append(
+                {
+                    "name": name,
+                    "description": (getattr(strat, "description", "") or "").strip(),
+                    "plugin": reg.strategies.owner(name),
+                    "options": schema.get("properties", {}),
+                }
+            )
+        if as_json:
+            _print_json({"schema": "compactkit.strategies/1", "strategies": rows})
+            return
+        if not rows:
+            click.echo("no strategies registered")
+        for row in rows:
+            click.echo(f"{row['name']:<20} {row['description']}")
+            for key, spec in row["options"].items():
+                default = f" (default {spec['default']!r})" if "default" in spec else ""
+                click.echo(f"    {key}: {spec.get('description', '')}{default}")
+
+    return cli
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console-script entry point."""
+    cli = make_cli()
+    try:
+        cli.main(args=list(argv) if argv is not None else None, prog_name="compactkit")
+    except CompactkitError as exc:  # raised outside a command (e.g. while building the group)
+        fail(exc, "--debug" in (argv or sys.argv))
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+
+
+__all__ = ["EXIT_BAD_INPUT", "make_cli", "main"]

@@ -1,0 +1,119 @@
+"""What `compactkit inspect` reports about a conversation: sizes, tools, largest blocks, repeats."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from typing import Any
+
+from .context import AgentContext, Block, ToolCallBlock, ToolResultBlock, etag_of, render_block
+from .tokens import MESSAGE_OVERHEAD, REPLY_PRIMING, TokenCounter
+
+INSPECT_SCHEMA = "compactkit.inspect/1"
+
+
+def _preview(text: str, width: int = 80) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def _tool_names(ctx: AgentContext) -> dict[str, str]:
+    return {c.id: c.name for m in ctx.messages for c in m.tool_calls}
+
+
+def _payload_label(block: Block, names: dict[str, str], calls: dict[str, ToolCallBlock]) -> str:
+    if isinstance(block, ToolResultBlock):
+        call = calls.get(block.tool_call_id)
+        if call is not None and isinstance(call.input, dict):
+            for key in ("path", "file_path", "filename", "command", "cmd"):
+                value = call.input.get(key)
+                if isinstance(value, str):
+                    return f"{call.name} {_preview(value, 60)}"
+        return names.get(block.tool_call_id, "tool result")
+    return block.type
+
+
+def inspect_context(
+    ctx: AgentContext, counter: TokenCounter, *, top: int = 5, fmt: str | None = None
+) -> dict[str, Any]:
+    """A JSON-ready report on one conversation."""
+    per_message = counter.messages(ctx.messages)
+    by_role: Counter[str] = Counter()
+    by_kind: Counter[str] = Counter()
+    preamble = counter.preamble(ctx)
+    if ctx.system_instruction:
+        by_role["system"] += MESSAGE_OVERHEAD + counter.text(ctx.system_instruction)
+        by_kind["system_instruction"] += counter.text(ctx.system_instruction)
+    for body in ctx.activated_skills.values():
+        by_role["system"] += MESSAGE_OVERHEAD + counter.text(body)
+        by_kind["skill"] += counter.text(body)
+    by_kind["overhead"] = preamble - sum(by_kind.values()) + MESSAGE_OVERHEAD * len(ctx.messages)
+    names = _tool_names(ctx)
+    calls = {c.id: c for m in ctx.messages for c in m.tool_calls}
+    blocks: list[tuple[int, int, int, Block]] = []
+    repeats: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    labels: dict[str, str] = {}
+    tool_calls = tool_results = errors = 0
+    for i, msg in enumerate(ctx.messages):
+        by_role[msg.role] += per_message[i]
+        for j, block in enumerate(msg.content):
+            n = counter.block(block)
+            by_kind[block.type] += n
+            blocks.append((n, i, j, block))
+            if block.type == "tool_call":
+                tool_calls += 1
+            elif block.type == "tool_result":
+                tool_results += 1
+                errors += block.is_error
+            if block.type in ("tool_result", "text") and n >= 32:
+                key = etag_of("\x1f".join(render_block(block)))
+                repeats[key].append((i, n))
+                labels.setdefault(key, _payload_label(block, names, calls))
+    blocks.sort(key=lambda item: (-item[0], item[1], item[2]))
+    largest = [
+        {
+            "message": i,
+            "block": j,
+            "role": ctx.messages[i].role,
+            "type": block.type,
+            "tokens": n,
+            "label": _payload_label(block, names, calls),
+            "preview": _preview(" ".join(render_block(block))),
+        }
+        for n, i, j, block in blocks[:top]
+    ]
+    repeated = sorted(
+        (
+            {
+                "etag": key,
+                "label": labels[key],
+                "count": len(hits),
+                "tokens_each": hits[0][1],
+                "redundant_tokens": hits[0][1] * (len(hits) - 1),
+                "messages": [i for i, _ in hits],
+            }
+            for key, hits in repeats.items()
+            if len(hits) > 1
+        ),
+        key=lambda r: (-int(r["redundant_tokens"]), str(r["etag"])),
+    )
+    total = preamble + sum(per_message)
+    return {
+        "schema": INSPECT_SCHEMA,
+        "format": fmt or ctx.metadata.get("source_format"),
+        "conversation": ctx.metadata.get("conversation"),
+        "tokenizer": counter.name,
+        "messages": len(ctx.messages),
+        "tokens": total,
+        "tokens_by_role": dict(sorted(by_role.items())),
+        "tokens_by_kind": dict(sorted(by_kind.items())),
+        "reply_priming": REPLY_PRIMING,
+        "tool_calls": tool_calls,
+        "tool_results": tool_results,
+        "tool_errors": errors,
+        "has_system_instruction": ctx.system_instruction is not None,
+        "task": _preview(ctx.task, 120),
+        "largest_blocks": largest,
+        "repeated_payloads": repeated[:top],
+        "redundant_tokens": sum(int(r["redundant_tokens"]) for r in repeated),
+        "metadata": {k: v for k, v in ctx.metadata.items() if isinstance(v, (str, int, float))},
+    }
