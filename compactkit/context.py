@@ -75,11 +75,17 @@ class CollapsedBlock(_Value):
 
 
 class ElidedBlock(_Value):
-    """Marker left by static-elision: this text repeats static text kept elsewhere."""
+    """Marker left by static-elision: text whose static parts repeat text kept elsewhere.
+
+    `text` is what the model is shown: the original with each repeated static paragraph replaced by
+    a one-line reference (empty when the whole block was a repeat of `ref`). `etag` recovers the
+    original block.
+    """
 
     type: Literal["elided"] = "elided"
     etag: str
     ref: str = Field(description="Where the kept copy lives, e.g. 'message 0'.")
+    text: str = ""
     label: str = ""
 
 
@@ -99,6 +105,15 @@ class SummaryBlock(_Value):
     etag: str
     summarized_messages: int = 0
     backend: str = ""
+
+
+class OmittedBlock(_Value):
+    """Marker left where a strategy dropped whole messages (sliding-window)."""
+
+    type: Literal["omitted"] = "omitted"
+    etag: str
+    messages: int
+    label: str = ""
 
 
 ContentPart = Annotated[
@@ -143,11 +158,13 @@ Block = Annotated[
         ElidedBlock,
         MaskedBlock,
         SummaryBlock,
+        OmittedBlock,
     ],
     Field(discriminator="type"),
 ]
 
-MARKER_TYPES = ("collapsed", "elided", "masked", "summary")
+MARKER_TYPES = ("collapsed", "elided", "masked", "summary", "omitted")
+Marker = Union[CollapsedBlock, ElidedBlock, MaskedBlock, SummaryBlock, OmittedBlock]
 
 
 class Message(_Value):
@@ -234,7 +251,7 @@ class AgentContext(_Value):
     @property
     def first_user_index(self) -> int | None:
         for i, msg in enumerate(self.messages):
-            if msg.role == "user" and msg.text.strip():
+            if msg.role == "user" and msg.text.strip() and not msg.metadata.get("is_demo"):
                 return i
         return None
 
@@ -374,7 +391,7 @@ def diff(a: AgentContext, b: AgentContext) -> ContextDiff:
 # --------------------------------------------------------------------------- rendering
 
 
-def marker_text(block: CollapsedBlock | ElidedBlock | MaskedBlock | SummaryBlock) -> str:
+def marker_text(block: Marker) -> str:
     """The text a model is shown in place of a marker block (writers and token counts use it)."""
     if isinstance(block, CollapsedBlock):
         fields: dict[str, Any] = {"path": block.path, "etag": block.etag}
@@ -383,10 +400,15 @@ def marker_text(block: CollapsedBlock | ElidedBlock | MaskedBlock | SummaryBlock
         fields["unchanged"] = block.unchanged
         return canonical_json(fields)
     if isinstance(block, ElidedBlock):
+        if block.text:
+            return block.text
         label = f": {block.label}" if block.label else ""
         return f"[static text elided{label}; same as {block.ref}, etag {block.etag}]"
     if isinstance(block, MaskedBlock):
         return f"[{block.label}; etag {block.etag}]"
+    if isinstance(block, OmittedBlock):
+        label = f": {block.label}" if block.label else ""
+        return f"[{block.messages} earlier messages omitted{label}; etag {block.etag}]"
     return f"[summary of {block.summarized_messages} earlier messages]\n{block.text}"
 
 

@@ -29,6 +29,7 @@ TRACE_ENV = "COMPACTKIT_TRACE_HOOKS"
 DEFAULT_PLUGINS: tuple[str, ...] = (
     "compactkit.builtins.formats",
     "compactkit.builtins.tokenizers",
+    "compactkit.builtins.strategies",
 )
 
 T = TypeVar("T")

@@ -1,17 +1,494 @@
-"""mini-swe-agent .traj.json trajectory."""
+"""mini-swe-agent .traj.json trajectory.
+
+A trajectory is `{"info": {...}, "messages": [...], "trajectory_format": "mini-swe-agent-1",
+"instance_id": ...}`. `messages` is exactly what the model was sent: the system prompt, the task
+(user), then model replies (assistant, with the raw API response in `extra.response`) each
+followed by the environment's answer as a user message.
+
+How the text-based protocol maps onto compactkit's blocks:
+
+- An assistant reply keeps its full text as a `TextBlock` (nothing is lost); reasoning the API
+  returned (`reasoning` / `reasoning_details` / `reasoning_content` / `thinking_blocks` in
+  `extra.response.choices[0].message`) comes first as a `ThinkingBlock`.
+- A reply with exactly one action block (the configured `action_regex`, by default
+  ```` ```bash ... ``` ````) also gets `ToolCallBlock(id=f"call_{n}", name="bash",
+  input={"command": <block>})`; the next user message is its result. `is_error` is True when
+  the observation's `<returncode>` is not 0, when it is a timeout notice, and for format errors.
+- A reply with zero or several action blocks is rejected by mini-swe-agent and nothing runs; the
+  format-error message it gets back is still the answer to that step, so the reply gets a call
+  `input={"rejected_actions": [<every block found>]}` and the format error becomes its result
+  with `is_error=True` (tool message metadata `{"format_error": true}`). Every model step is
+  thus one call/result pair and the number of calls equals `info.model_stats.api_calls`.
+- The final message after the submit command (the submitted output) is the result of that call.
+- v2 files (`trajectory_format` "mini-swe-agent-1.1") with native tool calls (`tool_calls` on
+  assistant messages, `role: "tool"` results) use the recorded ids; an `exit` message answers a
+  still-open call or is dropped (its status is in the context metadata).
+"""
 
 from __future__ import annotations
 
-from ..context import AgentContext
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from pydantic import JsonValue
+
+from ..context import (
+    AgentContext,
+    Block,
+    ContentPart,
+    Message,
+    Role,
+    TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
+from ..errors import BadInputError
+from ._util import as_text, parse_arguments, parts_from_content
 from .base import Document, Format
+
+NO_RESULT = "[no result recorded]"
+
+_BASH_REGEX = r"```bash\s*\n(.*?)\n```"
+_MSWEA_REGEX = r"```mswea_bash_command\s*\n(.*?)\n```"
+_RETURNCODE = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
+_DEFAULT_FORMAT_ERROR = "Please always provide EXACTLY ONE action"
+_DEFAULT_TIMEOUT = "The last command <command>"
+
+
+# --------------------------------------------------------------------------- shared helpers
+# (also used by the swe-agent adapter)
+
+
+@dataclass
+class Turn:
+    """A message under construction (blocks can still be added before it is frozen)."""
+
+    role: Role
+    blocks: list[Block] = field(default_factory=list)
+    metadata: dict[str, JsonValue] = field(default_factory=dict)
+    name: str | None = None
+
+
+@dataclass
+class Repaired:
+    messages: list[Message]
+    synthesized_results: int = 0
+    orphan_results: int = 0
+
+
+def repair_pairing(turns: list[Turn]) -> Repaired:
+    """Freeze `turns` into messages so that every result follows its call.
+
+    A call still open when the next non-tool turn starts gets a synthesized error result
+    (`"[no result recorded]"`, tool message metadata `{"synthesized": true}`); open calls of the
+    very last message are left pending. A result whose call is unknown becomes user text
+    (metadata `{"orphan_result": true}`).
+    """
+    out = Repaired(messages=[])
+    open_calls: dict[str, None] = {}
+
+    def flush() -> None:
+        if not open_calls:
+            return
+        results = tuple(
+            ToolResultBlock(
+                tool_call_id=call_id, content=(TextBlock(text=NO_RESULT),), is_error=True
+            )
+            for call_id in open_calls
+        )
+        out.messages.append(Message(role="tool", content=results, metadata={"synthesized": True}))
+        out.synthesized_results += len(results)
+        open_calls.clear()
+
+    for turn in turns:
+        if turn.role != "tool":
+            flush()
+            message = Message(
+                role=turn.role, content=tuple(turn.blocks), name=turn.name, metadata=turn.metadata
+            )
+            out.messages.append(message)
+            for call in message.tool_calls:
+                open_calls[call.id] = None
+            continue
+        kept: list[Block] = []
+        orphans: list[Block] = []
+        for block in turn.blocks:
+            if isinstance(block, ToolResultBlock) and block.tool_call_id not in open_calls:
+                orphans.extend(block.content)
+                out.orphan_results += 1
+            else:
+                if isinstance(block, ToolResultBlock):
+                    del open_calls[block.tool_call_id]
+                kept.append(block)
+        if kept:
+            out.messages.append(
+                Message(role="tool", content=tuple(kept), name=turn.name, metadata=turn.metadata)
+            )
+        if orphans:
+            out.messages.append(
+                Message(
+                    role="user",
+                    content=tuple(orphans),
+                    metadata={**turn.metadata, "orphan_result": True},
+                )
+            )
+    if open_calls:
+        last = out.messages[-1] if out.messages else None
+        if last is None or {c.id for c in last.tool_calls} != set(open_calls):
+            flush()
+    return out
+
+
+def content_text(content: Any) -> str:
+    """A message's content as plain text (text parts of a list joined with newlines)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(p.text for p in parts_from_content(content) if isinstance(p, TextBlock))
+    return as_text(content)
+
+
+def text_blocks(content: Any) -> list[Block]:
+    """Message content (a string or a list of parts) as blocks; empty text gives no block."""
+    return list(parts_from_content(content))
+
+
+def iso_time(value: Any) -> str | None:
+    """An epoch number (seconds) as an ISO-8601 UTC string; strings pass through."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            return datetime.fromtimestamp(value, tz=timezone.utc).isoformat().replace("+00:00", "Z")
+        except (OverflowError, OSError, ValueError):
+            return None
+    return None
+
+
+def thinking_from(message: dict[str, Any]) -> list[ThinkingBlock]:
+    """Reasoning recorded on an (OpenAI/OpenRouter/litellm shaped) assistant message."""
+    blocks = message.get("thinking_blocks")
+    if isinstance(blocks, list) and blocks:
+        out: list[ThinkingBlock] = []
+        for item in blocks:
+            if not isinstance(item, dict):
+                continue
+            if item.get("type") == "redacted_thinking":
+                out.append(
+                    ThinkingBlock(thinking="", signature=as_text(item.get("data")), redacted=True)
+                )
+            else:
+                out.append(
+                    ThinkingBlock(
+                        thinking=as_text(item.get("thinking")),
+                        signature=item.get("signature") or None,
+                    )
+                )
+        return out
+    details = message.get("reasoning_details")
+    if isinstance(details, list) and details:
+        texts = [
+            as_text(d.get("text") or d.get("summary"))
+            for d in details
+            if isinstance(d, dict) and d.get("type") in ("reasoning.text", "reasoning.summary")
+        ]
+        sealed = [
+            as_text(d.get("data"))
+            for d in details
+            if isinstance(d, dict) and d.get("type") == "reasoning.encrypted"
+        ]
+        text = "".join(texts) or as_text(message.get("reasoning"))
+        signature = "".join(sealed) or None
+        if text:
+            return [ThinkingBlock(thinking=text, signature=signature)]
+        if signature:
+            return [ThinkingBlock(thinking="", signature=signature, redacted=True)]
+        return []
+    for key in ("reasoning_content", "reasoning"):
+        value = message.get(key)
+        if isinstance(value, str) and value:
+            return [ThinkingBlock(thinking=value)]
+    return []
+
+
+def as_dict(value: Any) -> dict[str, Any]:
+    """`value` when it is a JSON object, else an empty dict."""
+    return value if isinstance(value, dict) else {}
+
+
+def _small(value: Any) -> bool:
+    return isinstance(value, (str, int, float, bool)) and (
+        not isinstance(value, str) or len(value) <= 500
+    )
+
+
+# --------------------------------------------------------------------------- the format
+
+
+def _is_mini(data: Any) -> bool:
+    if not isinstance(data, dict) or not isinstance(data.get("messages"), list):
+        return False
+    tag = data.get("trajectory_format")
+    if isinstance(tag, str) and tag.startswith("mini-swe-agent"):
+        return True
+    info = data.get("info")
+    return isinstance(info, dict) and "mini_version" in info
+
+
+def _get(value: Any, *keys: str) -> Any:
+    for key in keys:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(key)
+    return value
+
+
+class _Builder:
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.data = data
+        info = data.get("info")
+        self.info = as_dict(info)
+        config = self.info.get("config")
+        self.config = as_dict(config)
+        tag = data.get("trajectory_format")
+        default = _BASH_REGEX if tag in (None, "mini-swe-agent-1") else _MSWEA_REGEX
+        regex = _get(self.config, "agent", "action_regex") or _get(
+            self.config, "model", "action_regex"
+        )
+        try:
+            self.action_regex = re.compile(regex if isinstance(regex, str) else default, re.DOTALL)
+        except re.error:
+            self.action_regex = re.compile(default, re.DOTALL)
+        self.format_error_prefix = self._template_prefix(
+            "format_error_template", _DEFAULT_FORMAT_ERROR
+        )
+        self.timeout_prefix = self._template_prefix("timeout_template", _DEFAULT_TIMEOUT)
+        self.turns: list[Turn] = []
+        self.calls = 0
+        self.models: Counter[str] = Counter()
+
+    def _template_prefix(self, key: str, default: str) -> str:
+        template = _get(self.config, "agent", key) or _get(self.config, "model", key)
+        if isinstance(template, str):
+            prefix = re.split(r"\{\{|\{%", template, maxsplit=1)[0].strip()
+            if len(prefix) >= 10:
+                return prefix
+        return default
+
+    def next_id(self) -> str:
+        self.calls += 1
+        return f"call_{self.calls}"
+
+    # ----------------------------------------------------------------- per message
+
+    def assistant(self, msg: dict[str, Any]) -> tuple[Turn, list[str] | None]:
+        """The assistant turn and, for a reply without exactly one action, the blocks found."""
+        extra = as_dict(msg.get("extra"))
+        response = as_dict(extra.get("response"))
+        choices = response.get("choices")
+        first_choice = as_dict(choices[0]) if isinstance(choices, list) and choices else {}
+        api_message = as_dict(first_choice.get("message"))
+        blocks: list[Block] = [*(thinking_from(msg) or thinking_from(api_message))]
+        blocks.extend(text_blocks(msg.get("content")))
+        metadata: dict[str, JsonValue] = {}
+        if isinstance(response.get("id"), str):
+            metadata["id"] = response["id"]
+        stamp = iso_time(extra.get("timestamp", response.get("created")))
+        if stamp:
+            metadata["timestamp"] = stamp
+        model = response.get("model")
+        if isinstance(model, str):
+            metadata["model"] = model
+            self.models[model] += 1
+        usage = as_dict(response.get("usage")) or as_dict(extra.get("usage"))
+        if usage:
+            metadata["usage"] = usage
+        if isinstance(extra.get("cost"), (int, float)):
+            metadata["cost"] = extra["cost"]
+        rejected: list[str] | None = None
+        tool_calls = msg.get("tool_calls") or api_message.get("tool_calls")
+        if isinstance(tool_calls, list) and tool_calls:
+            for call in tool_calls:
+                if not isinstance(call, dict):
+                    continue
+                function = as_dict(call.get("function"))
+                call_id = call.get("id") if isinstance(call.get("id"), str) else self.next_id()
+                blocks.append(
+                    ToolCallBlock(
+                        id=call_id,
+                        name=as_text(function.get("name")) or "bash",
+                        input=parse_arguments(function.get("arguments")),
+                    )
+                )
+        else:
+            actions = self.actions(msg, extra)
+            if len(actions) == 1:
+                blocks.append(
+                    ToolCallBlock(id=self.next_id(), name="bash", input={"command": actions[0]})
+                )
+            else:
+                rejected = actions
+        return Turn(role="assistant", blocks=blocks, metadata=metadata), rejected
+
+    def actions(self, msg: dict[str, Any], extra: dict[str, Any]) -> list[str]:
+        recorded = extra.get("actions")
+        if isinstance(recorded, list) and recorded:
+            return [as_text(a.get("command") if isinstance(a, dict) else a) for a in recorded]
+        return [m.strip() for m in self.action_regex.findall(content_text(msg.get("content")))]
+
+    def is_error(self, text: str, extra: dict[str, Any], final: bool) -> bool:
+        code = extra.get("returncode")
+        if isinstance(code, int) and not isinstance(code, bool):
+            return code != 0
+        match = _RETURNCODE.match(text.lstrip())
+        if match:
+            return int(match.group(1)) != 0
+        if text.lstrip().startswith((self.format_error_prefix, self.timeout_prefix)):
+            return True
+        return final and self.info.get("exit_status") not in (None, "Submitted")
+
+    # ----------------------------------------------------------------- whole file
+
+    def build(self, conversation: int | None) -> AgentContext:
+        raw = self.data["messages"]
+        system: str | None = None
+        start = 0
+        if raw and isinstance(raw[0], dict) and raw[0].get("role") == "system":
+            system = content_text(raw[0].get("content"))
+            start = 1
+        open_ids: list[str] = []  # calls of the latest assistant turn still waiting for a result
+        rejected: list[str] | None = None  # actions of a latest reply that had no valid one
+        last_assistant: Turn | None = None
+        for index in range(start, len(raw)):
+            msg = raw[index]
+            if not isinstance(msg, dict):
+                raise BadInputError(f"message {index} is not an object")
+            role = msg.get("role")
+            extra = as_dict(msg.get("extra"))
+            final = index == len(raw) - 1
+            if role == "assistant":
+                turn, rejected = self.assistant(msg)
+                self.turns.append(turn)
+                last_assistant = turn
+                open_ids = [b.id for b in turn.blocks if isinstance(b, ToolCallBlock)]
+            elif role == "tool":
+                call_id = msg.get("tool_call_id")
+                if not isinstance(call_id, str):
+                    call_id = open_ids[0] if open_ids else "unknown"
+                if call_id in open_ids:
+                    open_ids.remove(call_id)
+                text = content_text(msg.get("content"))
+                self.turns.append(self.result(call_id, msg, self.is_error(text, extra, final)))
+            elif role in ("user", "exit") and (open_ids or rejected is not None):
+                text = content_text(msg.get("content"))
+                metadata: dict[str, JsonValue] = {}
+                if not open_ids and last_assistant is not None and rejected is not None:
+                    # the format error answering a reply without exactly one action
+                    call_id = self.next_id()
+                    last_assistant.blocks.append(
+                        ToolCallBlock(id=call_id, name="bash", input={"rejected_actions": rejected})
+                    )
+                    metadata["format_error"] = True
+                    is_error = True
+                else:
+                    call_id = open_ids.pop(0) if open_ids else "unknown"
+                    is_error = self.is_error(text, extra, final)
+                if role == "exit" or (final and self.info.get("exit_status")):
+                    status = _get(extra, "exit_status") or self.info.get("exit_status")
+                    if isinstance(status, str):
+                        metadata["exit_status"] = status
+                self.turns.append(self.result(call_id, msg, is_error, metadata))
+                rejected = None
+            elif role == "exit":
+                continue  # the run's end; its status is in the context metadata
+            elif role in ("user", "system"):
+                rejected = None
+                blocks = text_blocks(msg.get("content"))
+                if not blocks and final:
+                    continue  # the empty notice of a run stopped by its limits
+                self.turns.append(Turn(role=role, blocks=blocks))
+            else:
+                raise BadInputError(f"message {index} has unknown role {role!r}")
+        repaired = repair_pairing(self.turns)
+        return AgentContext(
+            system_instruction=system,
+            messages=tuple(repaired.messages),
+            metadata=self.context_metadata(conversation, repaired),
+        )
+
+    def result(
+        self,
+        call_id: str,
+        msg: dict[str, Any],
+        is_error: bool,
+        metadata: dict[str, JsonValue] | None = None,
+    ) -> Turn:
+        parts: tuple[ContentPart, ...] = parts_from_content(msg.get("content"))
+        block = ToolResultBlock(tool_call_id=call_id, content=parts, is_error=is_error)
+        meta: dict[str, JsonValue] = dict(metadata or {})
+        extra = as_dict(msg.get("extra"))
+        stamp = iso_time(extra.get("timestamp"))
+        if stamp:
+            meta["timestamp"] = stamp
+        return Turn(role="tool", blocks=[block], metadata=meta)
+
+    def context_metadata(
+        self, conversation: int | None, repaired: Repaired
+    ) -> dict[str, JsonValue]:
+        meta: dict[str, JsonValue] = {"source_format": MiniSweAgentFormat.name}
+        instance = self.data.get("instance_id")
+        if isinstance(instance, str):
+            meta["instance_id"] = instance
+        model = _get(self.config, "model", "model_name")
+        if not isinstance(model, str) and self.models:
+            model = self.models.most_common(1)[0][0]
+        if isinstance(model, str):
+            meta["model"] = model
+        cwd = _get(self.config, "environment", "cwd")
+        if isinstance(cwd, str) and cwd:
+            meta["cwd"] = cwd
+        for key in ("exit_status", "mini_version"):
+            if _small(self.info.get(key)):
+                meta[key] = self.info[key]
+        stats = self.info.get("model_stats")
+        if isinstance(stats, dict):
+            meta["model_stats"] = {k: v for k, v in stats.items() if _small(v)}
+        if isinstance(self.info.get("submission"), str):
+            meta["submission_chars"] = len(self.info["submission"])
+        if isinstance(self.data.get("trajectory_format"), str):
+            meta["trajectory_format"] = self.data["trajectory_format"]
+        if repaired.synthesized_results:
+            meta["synthesized_results"] = repaired.synthesized_results
+        if repaired.orphan_results:
+            meta["orphan_results"] = repaired.orphan_results
+        if conversation is not None:
+            meta["conversation"] = conversation
+        return meta
 
 
 class MiniSweAgentFormat(Format):
     name = "mini-swe-agent"
     description = "mini-swe-agent .traj.json trajectory"
+    priority = 10
 
     def sniff(self, doc: Document) -> bool:
-        return False  # TODO: not implemented yet
+        try:
+            return doc.kind == "json" and _is_mini(doc.data)
+        except Exception:
+            return False
 
     def load(self, doc: Document) -> list[AgentContext]:
-        raise NotImplementedError
+        if doc.kind != "json" or not _is_mini(doc.data):
+            raise BadInputError(
+                "not a mini-swe-agent trajectory (expected an object with messages[] and "
+                "trajectory_format or info.mini_version)",
+                path=doc.path,
+            )
+        try:
+            return [_Builder(doc.data).build(None)]
+        except BadInputError as exc:
+            raise BadInputError(exc.what, path=doc.path, hint=exc.hint) from None

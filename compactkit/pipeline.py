@@ -1,0 +1,310 @@
+"""Pipelines: strategies run in order, each output validated and reported as events."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from difflib import SequenceMatcher
+from typing import Any
+
+from .context import AgentContext, Message, ToolResultBlock
+from .errors import CompactkitError, ContractViolation, StrategyError
+from .events import (
+    Change,
+    CompactionFailed,
+    CompactionFinished,
+    CompactionStarted,
+    EventBus,
+    Observer,
+    StrategyApplied,
+)
+from .recovery import is_marker, message_marker
+from .strategy import Strategy, StrategyOptions, parse_spec
+from .tokens import DEFAULT_TOKENIZER, TokenCounter, get_counter
+from .validate import validate
+
+
+def _new_markers(before: Message | None, after: Message) -> list[Any]:
+    """Markers in `after` that `before` did not have."""
+
+    def collect(msg: Message | None) -> list[Any]:
+        if msg is None:
+            return []
+        found: list[Any] = []
+        for block in msg.content:
+            if is_marker(block):
+                found.append(block)
+            elif isinstance(block, ToolResultBlock):
+                found.extend(p for p in block.content if is_marker(p))
+        return found
+
+    old = {m.etag for m in collect(before)}
+    return [m for m in collect(after) if m.etag not in old]
+
+
+def _reason(markers: list[Any], fallback: str) -> str:
+    if not markers:
+        return fallback
+    labels = []
+    for m in markers:
+        label = getattr(m, "label", "") or getattr(m, "path", "") or ""
+        labels.append(f"{m.type} {label}".strip())
+    return "; ".join(dict.fromkeys(labels))
+
+
+def changes(before: AgentContext, after: AgentContext) -> tuple[list[Change], list[str]]:
+    """What a strategy did, message by message, and the etags of markers it added.
+
+    Unchanged messages are the same objects in both contexts (strategies reuse them), so this aligns
+    by identity and costs nothing on the messages a strategy left alone.
+    """
+    a = [id(m) for m in before.messages]
+    b = [id(m) for m in after.messages]
+    out: list[Change] = []
+    etags: list[str] = []
+    matcher = SequenceMatcher(a=a, b=b, autojunk=False)
+    for op, a0, a1, b0, b1 in matcher.get_opcodes():
+        if op == "equal":
+            continue
+        removed = list(range(a0, a1))
+        added = list(range(b0, b1))
+        absorbed: str | None = None
+        for j in added:
+            new = after.messages[j]
+            marker = message_marker(new)
+            if marker is not None:
+                absorbed = _reason([marker], "replaced")
+        paired = min(len(removed), len(added))
+        for k in range(paired):
+            old, new = before.messages[removed[k]], after.messages[added[k]]
+            fresh = _new_markers(old, new)
+            etags.extend(m.etag for m in fresh)
+            if message_marker(new) is not None:
+                out.append(Change("added", added[k], _reason(fresh, "marker")))
+                out.append(Change("removed", removed[k], absorbed or "dropped"))
+            else:
+                out.append(Change("changed", added[k], _reason(fresh, "content changed")))
+        for j in added[paired:]:
+            fresh = _new_markers(None, after.messages[j])
+            etags.extend(m.etag for m in fresh)
+            out.append(Change("added", j, _reason(fresh, "added")))
+        for i in removed[paired:]:
+            out.append(Change("removed", i, absorbed or "dropped"))
+    return out, etags
+
+
+@dataclass
+class StepReport:
+    """One strategy's effect, as reported by `Pipeline.run`."""
+
+    strategy: str
+    tokens_before: int
+    tokens_after: int
+    seconds: float
+    changes: list[Change] = field(default_factory=list)
+    note: str = ""
+
+
+@dataclass
+class RunResult:
+    context: AgentContext
+    tokens_before: int
+    tokens_after: int
+    steps: list[StepReport]
+    seconds: float
+
+
+def _as_strategy(item: Strategy | Callable[[AgentContext], AgentContext]) -> Strategy:
+    if isinstance(item, Strategy):
+        return item
+    if isinstance(item, type) and issubclass(item, Strategy):
+        return item()
+    if callable(item):
+        fn = item
+
+        class _Fn(Strategy):
+            name = getattr(fn, "__name__", "function")
+            description = (getattr(fn, "__doc__", "") or "").strip()
+
+            def compact(self, ctx: AgentContext) -> AgentContext:
+                return fn(ctx)
+
+        return _Fn()
+    raise TypeError(f"not a strategy: {item!r}")
+
+
+class Pipeline(Strategy):
+    """Strategies applied in order; itself a strategy.
+
+    Every output is checked by `compactkit.validate` against that strategy's input; a violation
+    raises `ContractViolation` naming the strategy, message and rule, and leaves the caller's context
+    untouched (contexts never change). Events go to `subscribe`d observers and to plugins'
+    `compaction_event` hook.
+    """
+
+    name = "pipeline"
+    description = "Strategies applied in order."
+
+    def __init__(
+        self,
+        strategies: Sequence[Strategy | Callable[[AgentContext], AgentContext]],
+        *,
+        tokenizer: str = DEFAULT_TOKENIZER,
+        check: bool = True,
+        registry: Any | None = None,
+        name: str | None = None,
+    ) -> None:
+        super().__init__()
+        self.strategies = [_as_strategy(s) for s in strategies]
+        self.tokenizer = tokenizer
+        self.check = check
+        self.registry = registry
+        self.title = name or " | ".join(s.label for s in self.strategies) or "empty"
+        self._bus = EventBus()
+
+    @property
+    def label(self) -> str:
+        return self.title
+
+    def subscribe(self, observer: Observer) -> Callable[[], None]:
+        """Receive every event of every run; returns the function that unsubscribes."""
+        return self._bus.subscribe(observer)
+
+    def _emit(self, event: Any) -> None:
+        self._bus.emit(event)
+        if self.registry is not None and self.registry.has_event_hooks:
+            for problem in self.registry.emit(event):
+                import sys
+
+                print(f"compactkit: {problem}", file=sys.stderr)
+
+    def _counter(self) -> TokenCounter:
+        if self.registry is not None:
+            return TokenCounter(self.registry.tokenizers.get(self.tokenizer))
+        return get_counter(self.tokenizer)
+
+    def compact(self, ctx: AgentContext) -> AgentContext:
+        return self.run(ctx).context
+
+    def run(self, ctx: AgentContext, counter: TokenCounter | None = None) -> RunResult:
+        """Compact `ctx`, returning the result with per-strategy figures."""
+        counter = counter or self._counter()
+        start = time.perf_counter()
+        tokens_before = counter.context(ctx)
+        self._emit(
+            CompactionStarted(
+                pipeline=self.title,
+                strategies=tuple(s.label for s in self.strategies),
+                tokens=tokens_before,
+                messages=len(ctx.messages),
+            )
+        )
+        current, tokens = ctx, tokens_before
+        steps: list[StepReport] = []
+        for index, strat in enumerate(self.strategies):
+            t0 = time.perf_counter()
+            try:
+                out = strat.compact(current)
+            except CompactkitError as exc:
+                self._fail(strat, exc)
+                raise
+            except Exception as exc:
+                error = StrategyError(
+                    f"strategy {strat.name!r} failed: {type(exc).__name__}: {exc}".splitlines()[0]
+                )
+                self._fail(strat, error)
+                raise error from exc
+            if not isinstance(out, AgentContext):
+                error2 = ContractViolation(
+                    f"strategy {strat.name!r} returned {type(out).__name__}, not an AgentContext"
+                )
+                self._fail(strat, error2)
+                raise error2
+            if self.check:
+                problems = validate(out, current)
+                if problems:
+                    first = problems[0]
+                    more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+                    error3 = ContractViolation(
+                        f"strategy {strat.name!r} broke the contract at {first}{more}"
+                    )
+                    self._fail(strat, error3)
+                    raise error3
+            seconds = time.perf_counter() - t0
+            after = counter.context(out)
+            found, etags = changes(current, out) if out is not current else ([], [])
+            note = ""
+            budget = (
+                getattr(strat.options, strat.budget_option, None) if strat.budget_option else None
+            )
+            if isinstance(budget, int) and after > budget:
+                note = f"over its budget of {budget:,} tokens by {after - budget:,}"
+            self._emit(
+                StrategyApplied(
+                    pipeline=self.title,
+                    strategy=strat.label,
+                    index=index,
+                    tokens_before=tokens,
+                    tokens_after=after,
+                    messages_before=len(current.messages),
+                    messages_after=len(out.messages),
+                    seconds=seconds,
+                    changes=tuple(found),
+                    elided=tuple(etags),
+                    note=note,
+                )
+            )
+            steps.append(StepReport(strat.label, tokens, after, seconds, found, note))
+            current, tokens = out, after
+        total = time.perf_counter() - start
+        self._emit(CompactionFinished(self.title, tokens_before, tokens, total))
+        return RunResult(current, tokens_before, tokens, steps, total)
+
+    def _fail(self, strat: Strategy, exc: CompactkitError) -> None:
+        self._emit(CompactionFailed(self.title, strat.label, str(exc), exc.exit_code))
+
+
+def get_strategy(name: str, registry: Any | None = None, /, **options: Any) -> Strategy:
+    """An instance of the registered strategy `name` with `options` (validated)."""
+    from .registry import get_registry
+
+    reg = registry or get_registry()
+    cls = reg.strategies.get(name)
+    instance: Strategy = cls(**options)
+    return instance
+
+
+def build_pipeline(
+    specs: Sequence[str],
+    *,
+    budget: int | None = None,
+    registry: Any | None = None,
+    tokenizer: str = DEFAULT_TOKENIZER,
+) -> Pipeline:
+    """A pipeline from `NAME[:key=value,...]` specs; `budget` fills each strategy's budget option
+    where the spec did not set it."""
+    strategies = []
+    for spec in specs:
+        name, options = parse_spec(spec)
+        from .registry import get_registry
+
+        cls = (registry or get_registry()).strategies.get(name)
+        if budget is not None and cls.budget_option and cls.budget_option not in options:
+            options[cls.budget_option] = budget
+        if "tokenizer" in cls.Options.model_fields and "tokenizer" not in options:
+            options["tokenizer"] = tokenizer
+        strategies.append(cls(**options))
+    return Pipeline(strategies, tokenizer=tokenizer, registry=registry)
+
+
+__all__ = [
+    "Pipeline",
+    "RunResult",
+    "StepReport",
+    "Strategy",
+    "StrategyOptions",
+    "build_pipeline",
+    "changes",
+    "get_strategy",
+]

@@ -1,0 +1,136 @@
+"""The strategy contract: `compact(ctx) -> ctx`, pure, with validated options."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from .context import AgentContext
+from .errors import ConfigError
+
+
+class StrategyOptions(BaseModel):
+    """Base of every strategy's options: frozen, unknown keys rejected, every field described."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Strategy:
+    """A compaction strategy. Subclasses set `name`, `description`, an `Options` model, and
+    implement `compact`.
+
+    `compact` must be pure: never mutate its input, give the same output for the same input and
+    options, read and write nothing outside the value (an LLM call is the one declared exception).
+    """
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    Options: ClassVar[type[StrategyOptions]] = StrategyOptions
+    budget_option: ClassVar[str | None] = None
+    """Name of the option that `--budget` fills when the user did not set it."""
+
+    def __init__(self, options: StrategyOptions | Mapping[str, Any] | None = None, **kwargs: Any):
+        if isinstance(options, StrategyOptions):
+            if kwargs:
+                options = options.model_copy(update=kwargs)
+            self.options = self.Options.model_validate(options.model_dump())
+        else:
+            self.options = make_options(self.Options, {**(options or {}), **kwargs}, self.name)
+
+    def compact(self, ctx: AgentContext) -> AgentContext:
+        raise NotImplementedError
+
+    def __call__(self, ctx: AgentContext) -> AgentContext:
+        return self.compact(ctx)
+
+    @property
+    def label(self) -> str:
+        """`name` plus the options that differ from their defaults."""
+        changed = self.options.model_dump(exclude_defaults=True)
+        if not changed:
+            return self.name
+        return f"{self.name}:" + ",".join(f"{k}={v}" for k, v in sorted(changed.items()))
+
+    def __repr__(self) -> str:
+        return f"<Strategy {self.label}>"
+
+
+O = TypeVar("O", bound=StrategyOptions)
+
+
+def make_options(model: type[O], values: Mapping[str, Any], strategy: str) -> O:
+    try:
+        return model.model_validate(dict(values))
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'options'}: {err['msg']}"
+            for err in exc.errors()
+        )
+        known = ", ".join(model.model_fields) or "none"
+        raise ConfigError(
+            f"bad options for strategy {strategy!r}: {problems} (options: {known})"
+        ) from None
+
+
+def strategy(
+    name: str,
+    *,
+    options: type[StrategyOptions] = StrategyOptions,
+    description: str | None = None,
+    budget_option: str | None = None,
+) -> Callable[[Callable[[AgentContext, Any], AgentContext]], type[Strategy]]:
+    """Turn a plain function `fn(ctx, options) -> ctx` into a strategy class.
+
+    >>> @strategy("drop-images")
+    ... def drop_images(ctx, options):
+    ...     return ctx
+    """
+
+    def wrap(fn: Callable[[AgentContext, Any], AgentContext]) -> type[Strategy]:
+        def compact(self: Strategy, ctx: AgentContext) -> AgentContext:
+            return fn(ctx, self.options)
+
+        cls = type(
+            fn.__name__,
+            (Strategy,),
+            {
+                "name": name,
+                "description": description or (fn.__doc__ or "").strip().split("\n")[0],
+                "Options": options,
+                "budget_option": budget_option,
+                "compact": compact,
+                "__module__": fn.__module__,
+                "__doc__": fn.__doc__,
+            },
+        )
+        return cls
+
+    return wrap
+
+
+def parse_value(raw: str) -> Any:
+    """Option values on the command line: JSON where it parses (numbers, booleans), else text."""
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        return raw
+
+
+def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
+    """`"name:key=value,key=value"` -> ("name", {key: value})."""
+    name, _, rest = spec.partition(":")
+    name = name.strip()
+    if not name:
+        raise ConfigError(f"empty strategy name in {spec!r} (use NAME[:key=value,...])")
+    options: dict[str, Any] = {}
+    for item in filter(None, (p.strip() for p in rest.split(","))):
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise ConfigError(
+                f"bad option {item!r} in {spec!r} (use NAME:key=value,key=value)"
+            )
+        options[key.strip().replace("-", "_")] = parse_value(value.strip())
+    return name, options

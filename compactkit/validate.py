@@ -1,0 +1,186 @@
+"""The invariants every compacted context keeps, checked after every strategy.
+
+Rules (each violation names one):
+
+* ``tool-result-without-call``: a tool result with no earlier tool call of that id;
+* ``unanswered-tool-call``: a tool call with no result, other than calls of the final assistant turn;
+* ``duplicate-tool-call-id``: two calls share an id;
+* ``tool-result-outside-tool-message``: a tool result in a message whose role is not ``tool``;
+* ``parallel-results-split``: results of one assistant turn's calls do not all sit in the tool messages
+  that directly follow it (another message came between);
+* ``starts-with-tool-result``: the first message is a tool message;
+* ``system-instruction-changed``: the system instruction differs from the input's;
+* ``task-missing``: the input's first user message (the task) is not the output's first user message;
+* ``thinking-detached``: an assistant turn keeps its tool calls but lost the thinking it had in the input;
+* ``dangling-marker``: a marker whose etag is neither in the recovery store (or stash) nor, for a
+  collapsed marker, the etag of a full copy still in the context.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from .context import AgentContext, CollapsedBlock, ThinkingBlock, ToolResultBlock
+from .recovery import markers, payload_etag
+
+
+@dataclass(frozen=True)
+class Violation:
+    rule: str
+    message: int | None
+    detail: str
+
+    def __str__(self) -> str:
+        where = f"message {self.message}" if self.message is not None else "context"
+        return f"{where}: {self.rule}: {self.detail}"
+
+
+def _pairing(ctx: AgentContext) -> list[Violation]:
+    out: list[Violation] = []
+    seen_calls: dict[str, int] = {}
+    answered: set[str] = set()
+    last_assistant = max(
+        (i for i, m in enumerate(ctx.messages) if m.role == "assistant"), default=-1
+    )
+    # index of the assistant message whose results are still allowed (the current tool group)
+    group_owner: int | None = None
+    group_open: set[str] = set()
+    for i, msg in enumerate(ctx.messages):
+        if msg.role != "tool":
+            if group_owner is not None and group_open and msg.role != "tool":
+                pass  # reported below as unanswered or split when a late result shows up
+            group_owner = None
+            group_open = set()
+        for block in msg.content:
+            if block.type == "tool_call":
+                if block.id in seen_calls:
+                    out.append(
+                        Violation("duplicate-tool-call-id", i, f"call id {block.id!r} repeats")
+                    )
+                seen_calls[block.id] = i
+                if msg.role == "assistant":
+                    group_owner = i
+                    group_open.add(block.id)
+            elif isinstance(block, ToolResultBlock):
+                cid = block.tool_call_id
+                if msg.role != "tool":
+                    out.append(
+                        Violation(
+                            "tool-result-outside-tool-message",
+                            i,
+                            f"result for {cid!r} in a {msg.role} message",
+                        )
+                    )
+                if cid not in seen_calls:
+                    out.append(
+                        Violation("tool-result-without-call", i, f"no earlier call {cid!r}")
+                    )
+                    continue
+                if cid in answered:
+                    out.append(Violation("tool-result-without-call", i, f"{cid!r} answered twice"))
+                    continue
+                answered.add(cid)
+                if cid in group_open:
+                    group_open.discard(cid)
+                else:
+                    out.append(
+                        Violation(
+                            "parallel-results-split",
+                            i,
+                            f"result for {cid!r} (called in message {seen_calls[cid]}) is not in "
+                            "the tool messages right after its call",
+                        )
+                    )
+    for cid, index in seen_calls.items():
+        if cid not in answered and index != last_assistant:
+            out.append(Violation("unanswered-tool-call", index, f"call {cid!r} has no result"))
+    return out
+
+
+def _thinking(ctx: AgentContext, original: AgentContext) -> list[Violation]:
+    by_call: dict[str, tuple[ThinkingBlock, ...]] = {}
+    for msg in original.messages:
+        if msg.role != "assistant" or not msg.tool_calls:
+            continue
+        thinking = tuple(b for b in msg.content if isinstance(b, ThinkingBlock))
+        if thinking:
+            for call in msg.tool_calls:
+                by_call[call.id] = thinking
+    out: list[Violation] = []
+    if not by_call:
+        return out
+    for i, msg in enumerate(ctx.messages):
+        if msg.role != "assistant":
+            continue
+        for call in msg.tool_calls:
+            expected = by_call.get(call.id)
+            if expected is None:
+                continue
+            present = [b for b in msg.content if isinstance(b, ThinkingBlock)]
+            if any(t not in present for t in expected):
+                out.append(
+                    Violation("thinking-detached", i, f"turn with call {call.id!r} lost its thinking")
+                )
+            break
+    return out
+
+
+def _markers(ctx: AgentContext, stash: Mapping[str, str] | None) -> list[Violation]:
+    store = ctx.recovery if not stash else {**stash, **ctx.recovery}
+    found = markers(ctx)
+    if not found:
+        return []
+    full_copies: set[str] | None = None
+    out: list[Violation] = []
+    for i, block in found:
+        if block.etag in store:
+            continue
+        if isinstance(block, CollapsedBlock):
+            if full_copies is None:
+                full_copies = {
+                    payload_etag(b.content)
+                    for m in ctx.messages
+                    for b in m.tool_results
+                    if not any(p.type in ("collapsed", "masked", "elided") for p in b.content)
+                }
+            if block.etag in full_copies:
+                continue
+        out.append(
+            Violation(
+                "dangling-marker",
+                i,
+                f"{block.type} marker etag {block.etag} is neither in the context nor recoverable",
+            )
+        )
+    return out
+
+
+def validate(
+    ctx: AgentContext,
+    original: AgentContext | None = None,
+    *,
+    stash: Mapping[str, str] | None = None,
+) -> list[Violation]:
+    """Every rule broken by `ctx`; rules that compare with the input need `original`."""
+    out = _pairing(ctx)
+    if ctx.messages and ctx.messages[0].role == "tool":
+        out.append(Violation("starts-with-tool-result", 0, "the context starts on a tool message"))
+    if original is not None:
+        if ctx.system_instruction != original.system_instruction:
+            out.append(Violation("system-instruction-changed", None, "system instruction differs"))
+        task_index = original.first_user_index
+        if task_index is not None:
+            task = original.messages[task_index]
+            mine = ctx.first_user_index
+            if mine is None or ctx.messages[mine] != task:
+                out.append(
+                    Violation(
+                        "task-missing",
+                        mine,
+                        f"the first user message (input message {task_index}) was not kept",
+                    )
+                )
+        out.extend(_thinking(ctx, original))
+    out.extend(_markers(ctx, stash))
+    return out
