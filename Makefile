@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
-SAMPLE := examples/sessions/codemie_rollout-019e1625.head120.jsonl
+SAMPLE := examples/sessions/gemini3pro_sphinx-doc__sphinx-9229.traj.json
 
 .PHONY: run test lint typecheck bench schema clean
 
@@ -14,7 +14,12 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/compactkit inspect $(SAMPLE)
+	@mkdir -p out
+	$(BIN)/compactkit inspect --top 3 $(SAMPLE)
+	$(BIN)/compactkit run $(SAMPLE) --budget 30000 --explain \
+		-o out/demo.compact.json --stash out/demo.stash.json --report-json out/demo.report.json
+	$(BIN)/compactkit expand out/demo.compact.json --stash out/demo.stash.json -o out/demo.expanded.json
+	$(BIN)/compactkit diff $(SAMPLE) out/demo.expanded.json
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

@@ -17,7 +17,14 @@ import click
 
 from . import __version__
 from .context import AgentContext
-from .errors import EXIT_BAD_INPUT, EXIT_PLUGIN, CompactkitError
+from .errors import (
+    EXIT_BAD_INPUT,
+    EXIT_BUDGET,
+    EXIT_PLUGIN,
+    BadInputError,
+    CompactkitError,
+    ConfigError,
+)
 from .formats.base import read_document
 from .inspect import inspect_context
 from .io import load_document, render, split_address, write_atomic
@@ -25,6 +32,13 @@ from .registry import Registry, make_registry
 from .tokens import DEFAULT_TOKENIZER, TokenCounter
 
 JSON_SCHEMA_VERSION = 1
+DEFAULT_PIPELINE: tuple[str, ...] = (
+    "etag-collapse",
+    "static-elision",
+    "observation-mask",
+    "sliding-window",
+)
+"""What `run` applies when no -s is given (sliding-window acts only under --budget)."""
 
 
 class State:
@@ -110,7 +124,9 @@ def _render_inspect(report: dict[str, Any], title: str) -> None:
     for k in range(max(len(roles), len(kinds))):
         r = roles[k] if k < len(roles) else ("", "")
         b = kinds[k] if k < len(kinds) else ("", "")
-        sizes.add_row(r[0], f"{r[1]:,}" if r[1] != "" else "", b[0], f"{b[1]:,}" if b[1] != "" else "")
+        sizes.add_row(
+            r[0], f"{r[1]:,}" if r[1] != "" else "", b[0], f"{b[1]:,}" if b[1] != "" else ""
+        )
     console.print(sizes)
     largest = Table(title="largest blocks", show_edge=False)
     for col in ("msg", "role", "type", "tokens", "what"):
@@ -126,7 +142,9 @@ def _render_inspect(report: dict[str, Any], title: str) -> None:
         for col in ("what", "count", "tokens each", "redundant"):
             rep.add_column(col, justify="left" if col == "what" else "right")
         for r in report["repeated_payloads"]:
-            rep.add_row(r["label"], str(r["count"]), f"{r['tokens_each']:,}", f"{r['redundant_tokens']:,}")
+            rep.add_row(
+                r["label"], str(r["count"]), f"{r['tokens_each']:,}", f"{r['redundant_tokens']:,}"
+            )
         console.print(rep)
     console.print()
 
@@ -160,7 +178,11 @@ def make_cli(registry_factory: Callable[[], Registry] | None = None) -> click.Gr
     @tokenizer_option
     @click.pass_obj
     def inspect(
-        state: State, files: Sequence[str], as_json: bool, top: int, format_: str | None,
+        state: State,
+        files: Sequence[str],
+        as_json: bool,
+        top: int,
+        format_: str | None,
         tokenizer: str,
     ) -> None:
         """Show what sessions hold: sizes in tokens, tools, largest blocks, repeats.
@@ -267,7 +289,257 @@ def make_cli(registry_factory: Callable[[], Registry] | None = None) -> click.Gr
                 default = f" (default {spec['default']!r})" if "default" in spec else ""
                 click.echo(f"    {key}: {spec.get('description', '')}{default}")
 
+    @cli.command()
+    @click.argument("file")
+    @click.option(
+        "-s",
+        "--strategy",
+        "specs",
+        multiple=True,
+        metavar="NAME[:key=value,...]",
+        help="A strategy and its options; repeat for a pipeline (order is pipeline order).",
+    )
+    @click.option(
+        "--budget",
+        type=click.IntRange(min=1),
+        default=None,
+        help="Token count the output must fit; fills each strategy's budget option.",
+    )
+    @click.option(
+        "--to",
+        "to",
+        default="compactkit",
+        show_default=True,
+        metavar="FORMAT",
+        help="Output format.",
+    )
+    @click.option("-o", "--output", default=None, help="Output file (default: stdout).")
+    @click.option(
+        "--stash",
+        default=None,
+        metavar="PATH",
+        help="Write what was removed to this stash file instead of into the context.",
+    )
+    @click.option(
+        "--explain", is_flag=True, help="Say which messages each strategy changed and why."
+    )
+    @click.option(
+        "--report-json", default=None, metavar="FILE", help="Write the run report as JSON."
+    )
+    @format_option
+    @tokenizer_option
+    @click.pass_obj
+    def run(
+        state: State,
+        file: str,
+        specs: Sequence[str],
+        budget: int | None,
+        to: str,
+        output: str | None,
+        stash: str | None,
+        explain: bool,
+        report_json: str | None,
+        format_: str | None,
+        tokenizer: str,
+    ) -> None:
+        (
+            """Compact a session (FILE or FILE#N) with a pipeline of strategies.
+
+        With no -s, the default pipeline runs: """
+            + " | ".join(DEFAULT_PIPELINE)
+            + """.
+        Exit 1 when the output is still over --budget (the output is written all the same).
+        """
+        )
+        from .observers import ProgressDisplay, StatsRecorder
+        from .pipeline import build_pipeline
+        from .recovery import split_stash, stash_json
+
+        _, contexts = _load(state, file, format_)
+        ctx = _single(contexts, file)
+        writer = state.registry.formats.get(to)
+        if not writer.can_write:
+            raise ConfigError(f"format {to!r} cannot be written")
+        pipeline = build_pipeline(
+            list(specs) or list(DEFAULT_PIPELINE),
+            budget=budget,
+            registry=state.registry,
+            tokenizer=tokenizer,
+        )
+        stats = StatsRecorder()
+        pipeline.subscribe(stats)
+        pipeline.subscribe(ProgressDisplay())
+        result = pipeline.run(ctx, state.counter(tokenizer))
+        out = result.context
+        report_stream_err = output is None
+        if stash:
+            out, entries = split_stash(out)
+            write_atomic(stash, stash_json(entries))
+        elif out.recovery and to != "compactkit":
+            click.echo(
+                f"compactkit: warning: {to} cannot carry the recovery store "
+                f"({len(out.recovery)} entries); pass --stash PATH to keep what was removed",
+                err=True,
+            )
+        text = render(out, to, state.registry)
+        if output:
+            write_atomic(output, text)
+        else:
+            click.echo(text, nl=False)
+        report = stats.report()
+        report.update({"input": file, "budget": budget, "output": output, "format": to})
+        over = budget is not None and result.tokens_after > budget
+        report["over_budget"] = (result.tokens_after - budget) if over and budget else 0
+        if report_json:
+            write_atomic(report_json, json.dumps(report, ensure_ascii=False, indent=2) + "\n")
+        _print_run(stats, result.tokens_before, result.tokens_after, explain, report_stream_err)
+        if over and budget is not None:
+            click.echo(
+                f"compactkit: over budget: {result.tokens_after:,} tokens, "
+                f"{result.tokens_after - budget:,} over the budget of {budget:,}",
+                err=True,
+            )
+            sys.exit(EXIT_BUDGET)
+
+    @cli.command()
+    @click.argument("file")
+    @click.option(
+        "--stash", default=None, metavar="PATH", help="Stash file written by run --stash."
+    )
+    @click.option("--to", "to", default="compactkit", show_default=True, metavar="FORMAT")
+    @click.option("-o", "--output", default=None, help="Output file (default: stdout).")
+    @click.pass_obj
+    def expand(state: State, file: str, stash: str | None, to: str, output: str | None) -> None:
+        """Undo compaction: put back everything the markers stand for."""
+        from pathlib import Path
+
+        from .recovery import expand as expand_context
+        from .recovery import read_stash, unrecoverable
+
+        _, contexts = _load(state, file, None)
+        ctx = _single(contexts, file)
+        entries: dict[str, str] = {}
+        if stash:
+            path = Path(stash)
+            if not path.is_file():
+                raise BadInputError("no such stash file", path=stash)
+            entries = read_stash(path.read_text(encoding="utf-8"), stash)
+        missing = unrecoverable(ctx, entries)
+        if missing:
+            raise BadInputError(
+                f"{len(missing)} marker(s) cannot be restored (etag {missing[0]} ...)",
+                path=file,
+                hint="pass the --stash file written when it was compacted",
+            )
+        text = render(expand_context(ctx, entries), to, state.registry)
+        if output:
+            write_atomic(output, text)
+        else:
+            click.echo(text, nl=False)
+
+    @cli.command(name="validate")
+    @click.argument("files", nargs=-1, required=True)
+    @click.option(
+        "--against",
+        default=None,
+        metavar="ORIGINAL",
+        help="The input it was compacted from (checks task, system and thinking kept).",
+    )
+    @click.option("--stash", default=None, metavar="PATH", help="Stash file for markers.")
+    @format_option
+    @click.pass_obj
+    def validate_cmd(
+        state: State,
+        files: Sequence[str],
+        against: str | None,
+        stash: str | None,
+        format_: str | None,
+    ) -> None:
+        """Check contexts against the compaction invariants; exit 3 on any violation."""
+        from pathlib import Path
+
+        from .recovery import read_stash
+        from .validate import validate
+
+        original = _single(_load(state, against, None)[1], against) if against else None
+        entries = read_stash(Path(stash).read_text(encoding="utf-8"), stash) if stash else None
+        bad = 0
+        for address in files:
+            _, contexts = _load(state, address, format_)
+            for n, ctx in enumerate(contexts):
+                where = f"{address}#{n}" if len(contexts) > 1 else address
+                problems = validate(ctx, original, stash=entries)
+                bad += len(problems)
+                for problem in problems:
+                    click.echo(f"{where}: {problem}")
+                if not problems:
+                    click.echo(f"{where}: ok")
+        if bad:
+            click.echo(f"compactkit: {bad} violation(s)", err=True)
+            sys.exit(EXIT_PLUGIN)
+
+    @cli.command(name="diff")
+    @click.argument("before")
+    @click.argument("after")
+    @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+    @click.pass_obj
+    def diff_cmd(state: State, before: str, after: str, as_json: bool) -> None:
+        """Say which messages and blocks differ between two contexts."""
+        from .context import diff
+
+        a = _single(_load(state, before, None)[1], before)
+        b = _single(_load(state, after, None)[1], after)
+        d = diff(a, b)
+        if as_json:
+            _print_json({"schema": "compactkit.diff/1", **d.model_dump(mode="json")})
+            return
+        click.echo(d.summary())
+        for m in d.messages:
+            where = m.before_index if m.change == "removed" else m.after_index
+            blocks = ", ".join(f"block {c.block} {c.change}" for c in m.blocks)
+            click.echo(
+                f"  {m.change:<8} message {where} ({m.role}){': ' + blocks if blocks else ''}"
+            )
+
     return cli
+
+
+def _single(contexts: list[AgentContext], file: str) -> AgentContext:
+    if len(contexts) != 1:
+        raise BadInputError(
+            f"holds {len(contexts)} conversations",
+            path=file,
+            hint=f"pick one with {file}#N, N from 0 to {len(contexts) - 1}",
+        )
+    return contexts[0]
+
+
+def _print_run(stats: Any, before: int, after: int, explain: bool, to_stderr: bool) -> None:
+    echo = (lambda line: click.echo(line, err=True)) if to_stderr else click.echo
+    saved = before - after
+    share = f" ({saved / before:.1%} saved)" if before else ""
+    echo(f"tokens: {before:,} -> {after:,}{share}")
+    for step in stats.applied:
+        note = f"  [{step.note}]" if step.note else ""
+        echo(
+            f"  {step.strategy:<32} {step.tokens_before:>10,} -> {step.tokens_after:>10,}"
+            f"  {len(step.changes):>4} change(s){note}"
+        )
+        if explain:
+            for action, first, last, reason in _ranges(step.changes):
+                where = f"message {first}" if first == last else f"messages {first}-{last}"
+                echo(f"      {action:<8} {where}: {reason}")
+
+
+def _ranges(changes: Sequence[Any]) -> list[tuple[str, int, int, str]]:
+    """Consecutive changes with the same action and reason, folded into index ranges."""
+    out: list[tuple[str, int, int, str]] = []
+    for c in changes:
+        if out and out[-1][0] == c.action and out[-1][3] == c.reason and out[-1][2] == c.message - 1:
+            out[-1] = (c.action, out[-1][1], c.message, c.reason)
+        else:
+            out.append((c.action, c.message, c.message, c.reason))
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -279,6 +551,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         fail(exc, "--debug" in (argv or sys.argv))
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    except BrokenPipeError:  # output piped into `head` and friends: not an error
+        sys.stderr.close()
+        sys.exit(0)
 
 
 __all__ = ["EXIT_BAD_INPUT", "make_cli", "main"]

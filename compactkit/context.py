@@ -237,8 +237,9 @@ class AgentContext(_Value):
     def append(self, *messages: Message) -> AgentContext:
         return self.replace(messages=(*self.messages, *messages))
 
-    fork = replace
-    """A fork is a copy with changes; the original is untouched because values never change."""
+    def fork(self, **changes: Any) -> AgentContext:
+        """A copy with changes; the original is untouched because values never change."""
+        return self.replace(**changes)
 
     # ----------------------------------------------------------------- queries
 

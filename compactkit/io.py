@@ -115,7 +115,8 @@ def render(
         writers = ", ".join(n for n, f in registry.formats.items() if f.can_write)
         raise ConfigError(f"format {format!r} cannot be written (writers: {writers})")
     items = [contexts] if isinstance(contexts, AgentContext) else list(contexts)
-    return fmt.dump(items)
+    text: str = fmt.dump(items)
+    return text
 
 
 def write_atomic(path: str | Path, text: str) -> None:

@@ -1,0 +1,128 @@
+"""Pipelines: order, validation after every strategy, events to independent observers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import compactkit
+from compactkit import AgentContext, hookimpl
+from compactkit.errors import ConfigError, ContractViolation, StrategyError
+from compactkit.events import CompactionFailed, StrategyApplied
+from compactkit.pipeline import Pipeline, build_pipeline, get_strategy
+from compactkit.registry import make_registry
+from compactkit.strategy import StrategyOptions, strategy
+
+from .conftest import sample
+
+CTX = compactkit.load_one(sample("test-repo-i1"))
+
+
+def drop_last_tool_result(ctx: AgentContext) -> AgentContext:
+    """Breaks the contract: leaves a tool call unanswered in the middle."""
+    index = max(i for i, m in enumerate(ctx.messages[:-2]) if m.role == "tool")
+    return ctx.with_messages(ctx.messages[:index] + ctx.messages[index + 1 :])
+
+
+def explode(ctx: AgentContext) -> AgentContext:
+    raise RuntimeError("boom")
+
+
+def test_observers_receive_every_event_and_can_unsubscribe() -> None:
+    pipeline = build_pipeline(["sliding-window"], budget=6000)
+    first: list[Any] = []
+    second: list[Any] = []
+    pipeline.subscribe(first.append)
+    unsubscribe = pipeline.subscribe(second.append)
+    result = pipeline.run(CTX)
+    assert [e.kind for e in first] == ["started", "applied", "finished"]
+    assert first == second
+    applied = first[1]
+    assert isinstance(applied, StrategyApplied)
+    assert applied.tokens_before == compactkit.count_tokens(CTX)
+    assert applied.tokens_after == compactkit.count_tokens(result.context) < applied.tokens_before
+    assert applied.elided and all(len(e) == 16 for e in applied.elided)
+    unsubscribe()
+    pipeline.run(CTX)
+    assert len(first) == 6 and len(second) == 3
+
+
+def test_a_strategy_that_breaks_the_contract_is_named_with_message_and_rule() -> None:
+    pipeline = Pipeline([drop_last_tool_result])
+    events: list[Any] = []
+    pipeline.subscribe(events.append)
+    snapshot = CTX.to_json()
+    with pytest.raises(ContractViolation) as info:
+        pipeline.compact(CTX)
+    text = str(info.value)
+    assert "'drop_last_tool_result'" in text
+    assert "unanswered-tool-call" in text
+    assert "message " in text
+    assert info.value.exit_code == 3
+    assert isinstance(events[-1], CompactionFailed)
+    assert CTX.to_json() == snapshot
+
+
+def test_a_failing_strategy_leaves_the_context_intact() -> None:
+    snapshot = CTX.to_json()
+    with pytest.raises(StrategyError, match="'explode' failed: RuntimeError: boom"):
+        Pipeline([get_strategy("sliding-window", max_tokens=8000), explode]).compact(CTX)
+    assert CTX.to_json() == snapshot
+
+
+class KeepLast(StrategyOptions):
+    n: int = 4
+
+
+@strategy("keep-tail", options=KeepLast)
+def keep_tail(ctx: AgentContext, options: KeepLast) -> AgentContext:
+    """A function strategy (deliberately naive)."""
+    return ctx
+
+
+def test_function_strategies_and_nested_pipelines() -> None:
+    inner = Pipeline([keep_tail(n=2), get_strategy("sliding-window", max_tokens=7000)])
+    outer = Pipeline([inner, get_strategy("observation-mask")])
+    out = outer.compact(CTX)
+    assert compactkit.count_tokens(out) <= compactkit.count_tokens(CTX)
+    assert keep_tail.name == "keep-tail"
+    assert keep_tail(n=3).options.n == 3
+
+
+def test_bad_names_and_options_are_configuration_errors() -> None:
+    with pytest.raises(ConfigError, match="unknown strategy 'nope'"):
+        build_pipeline(["nope"])
+    with pytest.raises(ConfigError, match="max_tokens"):
+        build_pipeline(["sliding-window:max_tokens=lots"])
+    with pytest.raises(ConfigError, match="options: tokenizer, max_tokens, keep_first"):
+        get_strategy("sliding-window", window=3)
+    with pytest.raises(ConfigError, match="bad option"):
+        build_pipeline(["sliding-window:max_tokens"])
+
+
+class EventPlugin:
+    def __init__(self) -> None:
+        self.kinds: list[str] = []
+
+    @hookimpl
+    def compaction_event(self, event: Any) -> None:
+        self.kinds.append(event.kind)
+
+
+class BrokenObserverPlugin:
+    @hookimpl
+    def compaction_event(self, event: Any) -> None:
+        raise ValueError("observer bug")
+
+
+def test_plugins_observe_through_the_hook_and_cannot_break_a_run(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    plugin = EventPlugin()
+    registry = make_registry(entry_points=False, plugins=[plugin, BrokenObserverPlugin()])
+    pipeline = build_pipeline(["sliding-window"], budget=6000, registry=registry)
+    out = pipeline.compact(CTX)
+    assert plugin.kinds == ["started", "applied", "finished"]
+    assert "observer bug" in capsys.readouterr().err
+    assert compactkit.count_tokens(out) < compactkit.count_tokens(CTX)
