@@ -23,6 +23,15 @@ class _Value(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Any:
+        """A copy with `update` applied; per-instance caches (rendered text, token counts) are
+        dropped so they can never describe the old content."""
+        copied = super().model_copy(update=update, deep=deep)
+        fields = type(self).model_fields
+        for key in [k for k in copied.__dict__ if k not in fields]:
+            del copied.__dict__[key]
+        return copied
+
 
 def canonical_json(value: Any) -> str:
     """JSON with sorted keys and no whitespace: the form hashed for etags and cache keys."""

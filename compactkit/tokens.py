@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import gzip
 import hashlib
+import re
 import threading
 from collections.abc import Iterable, Sequence
 from importlib import resources
@@ -147,12 +148,49 @@ class TiktokenTokenizer:
         return list(self.encoding.encode_ordinary(text))
 
     def count(self, text: str) -> int:
-        return len(self.encoding.encode_ordinary(text))
+        if len(text) < _SPLIT_ABOVE:
+            return len(self.encoding.encode_ordinary(text))
+        return self.count_many([text])[0]
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
-        if len(texts) < 8:
-            return [self.count(t) for t in texts]
-        return [len(ids) for ids in self.encoding.encode_ordinary_batch(list(texts), num_threads=2)]
+        if len(texts) < 8 and all(len(t) < _SPLIT_ABOVE for t in texts):
+            return [len(self.encoding.encode_ordinary(t)) for t in texts]
+        pieces: list[str] = []
+        owners: list[int] = []
+        for index, text in enumerate(texts):
+            for piece in split_at_word_boundaries(text):
+                pieces.append(piece)
+                owners.append(index)
+        counts = [0] * len(texts)
+        encoded = self.encoding.encode_ordinary_batch(pieces, num_threads=_THREADS)
+        for owner, ids in zip(owners, encoded):
+            counts[owner] += len(ids)
+        return counts
+
+
+_SPLIT_ABOVE = 64_000
+_PIECE = 32_000
+_THREADS = 2
+# A space between two lowercase ASCII letters is where both encodings' pre-tokenizers split anyway
+# (the letter run ends, and " word" starts the next pre-token), so counting the pieces on either
+# side separately gives exactly the same total; this lets one huge payload use both cores.
+_SAFE_SPLIT = re.compile(r"(?<=[a-z]) (?=[a-z])")
+
+
+def split_at_word_boundaries(text: str, piece: int = _PIECE) -> list[str]:
+    """`text` cut into pieces of about `piece` characters at token-neutral boundaries."""
+    if len(text) < _SPLIT_ABOVE:
+        return [text]
+    out: list[str] = []
+    start = 0
+    while len(text) - start > piece * 3 // 2:
+        match = _SAFE_SPLIT.search(text, start + piece)
+        if match is None:
+            break
+        out.append(text[start : match.start()])
+        start = match.start()
+    out.append(text[start:])
+    return out
 
 
 # ------------------------------------------------------------------------ cached counting
@@ -184,6 +222,7 @@ class TokenCounter:
         self._cache: dict[str, int] = {}
         self._max = max_entries
         self._lock = threading.Lock()
+        self._key = object()  # identifies this counter's memo entries on blocks and messages
 
     @property
     def name(self) -> str:
@@ -210,22 +249,50 @@ class TokenCounter:
         return count
 
     def block(self, block: Block) -> int:
+        memo: dict[object, int] | None = block.__dict__.get("_ntok")
+        if memo is not None:
+            known = memo.get(self._key)
+            if known is not None:
+                return known
         if isinstance(block, ImageBlock):
-            return IMAGE_TOKENS
-        texts = block_texts(block)
-        self._fill(texts)
-        cache = self._cache
-        return _overhead(block) + sum(cache.get(t) or self.tokenizer.count(t) for t in texts)
+            count = IMAGE_TOKENS
+        else:
+            texts = block_texts(block)
+            self._fill(texts)
+            cache = self._cache
+            count = _overhead(block) + sum(
+                cache[t] if t in cache else self.tokenizer.count(t) for t in texts
+            )
+        # blocks never change, so their count is remembered on them (keyed by this counter)
+        block.__dict__.setdefault("_ntok", {})[self._key] = count
+        return count
 
     def message(self, msg: Message) -> int:
+        memo: dict[object, int] | None = msg.__dict__.get("_ntok")
+        if memo is not None:
+            known = memo.get(self._key)
+            if known is not None:
+                return known
         total = MESSAGE_OVERHEAD
         for block in msg.content:
             total += self.block(block)
+        msg.__dict__.setdefault("_ntok", {})[self._key] = total
         return total
 
+    def _uncounted_texts(self, messages: Sequence[Message]) -> list[str]:
+        key = self._key
+        texts: list[str] = []
+        for m in messages:
+            memo = m.__dict__.get("_ntok")
+            if memo is not None and key in memo:
+                continue
+            for b in m.content:
+                texts.extend(block_texts(b))
+        return texts
+
     def messages(self, messages: Sequence[Message]) -> list[int]:
-        """Per-message counts; uncached strings are tokenized in one batch."""
-        self._fill(t for m in messages for b in m.content for t in block_texts(b))
+        """Per-message counts; strings not seen before are tokenized in one batch."""
+        self._fill(self._uncounted_texts(messages))
         return [self.message(m) for m in messages]
 
     def preamble(self, ctx: AgentContext) -> int:

@@ -117,3 +117,18 @@ def test_recount_after_append_tokenizes_only_the_new_message() -> None:
     assert tok.seen == ["Now also run the linter and report the result."]
     assert after == before + MESSAGE_OVERHEAD + tok.inner.count(tok.seen[0])
     assert seen_cold > 1000  # the cold count did tokenize the whole context
+
+
+@pytest.mark.parametrize("name", ["o200k_base", "cl100k_base"])
+def test_splitting_huge_texts_for_parallel_counting_is_exact(name: str) -> None:
+    from compactkit.tokens import split_at_word_boundaries
+
+    tok = TiktokenTokenizer(name)
+    for path in [sample("sphinx-doc"), sample("resolver_mock"), sample("pi-mono")]:
+        text = path.read_text(encoding="utf-8")
+        exact = len(tok.encoding.encode_ordinary(text))
+        pieces = split_at_word_boundaries(text, 500)
+        assert "".join(pieces) == text
+        assert len(pieces) > 10
+        assert sum(len(tok.encoding.encode_ordinary(p)) for p in pieces) == exact
+        assert tok.count(text) == exact
