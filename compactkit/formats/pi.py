@@ -1,17 +1,500 @@
-"""pi coding-agent session JSONL."""
+"""pi coding-agent session JSONL (pi-mono `~/.pi/agent/sessions/--<cwd>--/<time>_<id>.jsonl`).
+
+The first record is the session header (`type: "session"`: id, cwd, provider, modelId, ...). Every
+other record is an entry: `message` (role user / assistant / toolResult / bashExecution / custom),
+`compaction`, `branch_summary`, `custom_message`, `model_change`, `thinking_level_change`, and
+records that never reach the model (`custom`, `label`, `session_info`).
+
+How a file becomes one context (mirroring pi's `buildSessionContext` and `convertToLlm`):
+
+* Version 2+ files link entries by `id`/`parentId`; like pi we take the last entry as the leaf
+  and keep the path from it to the root. Version 1 files (no ids) are one list in file order.
+* Assistant messages become assistant messages (thinking, text, tool calls in order); pi drops
+  aborted/errored assistant messages before calling a model: we drop the empty ones (counted in
+  `metadata["skipped_empty_assistant"]`) and keep those with partial content, marked by their
+  `stop_reason`. A tool call without a recorded result gets a synthesized error result, as pi
+  itself does (`metadata["synthesized_results"]`).
+* `bashExecution` messages (`!cmd` run by the user) become user text exactly as pi renders them
+  for the model; `custom` messages and `custom_message` entries become user messages.
+* Each `compaction` entry becomes, at its position, a user message holding a `SummaryBlock`
+  (`backend="pi"`; its etag keys, in `recovery`, the text block pi actually sent: the summary in
+  pi's `<summary>` framing, so `expand` restores it) with `metadata["pi_compaction"]`:
+  `first_kept_message` (index of the message where pi's kept tail starts), `tokens_before`, and
+  the entry reference. All messages are kept, so the context is the full history;
+  `pi_model_view(ctx)` gives what pi's model saw after the latest compaction (the summary, then
+  the kept tail, then everything after).
+* A `branch_summary` entry becomes a user `SummaryBlock` message
+  (`metadata["pi_branch_summary"]`).
+* `model_change` / `thinking_level_change` entries go to the metadata of the next message
+  (`pi_model_change`, `pi_thinking_level`).
+"""
 
 from __future__ import annotations
 
-from ..context import AgentContext
+from typing import Any
+
+from pydantic import JsonValue
+
+from ..context import (
+    AgentContext,
+    Block,
+    ContentPart,
+    ImageBlock,
+    Message,
+    Role,
+    SummaryBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
+from ..errors import BadInputError
+from ..recovery import prune, put
+from ._util import as_text, parse_arguments
 from .base import Document, Format
+
+NO_RESULT_TEXT = "[no result recorded]"
+# how pi frames summaries for the model (coding-agent `messages.ts`, `convertToLlm`)
+COMPACTION_SUMMARY_PREFIX = (
+    "The conversation history before this point was compacted into the following summary:"
+    "\n\n<summary>\n"
+)
+COMPACTION_SUMMARY_SUFFIX = "\n</summary>"
+BRANCH_SUMMARY_PREFIX = (
+    "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n"
+)
+BRANCH_SUMMARY_SUFFIX = "</summary>"
+
+
+def _records(doc: Document) -> list[Any]:
+    if doc.kind == "json":
+        return [doc.data] if isinstance(doc.data, dict) else []
+    return list(doc.data)
+
+
+def _is_header(record: Any) -> bool:
+    return (
+        isinstance(record, dict)
+        and record.get("type") == "session"
+        and isinstance(record.get("id"), str)
+        and ("cwd" in record or "timestamp" in record)
+    )
 
 
 class PiSessionFormat(Format):
     name = "pi-session"
     description = "pi coding-agent session JSONL"
+    extension = ".jsonl"
+    priority = 10
 
     def sniff(self, doc: Document) -> bool:
-        return False  # TODO: not implemented yet
+        try:
+            records = _records(doc)
+            return bool(records) and _is_header(records[0])
+        except Exception:
+            return False
 
     def load(self, doc: Document) -> list[AgentContext]:
-        raise NotImplementedError
+        records = _records(doc)
+        if not records or not _is_header(records[0]):
+            raise BadInputError(
+                "not a pi session: the first record is not a session header "
+                '({"type": "session", "id": ...})',
+                path=doc.path,
+            )
+        header: dict[str, Any] = records[0]
+        entries = [(i, r) for i, r in enumerate(records) if i > 0 and isinstance(r, dict)]
+        builder = _Builder()
+        for key, entry in _active_path(entries):
+            builder.add(key, entry)
+        if not builder.messages:
+            return []
+        builder.close_calls(final=True)
+        return [
+            AgentContext(
+                messages=tuple(builder.messages),
+                metadata=_metadata(header, builder),
+                recovery=builder.recovery,
+            )
+        ]
+
+
+def _entry_key(index: int, entry: dict[str, Any]) -> str:
+    value = entry.get("id")
+    return value if isinstance(value, str) else f"#{index}"
+
+
+def _active_path(entries: list[tuple[int, dict[str, Any]]]) -> list[tuple[str, dict[str, Any]]]:
+    """The entries pi would read: the leaf-to-root path (v2+), or every entry in order (v1)."""
+    keyed = [(_entry_key(i, e), e) for i, e in entries]
+    if not any(isinstance(e.get("id"), str) for _, e in entries):
+        return keyed
+    by_id = {key: entry for key, entry in keyed}
+    path: list[tuple[str, dict[str, Any]]] = []
+    seen: set[str] = set()
+    key: str | None = keyed[-1][0] if keyed else None
+    while key is not None and key in by_id and key not in seen:
+        seen.add(key)
+        entry = by_id[key]
+        path.append((key, entry))
+        parent = entry.get("parentId")
+        key = parent if isinstance(parent, str) else None
+    path.reverse()
+    return path
+
+
+# --------------------------------------------------------------------------- entries -> messages
+
+
+class _Builder:
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+        self.recovery: dict[str, str] = {}
+        self.pending_meta: dict[str, JsonValue] = {}
+        self.open_calls: dict[str, None] = {}
+        self.answered: set[str] = set()
+        self.waiting_keys: list[str] = []  # entries that emitted nothing yet
+        self.first_message: dict[str, int] = {}  # entry key -> first message at/after it
+        self.model: dict[str, JsonValue] = {}
+        self.thinking_level: str | None = None
+        self.title: str | None = None
+        self.synthesized_results = 0
+        self.synthesized_calls = 0
+        self.skipped_empty_assistant = 0
+        self.compactions = 0
+
+    # ----------------------------------------------------------------- dispatch
+
+    def add(self, key: str, entry: dict[str, Any]) -> None:
+        self.waiting_keys.append(key)
+        kind = entry.get("type")
+        if kind == "message" and isinstance(entry.get("message"), dict):
+            self._message(entry, entry["message"])
+        elif kind == "compaction":
+            self._compaction(key, entry)
+        elif kind == "branch_summary" and isinstance(entry.get("summary"), str):
+            if entry["summary"]:
+                meta: dict[str, JsonValue] = {"pi_branch_summary": {"from_id": entry.get("fromId")}}
+                block = self._summary(
+                    entry["summary"], BRANCH_SUMMARY_PREFIX, BRANCH_SUMMARY_SUFFIX
+                )
+                self._emit("user", [block], entry, meta)
+        elif kind == "custom_message":
+            meta = {"pi_custom_type": as_text(entry.get("customType"))}
+            self._emit("user", _user_blocks(entry.get("content")), entry, meta)
+        elif kind == "model_change":
+            change: dict[str, JsonValue] = {
+                "provider": entry.get("provider"),
+                "model_id": entry.get("modelId"),
+            }
+            self.pending_meta["pi_model_change"] = change
+            if isinstance(entry.get("modelId"), str):
+                self.model = {"model": entry["modelId"], "provider": entry.get("provider")}
+        elif kind == "thinking_level_change" and isinstance(entry.get("thinkingLevel"), str):
+            self.pending_meta["pi_thinking_level"] = entry["thinkingLevel"]
+            self.thinking_level = entry["thinkingLevel"]
+        elif kind == "session_info" and isinstance(entry.get("name"), str):
+            self.title = entry["name"]
+
+    def _message(self, entry: dict[str, Any], message: dict[str, Any]) -> None:
+        role = message.get("role")
+        if role == "user":
+            self._emit("user", _user_blocks(message.get("content")), entry)
+        elif role == "assistant":
+            self._assistant(entry, message)
+        elif role == "toolResult":
+            self._tool_result(entry, message)
+        elif role == "bashExecution":
+            if message.get("excludeFromContext") is True:
+                return
+            meta: dict[str, JsonValue] = {"pi_role": "bashExecution"}
+            text = bash_execution_text(message)
+            self._emit("user", [TextBlock(text=text)], entry, meta)
+        elif role in ("custom", "hookMessage"):
+            meta = {"pi_role": "custom", "pi_custom_type": as_text(message.get("customType"))}
+            self._emit("user", _user_blocks(message.get("content")), entry, meta)
+        elif role in ("branchSummary", "compactionSummary") and message.get("summary"):
+            prefix, suffix = (
+                (BRANCH_SUMMARY_PREFIX, BRANCH_SUMMARY_SUFFIX)
+                if role == "branchSummary"
+                else (COMPACTION_SUMMARY_PREFIX, COMPACTION_SUMMARY_SUFFIX)
+            )
+            block = self._summary(as_text(message["summary"]), prefix, suffix)
+            self._emit("user", [block], entry, {"pi_role": role})
+
+    def _assistant(self, entry: dict[str, Any], message: dict[str, Any]) -> None:
+        blocks = _assistant_blocks(message.get("content"))
+        stop = message.get("stopReason")
+        if not blocks:
+            if stop in ("aborted", "error"):
+                self.skipped_empty_assistant += 1
+            return
+        meta: dict[str, JsonValue] = {}
+        for source, target in (
+            ("model", "model"),
+            ("provider", "provider"),
+            ("api", "api"),
+            ("stopReason", "stop_reason"),
+            ("errorMessage", "error_message"),
+        ):
+            if isinstance(message.get(source), str):
+                meta[target] = message[source]
+        if isinstance(message.get("usage"), dict):
+            meta["usage"] = message["usage"]
+        if isinstance(message.get("model"), str):
+            self.model = {"model": message["model"], "provider": message.get("provider")}
+        self._emit("assistant", blocks, entry, meta)
+        for block in blocks:
+            if isinstance(block, ToolCallBlock):
+                self.open_calls[block.id] = None
+
+    def _tool_result(self, entry: dict[str, Any], message: dict[str, Any]) -> None:
+        call_id = as_text(message.get("toolCallId"))
+        tool_name = as_text(message.get("toolName"))
+        if call_id in self.answered:
+            return  # a second result for one call: pi would send it, but it pairs with nothing
+        if call_id not in self.open_calls:
+            self.close_calls()
+            self._emit(
+                "assistant",
+                [ToolCallBlock(id=call_id, name=tool_name or "unknown")],
+                entry,
+                {"synthesized": True},
+            )
+            self.synthesized_calls += 1
+        block = ToolResultBlock(
+            tool_call_id=call_id,
+            content=_parts(message.get("content")),
+            is_error=message.get("isError") is True,
+        )
+        meta: dict[str, JsonValue] = {"tool_name": tool_name} if tool_name else {}
+        self._emit("tool", [block], entry, meta)
+        self.open_calls.pop(call_id, None)
+        self.answered.add(call_id)
+
+    def _compaction(self, key: str, entry: dict[str, Any]) -> None:
+        summary = as_text(entry.get("summary"))
+        self.close_calls()
+        first_kept = entry.get("firstKeptEntryId")
+        if not isinstance(first_kept, str) and isinstance(entry.get("firstKeptEntryIndex"), int):
+            first_kept = f"#{entry['firstKeptEntryIndex']}"
+        kept_from = self.first_message.get(first_kept) if isinstance(first_kept, str) else None
+        if kept_from is None:
+            kept_from = len(self.messages)  # nothing kept (or an unknown entry): all summarized
+        info: dict[str, JsonValue] = {"first_kept_message": kept_from}
+        if isinstance(entry.get("firstKeptEntryId"), str):
+            info["first_kept_entry_id"] = entry["firstKeptEntryId"]
+        if isinstance(entry.get("firstKeptEntryIndex"), int):
+            info["first_kept_entry_index"] = entry["firstKeptEntryIndex"]
+        if isinstance(entry.get("tokensBefore"), int):
+            info["tokens_before"] = entry["tokensBefore"]
+        if entry.get("fromHook") is True:
+            info["from_hook"] = True
+        summarized = sum(1 for m in self.messages[:kept_from] if "pi_compaction" not in m.metadata)
+        block = self._summary(
+            summary, COMPACTION_SUMMARY_PREFIX, COMPACTION_SUMMARY_SUFFIX, summarized
+        )
+        self._emit("user", [block], entry, {"pi_compaction": info})
+        self.compactions += 1
+
+    # ----------------------------------------------------------------- output
+
+    def _summary(self, text: str, prefix: str, suffix: str, summarized: int = 0) -> SummaryBlock:
+        """A summary marker; `recovery` holds, under its etag, the text pi sent the model."""
+        etag = put(self.recovery, [TextBlock(text=prefix + text + suffix)])
+        return SummaryBlock(text=text, etag=etag, summarized_messages=summarized, backend="pi")
+
+    def _emit(
+        self,
+        role: Role,
+        blocks: list[Block],
+        entry: dict[str, Any],
+        extra: dict[str, JsonValue] | None = None,
+    ) -> None:
+        if not blocks:
+            return
+        if role != "tool":
+            self.close_calls()
+        meta: dict[str, JsonValue] = {}
+        if isinstance(entry.get("id"), str):
+            meta["id"] = entry["id"]
+        if isinstance(entry.get("timestamp"), str):
+            meta["timestamp"] = entry["timestamp"]
+        meta.update(extra or {})
+        meta.update(self.pending_meta)
+        self.pending_meta = {}
+        for key in self.waiting_keys:
+            self.first_message.setdefault(key, len(self.messages))
+        self.waiting_keys = []
+        self.messages.append(Message(role=role, content=tuple(blocks), metadata=meta))
+
+    def close_calls(self, final: bool = False) -> None:
+        """Give every open call a synthesized error result (pi does the same before a model
+        call); at the end of the file, calls of the last message stay pending."""
+        if not self.open_calls:
+            return
+        if final and self.messages and self.messages[-1].role == "assistant":
+            return
+        self.messages.append(
+            Message(
+                role="tool",
+                content=tuple(
+                    ToolResultBlock(
+                        tool_call_id=call_id,
+                        content=(TextBlock(text=NO_RESULT_TEXT),),
+                        is_error=True,
+                    )
+                    for call_id in self.open_calls
+                ),
+                metadata={"synthesized": True},
+            )
+        )
+        self.synthesized_results += len(self.open_calls)
+        self.answered.update(self.open_calls)
+        self.open_calls.clear()
+
+
+def _metadata(header: dict[str, Any], builder: _Builder) -> dict[str, JsonValue]:
+    meta: dict[str, JsonValue] = {"source_format": PiSessionFormat.name}
+    meta["session_id"] = header["id"]
+    for source, target in (
+        ("cwd", "cwd"),
+        ("timestamp", "timestamp"),
+        ("branchedFrom", "branched_from"),
+        ("parentSession", "parent_session"),
+    ):
+        if isinstance(header.get(source), str) and header[source]:
+            meta[target] = header[source]
+    meta["version"] = header["version"] if isinstance(header.get("version"), int) else 1
+    model = builder.model.get("model") or header.get("modelId")
+    provider = builder.model.get("provider") or header.get("provider")
+    if isinstance(model, str):
+        meta["model"] = model
+    if isinstance(provider, str):
+        meta["provider"] = provider
+    thinking = builder.thinking_level or header.get("thinkingLevel")
+    if isinstance(thinking, str):
+        meta["thinking_level"] = thinking
+    if builder.title:
+        meta["title"] = builder.title
+    for key, value in (
+        ("compactions", builder.compactions),
+        ("synthesized_results", builder.synthesized_results),
+        ("synthesized_calls", builder.synthesized_calls),
+        ("skipped_empty_assistant", builder.skipped_empty_assistant),
+    ):
+        if value:
+            meta[key] = value
+    return meta
+
+
+def bash_execution_text(message: dict[str, Any]) -> str:
+    """The user text pi sends for a `!command` the user ran (pi's `bashExecutionToText`)."""
+    text = f"Ran `{as_text(message.get('command'))}`\n"
+    output = as_text(message.get("output"))
+    text += f"```\n{output}\n```" if output else "(no output)"
+    exit_code = message.get("exitCode")
+    if message.get("cancelled") is True:
+        text += "\n\n(command cancelled)"
+    elif isinstance(exit_code, int) and exit_code != 0:
+        text += f"\n\nCommand exited with code {exit_code}"
+    if message.get("truncated") is True and message.get("fullOutputPath"):
+        text += f"\n\n[Output truncated. Full output: {message['fullOutputPath']}]"
+    return text
+
+
+def _image(item: dict[str, Any]) -> ImageBlock:
+    data = item.get("data")
+    media_type = item.get("mimeType") or item.get("media_type")
+    return ImageBlock(
+        media_type=media_type if isinstance(media_type, str) else None,
+        data=data if isinstance(data, str) else None,
+        url=item["url"] if isinstance(item.get("url"), str) else None,
+    )
+
+
+def _parts(content: Any) -> tuple[ContentPart, ...]:
+    """Text/image content (a string or a list of parts) as content parts."""
+    if content is None:
+        return ()
+    if isinstance(content, str):
+        return (TextBlock(text=content),) if content else ()
+    parts: list[ContentPart] = []
+    for item in content if isinstance(content, list) else [content]:
+        if isinstance(item, dict) and item.get("type") == "text":
+            parts.append(TextBlock(text=as_text(item.get("text"))))
+        elif isinstance(item, dict) and item.get("type") == "image":
+            parts.append(_image(item))
+        else:
+            parts.append(TextBlock(text=as_text(item)))
+    return tuple(parts)
+
+
+def _user_blocks(content: Any) -> list[Block]:
+    return list(_parts(content))
+
+
+def _assistant_blocks(content: Any) -> list[Block]:
+    if isinstance(content, str):
+        return [TextBlock(text=content)] if content else []
+    blocks: list[Block] = []
+    for item in content if isinstance(content, list) else []:
+        kind = item.get("type") if isinstance(item, dict) else None
+        if not isinstance(item, dict):
+            blocks.append(TextBlock(text=as_text(item)))
+        elif kind == "text":
+            blocks.append(TextBlock(text=as_text(item.get("text"))))
+        elif kind == "thinking":
+            signature = item.get("thinkingSignature") or item.get("signature")
+            blocks.append(
+                ThinkingBlock(
+                    thinking=as_text(item.get("thinking")),
+                    signature=signature if isinstance(signature, str) else None,
+                    redacted=item.get("redacted") is True,
+                )
+            )
+        elif kind == "toolCall":
+            blocks.append(
+                ToolCallBlock(
+                    id=as_text(item.get("id")),
+                    name=as_text(item.get("name")),
+                    input=parse_arguments(item.get("arguments")),
+                )
+            )
+        elif kind == "image":
+            blocks.append(_image(item))
+        else:
+            blocks.append(TextBlock(text=as_text(item)))
+    return blocks
+
+
+def pi_model_view(ctx: AgentContext) -> AgentContext:
+    """What pi's model saw after the latest compaction in `ctx` (a context loaded by this format):
+    the compaction summary, the kept tail before it, then every message after it. Earlier
+    compaction summaries are dropped, as pi drops them. Without a compaction, `ctx` itself."""
+    positions = [i for i, m in enumerate(ctx.messages) if "pi_compaction" in m.metadata]
+    if not positions:
+        return ctx
+    at = positions[-1]
+    summary = ctx.messages[at]
+    info = summary.metadata["pi_compaction"]
+    start = info.get("first_kept_message") if isinstance(info, dict) else None
+    start = start if isinstance(start, int) and 0 <= start <= at else at
+    kept = [
+        m
+        for m in (*ctx.messages[start:at], *ctx.messages[at + 1 :])
+        if "pi_compaction" not in m.metadata
+    ]
+    return prune(ctx.with_messages([summary, *kept]))
+
+
+__all__ = [
+    "BRANCH_SUMMARY_PREFIX",
+    "BRANCH_SUMMARY_SUFFIX",
+    "COMPACTION_SUMMARY_PREFIX",
+    "COMPACTION_SUMMARY_SUFFIX",
+    "NO_RESULT_TEXT",
+    "PiSessionFormat",
+    "bash_execution_text",
+    "pi_model_view",
+]

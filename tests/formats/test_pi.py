@@ -1,0 +1,291 @@
+"""The pi-session format on real pi coding-agent sessions (corpus + bundled sample)."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import compactkit
+from compactkit import AgentContext
+from compactkit.context import SummaryBlock
+from compactkit.errors import BadInputError
+from compactkit.formats.base import read_document
+from compactkit.formats.pi import (
+    COMPACTION_SUMMARY_PREFIX,
+    COMPACTION_SUMMARY_SUFFIX,
+    NO_RESULT_TEXT,
+    PiSessionFormat,
+    pi_model_view,
+)
+from compactkit.recovery import expand
+from compactkit.validate import validate
+
+from ..conftest import CORPUS, corpus_file, corpus_files, sample, sample_files
+from ._checks import pairing_problems
+
+FOLDER = "pi_session"
+SAMPLE = "pi-mono_before-compaction.head150"
+
+
+def _files() -> list[Path]:
+    samples = [p for p in sample_files() if p.name.startswith("pi-mono")]
+    if CORPUS is None:
+        return samples
+    return [p for p in corpus_files() if p.parent.name == FOLDER] + samples
+
+
+FILES = _files()
+
+
+@cache
+def _load(path: Path) -> AgentContext:
+    return compactkit.load_one(path)
+
+
+@cache
+def _raw(path: Path) -> tuple[dict[str, Any], ...]:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return tuple(json.loads(line) for line in lines if line.strip())
+
+
+def _raw_messages(path: Path, role: str) -> list[dict[str, Any]]:
+    return [
+        r["message"]
+        for r in _raw(path)
+        if r.get("type") == "message" and r["message"].get("role") == role
+    ]
+
+
+def _real(ctx: AgentContext) -> list[Any]:
+    return [m for m in ctx.messages if not m.metadata.get("synthesized")]
+
+
+# --------------------------------------------------------------------------- every file
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name[:40])
+def test_loads_by_detection_and_pairs(path: Path) -> None:
+    ctx = _load(path)
+    header = _raw(path)[0]
+    assert ctx.metadata["source_format"] == "pi-session"
+    assert ctx.metadata["session_id"] == header["id"]
+    assert ctx.metadata["cwd"] == header["cwd"]
+    assert ctx.system_instruction is None  # pi does not store its system prompt
+    assert pairing_problems(ctx) == []
+    assert validate(ctx) == []  # includes: every summary marker is recoverable
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name[:40])
+def test_calls_and_results_match_raw_counts(path: Path) -> None:
+    raw_calls = [
+        b["id"]
+        for m in _raw_messages(path, "assistant")
+        for b in m["content"]
+        if b["type"] == "toolCall"
+    ]
+    raw_results = [m["toolCallId"] for m in _raw_messages(path, "toolResult")]
+    ctx = _load(path)
+    calls = [c.id for m in _real(ctx) for c in m.tool_calls]
+    results = [r.tool_call_id for m in _real(ctx) for r in m.tool_results]
+    assert calls == raw_calls
+    assert results == raw_results
+    # every call without a recorded result got exactly one synthesized error result
+    unanswered = [c for c in raw_calls if c not in set(raw_results)]
+    synthesized = [r for m in ctx.messages if m.metadata.get("synthesized") for r in m.tool_results]
+    assert sorted(r.tool_call_id for r in synthesized) == sorted(unanswered)
+    assert all(r.is_error and r.text == NO_RESULT_TEXT for r in synthesized)
+    assert ctx.metadata.get("synthesized_results", 0) == len(unanswered)
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name[:40])
+def test_text_and_thinking_kept(path: Path) -> None:
+    ctx = _load(path)
+    raw_users = _raw_messages(path, "user")
+    assert ctx.task == raw_users[0]["content"][0]["text"]
+    users = [m.text for m in ctx.messages if m.role == "user" and "pi_role" not in m.metadata]
+    assert [u["content"][0]["text"] for u in raw_users] == [
+        t for t in users if not t.startswith("# Context Checkpoint")
+    ]
+    raw_thinking = [
+        (b["thinking"], b["thinkingSignature"] or None)  # "" when aborted early
+        for m in _raw_messages(path, "assistant")
+        for b in m["content"]
+        if b["type"] == "thinking"
+    ]
+    thinking = [
+        (b.thinking, b.signature) for m in ctx.messages for b in m.content if b.type == "thinking"
+    ]
+    assert thinking == raw_thinking
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name[:40])
+def test_assistant_metadata_as_recorded(path: Path) -> None:
+    raw = [m for m in _raw_messages(path, "assistant") if m["content"]]
+    kept = [m for m in _real(_load(path)) if m.role == "assistant"]
+    assert len(kept) == len(raw)
+    for message, record in zip(kept, raw, strict=True):
+        assert message.metadata["usage"] == record["usage"]
+        assert message.metadata["model"] == record["model"]
+        assert message.metadata["stop_reason"] == record["stopReason"]
+    # pi never replays empty aborted/errored responses; neither do we
+    empty = [m for m in _raw_messages(path, "assistant") if not m["content"]]
+    assert _load(path).metadata.get("skipped_empty_assistant", 0) == len(empty)
+
+
+def test_only_pi_files_sniff() -> None:
+    fmt = PiSessionFormat()
+    for path in corpus_files():
+        expected = path.parent.name == FOLDER or path.name.startswith("pi-mono")
+        assert fmt.sniff(read_document(path)) is expected, path.name
+
+
+# --------------------------------------------------------------------------- compaction
+
+
+def test_compactions_become_summary_messages() -> None:
+    path = corpus_file("pi-mono_before-compaction.jsonl")
+    raw = _raw(path)
+    ctx = _load(path)
+    compactions = [(i, r) for i, r in enumerate(raw) if r["type"] == "compaction"]
+    summaries = [(i, m) for i, m in enumerate(ctx.messages) if "pi_compaction" in m.metadata]
+    assert len(summaries) == len(compactions) == 2
+    assert ctx.metadata["compactions"] == 2
+    for (raw_index, record), (index, message) in zip(compactions, summaries, strict=True):
+        (block,) = message.content
+        assert isinstance(block, SummaryBlock)
+        assert block.text == record["summary"]
+        assert block.backend == "pi"
+        # expanding the marker gives the text pi sent the model in its place
+        sent = COMPACTION_SUMMARY_PREFIX + record["summary"] + COMPACTION_SUMMARY_SUFFIX
+        (restored,) = expand(ctx).messages[index].content
+        assert restored.type == "text"
+        assert restored.text == sent
+        info = message.metadata["pi_compaction"]
+        assert isinstance(info, dict)
+        assert info["tokens_before"] == record["tokensBefore"]
+        # the first kept message is the raw entry the compaction points at
+        kept_entry = raw[record["firstKeptEntryIndex"]]["message"]
+        first_kept = ctx.messages[int(str(info["first_kept_message"]))]
+        assert first_kept.text == kept_entry["content"][0]["text"]
+        # the message after the summary is the entry after the compaction
+        after = raw[raw_index + 1]["message"]
+        assert ctx.messages[index + 1].text == after["content"][0]["text"]
+
+
+def test_model_view_after_latest_compaction() -> None:
+    path = corpus_file("pi-mono_before-compaction.jsonl")
+    ctx = _load(path)
+    view = pi_model_view(ctx)
+    raw = _raw(path)
+    latest = [r for r in raw if r["type"] == "compaction"][-1]
+    assert view.messages[0].text == latest["summary"]
+    assert (
+        view.messages[1].text == raw[latest["firstKeptEntryIndex"]]["message"]["content"][0]["text"]
+    )
+    assert sum("pi_compaction" in m.metadata for m in view.messages) == 1
+    assert len(view.messages) < len(ctx.messages)
+    assert view.messages[-1] == ctx.messages[-1]
+    assert pairing_problems(view) == []
+    assert validate(view) == []
+    assert len(view.recovery) == 1  # the earlier summary's entry went with it
+
+
+def test_bash_execution_is_user_text_as_pi_sends_it() -> None:
+    path = corpus_file("pi-mono_before-compaction.jsonl")
+    ctx = _load(path)
+    runs = _raw_messages(path, "bashExecution")
+    texts = [m.text for m in ctx.messages if m.metadata.get("pi_role") == "bashExecution"]
+    assert len(texts) == len(runs) == 3
+    assert texts[0] == f"Ran `ls`\n```\n{runs[0]['output']}\n```"
+
+
+def test_model_change_goes_to_next_message() -> None:
+    path = corpus_file("pi-mono_before-compaction.jsonl")
+    changes = [r for r in _raw(path) if r["type"] == "model_change"]
+    changed = [m for m in _load(path).messages if "pi_model_change" in m.metadata]
+    assert len(changed) == 1  # five changes in a row: the last one is in effect
+    assert changed[0].metadata["pi_model_change"] == {
+        "provider": changes[-1]["provider"],
+        "model_id": changes[-1]["modelId"],
+    }
+
+
+# --------------------------------------------------------------------------- bundled sample
+
+
+def test_bundled_sample() -> None:
+    ctx = compactkit.load_one(sample(SAMPLE))
+    assert ctx.metadata["model"] == "claude-opus-4-5"
+    assert ctx.metadata["thinking_level"] == "high"  # the last thinking_level_change
+    first_turn = ctx.messages[1]
+    assert first_turn.role == "assistant"
+    assert [c.name for c in first_turn.tool_calls] == ["read", "read"]
+    assert [m.role for m in ctx.messages[2:4]] == ["tool", "tool"]
+    # the aborted response that has thinking is kept, marked, and sits in its own turn
+    aborted = [m for m in ctx.messages if m.metadata.get("stop_reason") == "aborted"]
+    assert len(aborted) == 1
+    assert aborted[0].content[0].type == "thinking"
+    assert pairing_problems(ctx) == []
+
+
+def _as_v3(path: Path) -> list[dict[str, Any]]:
+    """The records of a v1 file migrated as pi migrates them (ids, parentId chain)."""
+    records = [dict(r) for r in _raw(path)]
+    records[0]["version"] = 3
+    previous = None
+    for index, record in enumerate(records[1:], start=1):
+        record["id"] = f"e{index:04d}"
+        record["parentId"] = previous
+        previous = record["id"]
+    return records
+
+
+def test_tree_session_follows_the_last_leaf(tmp_path: Path) -> None:
+    records = _as_v3(sample(SAMPLE))
+    # the user went back to the first answer and asked something else
+    fork = next(
+        r
+        for r in records[1:]
+        if r.get("type") == "message" and r["message"]["role"] == "assistant"
+        if r["message"]["stopReason"] == "stop"
+    )
+    branch = {
+        "type": "message",
+        "id": "branch01",
+        "parentId": fork["id"],
+        "timestamp": "2025-12-09T01:00:00.000Z",
+        "message": {"role": "user", "content": "start over", "timestamp": 1},
+    }
+    path = tmp_path / "tree.jsonl"
+    lines = [json.dumps(r) for r in [*records, branch]]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    ctx = compactkit.load_one(path)
+    assert ctx.metadata["version"] == 3
+    assert ctx.messages[-1].text == "start over"
+    assert ctx.messages[-2].metadata["id"] == fork["id"]
+    ids = [m.metadata.get("id") for m in ctx.messages]
+    assert ids.index(fork["id"]) == len(ctx.messages) - 2
+    assert pairing_problems(ctx) == []
+
+
+def test_truncated_file_is_bad_input(tmp_path: Path) -> None:
+    text = sample(SAMPLE).read_text(encoding="utf-8")
+    broken = tmp_path / "truncated.jsonl"
+    broken.write_text(text[: len(text) // 2], encoding="utf-8")
+    with pytest.raises(BadInputError) as info:
+        compactkit.load(broken)
+    assert "\n" not in str(info.value)
+
+
+def test_other_jsonl_is_not_pi(tmp_path: Path) -> None:
+    claude = next(p for p in sample_files() if p.name.startswith("claude-code"))
+    with pytest.raises(BadInputError, match="not a pi session"):
+        compactkit.load(claude, format="pi-session")
+    header_only = tmp_path / "empty.jsonl"
+    header_only.write_text(json.dumps(_raw(sample(SAMPLE))[0]) + "\n", encoding="utf-8")
+    with pytest.raises(BadInputError, match="no conversation"):
+        compactkit.load(header_only)
