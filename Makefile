@@ -7,10 +7,11 @@ SAMPLE := examples/sessions/gemini3pro_sphinx-doc__sphinx-9229.traj.json
 
 .PHONY: run test lint typecheck bench schema clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml plugins/compactkit-cap-output/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m pip install --quiet -e plugins/compactkit-cap-output
 	touch $(STAMP)
 
 run: $(STAMP)
@@ -32,7 +33,8 @@ typecheck: $(STAMP)
 	$(BIN)/mypy compactkit
 
 bench: $(STAMP)
-	$(BIN)/python -m pytest benchmarks --benchmark-enable -q
+	$(BIN)/python -m pip install --quiet -r benchmarks/requirements.txt
+	$(BIN)/python -m pytest benchmarks --benchmark-enable -q -s -p no:cacheprovider
 
 schema: $(STAMP)
 	$(BIN)/python -m compactkit.schema > docs/context.schema.json

@@ -27,7 +27,7 @@ from .errors import (
 )
 from .formats.base import read_document
 from .inspect import inspect_context
-from .io import load_document, render, split_address, write_atomic
+from .io import load_document, pick, render, single, split_address, write_atomic
 from .registry import Registry, make_registry
 from .tokens import DEFAULT_TOKENIZER, TokenCounter
 
@@ -92,9 +92,7 @@ def _load(state: State, address: str, format: str | None) -> tuple[str, list[Age
     file, index = split_address(address)
     fmt, contexts = load_document(read_document(file), format, state.registry)
     if index is not None:
-        from .io import _pick
-
-        contexts = [_pick(contexts, index, file)]
+        contexts = [pick(contexts, index, file)]
     return fmt.name, contexts
 
 
@@ -356,7 +354,7 @@ def make_cli(registry_factory: Callable[[], Registry] | None = None) -> click.Gr
         from .recovery import split_stash, stash_json
 
         _, contexts = _load(state, file, format_)
-        ctx = _single(contexts, file)
+        ctx = single(contexts, file)
         writer = state.registry.formats.get(to)
         if not writer.can_write:
             raise ConfigError(f"format {to!r} cannot be written")
@@ -417,7 +415,7 @@ def make_cli(registry_factory: Callable[[], Registry] | None = None) -> click.Gr
         from .recovery import read_stash, unrecoverable
 
         _, contexts = _load(state, file, None)
-        ctx = _single(contexts, file)
+        ctx = single(contexts, file)
         entries: dict[str, str] = {}
         if stash:
             path = Path(stash)
@@ -461,7 +459,7 @@ def make_cli(registry_factory: Callable[[], Registry] | None = None) -> click.Gr
         from .recovery import read_stash
         from .validate import validate
 
-        original = _single(_load(state, against, None)[1], against) if against else None
+        original = single(_load(state, against, None)[1], against) if against else None
         entries = read_stash(Path(stash).read_text(encoding="utf-8"), stash) if stash else None
         bad = 0
         for address in files:
@@ -487,8 +485,8 @@ def make_cli(registry_factory: Callable[[], Registry] | None = None) -> click.Gr
         """Say which messages and blocks differ between two contexts."""
         from .context import diff
 
-        a = _single(_load(state, before, None)[1], before)
-        b = _single(_load(state, after, None)[1], after)
+        a = single(_load(state, before, None)[1], before)
+        b = single(_load(state, after, None)[1], after)
         d = diff(a, b)
         if as_json:
             _print_json({"schema": "compactkit.diff/1", **d.model_dump(mode="json")})
@@ -502,16 +500,6 @@ def make_cli(registry_factory: Callable[[], Registry] | None = None) -> click.Gr
             )
 
     return cli
-
-
-def _single(contexts: list[AgentContext], file: str) -> AgentContext:
-    if len(contexts) != 1:
-        raise BadInputError(
-            f"holds {len(contexts)} conversations",
-            path=file,
-            hint=f"pick one with {file}#N, N from 0 to {len(contexts) - 1}",
-        )
-    return contexts[0]
 
 
 def _print_run(stats: Any, before: int, after: int, explain: bool, to_stderr: bool) -> None:

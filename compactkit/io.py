@@ -73,7 +73,7 @@ def load(
     _, contexts = load_document(read_document(file), format, registry)
     if index is None:
         return contexts
-    return [_pick(contexts, index, file)]
+    return [pick(contexts, index, file)]
 
 
 def load_one(
@@ -83,17 +83,22 @@ def load_one(
     file, index = split_address(path)
     _, contexts = load_document(read_document(file), format, registry)
     if index is None:
-        if len(contexts) != 1:
-            raise BadInputError(
-                f"holds {len(contexts)} conversations",
-                path=file,
-                hint=f"pick one with {file}#N, N from 0 to {len(contexts) - 1}",
-            )
-        return contexts[0]
-    return _pick(contexts, index, file)
+        return single(contexts, file)
+    return pick(contexts, index, file)
 
 
-def _pick(contexts: Sequence[AgentContext], index: int, file: str) -> AgentContext:
+def single(contexts: Sequence[AgentContext], file: str) -> AgentContext:
+    """The only conversation of a file, or a one-line error saying how to pick one."""
+    if len(contexts) != 1:
+        raise BadInputError(
+            f"holds {len(contexts)} conversations",
+            path=file,
+            hint=f"pick one with {file}#N, N from 0 to {len(contexts) - 1}",
+        )
+    return contexts[0]
+
+
+def pick(contexts: Sequence[AgentContext], index: int, file: str) -> AgentContext:
     if not 0 <= index < len(contexts):
         raise BadInputError(
             f"conversation #{index} out of range",
