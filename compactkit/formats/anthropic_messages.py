@@ -1,17 +1,419 @@
-"""Anthropic Messages API request or saved messages array."""
+"""Anthropic Messages API request or saved messages array.
+
+Accepted shapes (JSON): a request body `{"model"?, "system"?: str | [text blocks], "messages":
+[...], "tools"?}`; a bare messages array as Cline and others save it (messages may carry `ts`,
+`id`, `model`, `usage`); a list of request bodies (one conversation each). JSONL: one body per line
+(one conversation per line) or one message per line. A file is recognised by what only this API has:
+a top-level `system` or `anthropic_version` (Bedrock / Vertex bodies), or content blocks
+`tool_use` / `tool_result` / `thinking` / `redacted_thinking` / `document` / server-tool blocks /
+images with a `source`. An array whose messages hold only strings or text blocks is ambiguous and
+read by `openai-chat`.
+
+Reading:
+- `system` (text blocks joined with newlines) -> `system_instruction`; without one, a leading
+  `role: system` message (the SDK accepts them in `messages`) takes its place;
+- the `tool_result` blocks of a user message -> one tool message (content string or text/image
+  blocks, `is_error` kept), followed, when the user message also holds text or images, by a user
+  message with those;
+- `thinking` -> ThinkingBlock(thinking, signature); `redacted_thinking` ->
+  ThinkingBlock(thinking="", signature=<the encrypted data>, redacted=True);
+- `tool_use` -> ToolCallBlock; `document` blocks with a text source -> their text; server-tool
+  blocks (`server_tool_use` with its result inside the same assistant message) and any other block
+  -> their JSON as text, so nothing the model saw is dropped and no call is left unpaired.
+Pairing is repaired as in `openai-chat` (synthesized results / calls, counted in metadata).
+
+Writing (`dump`): one context -> a request body `{"system": ..., "messages": [...], "tools"?}`;
+several -> JSONL, one body per line. Tool messages become user messages of `tool_result` blocks
+(consecutive tool messages, and the user message right after them, share one user message, results
+first); marker blocks become text (`marker_text`); thinking keeps its signature; tools kept in
+`metadata["tools"]` are written in the Anthropic shape (OpenAI function tools converted).
+
+What a written request cannot carry: unsigned thinking (the API requires a signature, so it is
+dropped), thinking of a message whose recorded model (message or context `metadata["model"]`) is
+known and not Claude (Gemini / OpenAI signatures would be refused; dropped too), a
+`ToolCallBlock.input` that is not an object (written as `{"input": value}`), mid-conversation
+system messages (written as user messages), `Message.name`, empty text blocks and messages left
+empty, message and context metadata other than tools, `recovery`, `activated_skills`.
+"""
 
 from __future__ import annotations
 
-from ..context import AgentContext
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from ..context import (
+    AgentContext,
+    Block,
+    ContentPart,
+    ImageBlock,
+    Message,
+    TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
+from ..errors import BadInputError
+from ._util import as_text
 from .base import Document, Format
+from .openai_chat import (
+    Conversation,
+    anthropic_marks,
+    block_as_text,
+    context_metadata,
+    conversations_of,
+    has_foreign_keys,
+    image_from_url,
+    json_array_text,
+    message_metadata,
+    openai_marks,
+    repair_tool_pairing,
+    text_of,
+)
+
+_ROLES = frozenset({"user", "assistant", "system"})
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def _image(block: dict[str, Any]) -> ImageBlock:
+    source = block.get("source")
+    source = source if isinstance(source, dict) else {}
+    kind = source.get("type")
+    media_type = source.get("media_type") if isinstance(source.get("media_type"), str) else None
+    if kind == "base64":
+        return ImageBlock(media_type=media_type, data=as_text(source.get("data")))
+    if kind == "url":
+        image = image_from_url(source.get("url"))
+        if media_type is None:
+            return image
+        return ImageBlock(media_type=media_type, url=image.url, data=image.data)
+    return ImageBlock(media_type=media_type, url=as_text(source.get("file_id")) or None)
+
+
+def _document_text(block: dict[str, Any]) -> str:
+    source = block.get("source")
+    if isinstance(source, dict) and source.get("type") == "text":
+        return as_text(source.get("data"))
+    return as_text(block)
+
+
+def _content_blocks(content: Any) -> list[dict[str, Any]]:
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    if isinstance(content, dict):
+        return [content]
+    if isinstance(content, list):
+        return [b if isinstance(b, dict) else {"type": "text", "text": as_text(b)} for b in content]
+    return [{"type": "text", "text": as_text(content)}]
+
+
+def _result_parts(content: Any) -> tuple[ContentPart, ...]:
+    parts: list[ContentPart] = []
+    for block in _content_blocks(content):
+        kind = block.get("type")
+        if kind == "text":
+            parts.append(TextBlock(text=as_text(block.get("text"))))
+        elif kind == "image":
+            parts.append(_image(block))
+        elif kind == "document":
+            parts.append(TextBlock(text=_document_text(block)))
+        else:
+            parts.append(TextBlock(text=as_text(block)))
+    return tuple(parts)
+
+
+def _block(block: dict[str, Any]) -> Block:
+    """One non-tool_result content block as a context block."""
+    kind = block.get("type")
+    if kind == "text":
+        return TextBlock(text=as_text(block.get("text")))
+    if kind == "image":
+        return _image(block)
+    if kind == "thinking":
+        signature = block.get("signature")
+        return ThinkingBlock(
+            thinking=as_text(block.get("thinking")),
+            signature=signature if isinstance(signature, str) else None,
+        )
+    if kind == "redacted_thinking":
+        data = block.get("data")
+        return ThinkingBlock(
+            thinking="", signature=data if isinstance(data, str) else None, redacted=True
+        )
+    if kind == "tool_use":
+        value = block.get("input")
+        return ToolCallBlock(
+            id=as_text(block.get("id")),
+            name=as_text(block.get("name")),
+            input=value if value is not None else {},
+        )
+    if kind == "document":
+        return TextBlock(text=_document_text(block))
+    return TextBlock(text=as_text(block))
+
+
+def _messages(raw: dict[str, Any]) -> list[Message]:
+    """One saved message as context messages (a user message with results gives two)."""
+    role = raw.get("role")
+    meta = message_metadata(raw)
+    blocks = _content_blocks(raw.get("content"))
+    if role == "assistant":
+        return [Message(role="assistant", content=tuple(_block(b) for b in blocks), metadata=meta)]
+    if role == "system":
+        return [Message(role="system", content=tuple(_block(b) for b in blocks), metadata=meta)]
+    results = [
+        ToolResultBlock(
+            tool_call_id=as_text(b.get("tool_use_id")),
+            content=_result_parts(b.get("content")),
+            is_error=b.get("is_error") is True,
+        )
+        for b in blocks
+        if b.get("type") == "tool_result"
+    ]
+    others = tuple(_block(b) for b in blocks if b.get("type") != "tool_result")
+    out: list[Message] = []
+    if results:
+        out.append(Message(role="tool", content=tuple(results), metadata=meta))
+    if others or not results:
+        out.append(Message(role="user", content=others, metadata={} if results else meta))
+    return out
+
+
+def read_conversation(
+    msgs: list[Any], container: dict[str, Any], index: int | None
+) -> AgentContext:
+    """One Anthropic messages array (with its body's system and tools) as a context."""
+    system: str | None = None
+    raw_system = container.get("system")
+    rest = [m for m in msgs if isinstance(m, dict)]
+    if isinstance(raw_system, (str, list)):
+        system = text_of(raw_system)
+    elif rest and rest[0].get("role") == "system":
+        system = text_of(rest.pop(0).get("content"))
+    messages = [out for m in rest for out in _messages(m)]
+    repaired = repair_tool_pairing(messages)
+    return AgentContext(
+        system_instruction=system,
+        messages=tuple(repaired.messages),
+        metadata=context_metadata("anthropic-messages", container, index, repaired),
+    )
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def _image_out(image: ImageBlock) -> dict[str, Any]:
+    if image.data is None and image.url is not None and image.url.startswith("data:"):
+        image = image_from_url(image.url)
+    if image.data is not None:
+        source: dict[str, Any] = {
+            "type": "base64",
+            "media_type": image.media_type or "image/png",
+            "data": image.data,
+        }
+    else:
+        source = {"type": "url", "url": image.url or ""}
+    return {"type": "image", "source": source}
+
+
+def _text_out(block: Block) -> dict[str, Any] | None:
+    text = block_as_text(block)
+    return {"type": "text", "text": text} if text else None
+
+
+def _result_out(result: ToolResultBlock) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": "tool_result", "tool_use_id": result.tool_call_id}
+    parts: list[dict[str, Any]] = []
+    for part in result.content:
+        item = _image_out(part) if isinstance(part, ImageBlock) else _text_out(part)
+        if item is not None:
+            parts.append(item)
+    if len(parts) == 1 and parts[0]["type"] == "text":
+        out["content"] = parts[0]["text"]
+    elif parts:
+        out["content"] = parts
+    if result.is_error:
+        out["is_error"] = True
+    return out
+
+
+def foreign_model(model: Any) -> bool:
+    """True for a known model that is not Claude: its thinking signatures mean nothing here."""
+    if not isinstance(model, str) or not model:
+        return False
+    name = model.lower()
+    return "claude" not in name and "anthropic" not in name
+
+
+def _assistant_block(block: Block, foreign: bool) -> dict[str, Any] | None:
+    if isinstance(block, ThinkingBlock):
+        if block.signature is None or foreign:
+            return None  # the API refuses thinking without a (valid, Anthropic) signature
+        if block.redacted:
+            return {"type": "redacted_thinking", "data": block.signature}
+        return {"type": "thinking", "thinking": block.thinking, "signature": block.signature}
+    if isinstance(block, ToolCallBlock):
+        value = block.input if isinstance(block.input, dict) else {"input": block.input}
+        return {"type": "tool_use", "id": block.id, "name": block.name, "input": value}
+    if isinstance(block, ImageBlock):
+        return _image_out(block)
+    return _text_out(block)
+
+
+def _user_block(block: Block) -> dict[str, Any] | None:
+    if isinstance(block, ImageBlock):
+        return _image_out(block)
+    return _text_out(block)
+
+
+_FREE_TEXT_SCHEMA = {
+    "type": "object",
+    "properties": {"input": {"type": "string"}},
+    "required": ["input"],
+}
+
+
+def tool_out(tool: Any) -> dict[str, Any] | None:
+    """A tool definition in the Anthropic shape, else None.
+
+    Anthropic tools (`input_schema`, or a typed server tool such as `web_search_20250305`) pass
+    through; OpenAI function tools (chat-completions or Responses shape) are converted; OpenAI
+    free-text `custom` tools get a schema with one string `input`, matching how a non-object tool
+    input is written (`{"input": value}`). Anything else (nameless built-ins) is left out.
+    """
+    if not isinstance(tool, dict):
+        return None
+    kind = tool.get("type")
+    fn = tool.get("function")
+    if kind == "function" and isinstance(fn, dict):
+        tool = fn  # chat-completions shape
+    elif kind not in ("function", "custom"):
+        anthropic = "input_schema" in tool or isinstance(kind, str)
+        return tool if anthropic and isinstance(tool.get("name"), str) else None
+    if not isinstance(tool.get("name"), str):
+        return None
+    out: dict[str, Any] = {"name": tool["name"]}
+    if isinstance(tool.get("description"), str):
+        out["description"] = tool["description"]
+    schema = tool.get("parameters")
+    if kind == "custom":
+        schema = _FREE_TEXT_SCHEMA
+    out["input_schema"] = schema if isinstance(schema, dict) else {"type": "object"}
+    return out
+
+
+def to_anthropic_request(ctx: AgentContext) -> dict[str, Any]:
+    """The context as a Messages API request body `{"system"?, "messages", "tools"?}`."""
+    body: dict[str, Any] = {}
+    system = ctx.system_instruction
+    messages = list(ctx.messages)
+    if system is None and messages and messages[0].role == "system":
+        system = messages.pop(0).text
+    if system:
+        body["system"] = system
+    out: list[dict[str, Any]] = []
+    # True while the last written message is a user message holding only tool results: the
+    # next results, and the user text right after them, join it (results first, as required).
+    joinable = False
+    for msg in messages:
+        if msg.role == "assistant":
+            foreign = foreign_model(msg.metadata.get("model") or ctx.metadata.get("model"))
+            written = (_assistant_block(x, foreign) for x in msg.content)
+            blocks = [b for b in written if b is not None]
+            if blocks:
+                out.append({"role": "assistant", "content": blocks})
+                joinable = False
+            continue
+        results = [_result_out(r) for r in msg.tool_results]
+        others = [
+            b
+            for b in (_user_block(x) for x in msg.content if not isinstance(x, ToolResultBlock))
+            if b is not None
+        ]
+        if not results and not others:
+            continue
+        if joinable:
+            out[-1]["content"].extend(results + others)
+        else:
+            out.append({"role": "user", "content": results + others})
+        joinable = (joinable or bool(results)) and not others
+    body["messages"] = out
+    tools = ctx.metadata.get("tools")
+    if isinstance(tools, list):
+        converted = [t for t in (tool_out(x) for x in tools) if t is not None]
+        if converted:
+            body["tools"] = converted
+    return body
+
+
+def _body_text(body: dict[str, Any]) -> str:
+    """The request body as JSON text, one message per line."""
+    fields = [
+        f"{json.dumps(key)}: "
+        + (
+            json_array_text(value, indent=" ")
+            if key == "messages"
+            else json.dumps(value, ensure_ascii=False)
+        )
+        for key, value in body.items()
+    ]
+    return "{\n " + ",\n ".join(fields) + "\n}\n"
+
+
+# --------------------------------------------------------------------------- the format
+
+
+def _anthropic_shaped(m: Any) -> bool:
+    if not isinstance(m, dict) or m.get("role") not in _ROLES:
+        return False
+    content = m.get("content")
+    if isinstance(content, str):
+        return True
+    return isinstance(content, list) and all(
+        isinstance(b, dict) and isinstance(b.get("type"), str) for b in content
+    )
+
+
+def _is_anthropic(convs: Sequence[Conversation]) -> bool:
+    if has_foreign_keys(convs):
+        return False
+    if not all(_anthropic_shaped(m) for msgs, _ in convs for m in msgs):
+        return False
+    return anthropic_marks(convs) and not openai_marks(convs)
 
 
 class AnthropicMessagesFormat(Format):
     name = "anthropic-messages"
     description = "Anthropic Messages API request or saved messages array"
+    can_write = True
 
     def sniff(self, doc: Document) -> bool:
-        return False  # TODO: not implemented yet
+        try:
+            convs = conversations_of(doc)
+            return bool(convs) and _is_anthropic(convs or [])
+        except Exception:
+            return False
 
     def load(self, doc: Document) -> list[AgentContext]:
-        raise NotImplementedError
+        convs = conversations_of(doc)
+        if convs is None or not all(_anthropic_shaped(m) for msgs, _ in convs for m in msgs):
+            raise BadInputError(
+                "not Anthropic messages (no array of {role: user|assistant, content} found)",
+                path=doc.path,
+            )
+        several = len(convs) > 1
+        return [
+            read_conversation(msgs, container, n if several else None)
+            for n, (msgs, container) in enumerate(convs)
+        ]
+
+    def dump(self, contexts: Sequence[AgentContext]) -> str:
+        if len(contexts) == 1:
+            return _body_text(to_anthropic_request(contexts[0]))
+        return "".join(
+            json.dumps(to_anthropic_request(c), ensure_ascii=False) + "\n" for c in contexts
+        )
