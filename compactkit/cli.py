@@ -39,6 +39,7 @@ DEFAULT_PIPELINE: tuple[str, ...] = (
     "sliding-window",
 )
 """What `run` applies when no -s is given (sliding-window acts only under --budget)."""
+DEFAULT_TRIGGER = 60_000
 
 
 class State:
@@ -499,7 +500,85 @@ def make_cli(registry_factory: Callable[[], Registry] | None = None) -> click.Gr
                 f"  {m.change:<8} message {where} ({m.role}){': ' + blocks if blocks else ''}"
             )
 
+    @cli.command()
+    @click.argument("paths", nargs=-1, required=True)
+    @click.option(
+        "-s", "--pipeline", "pipelines", multiple=True, metavar="PIPELINE",
+        help="A pipeline to compare: strategy specs joined by '+' or spaces, 'default', or "
+        "@FILE.json; repeat to compare several. 'none' is always included.",
+    )
+    @click.option("--mode", type=click.Choice(["replay", "view", "persistent", "oneshot"]),
+                  default="replay", show_default=True,
+                  help="replay = persistent compaction; view = pipeline before every call.")
+    @click.option("--pricing", "pricing", multiple=True, metavar="NAME",
+                  help="Pricing profile (anthropic, openai, nocache); repeatable.")
+    @click.option("--trigger", type=click.IntRange(min=1), default=DEFAULT_TRIGGER,
+                  show_default=True, help="Persistent mode: compact when history exceeds this.")
+    @click.option("--json", "json_out", default=None, metavar="OUT", help="Write the JSON report.")
+    @click.option("--markdown", "md_out", default=None, metavar="OUT", help="Write markdown.")
+    @click.option("--html", "html_out", default=None, metavar="OUT", help="Write an HTML page.")
+    @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
+                  help="Parallel worker processes (results are identical to one worker).")
+    @tokenizer_option
+    @click.pass_obj
+    def bench(
+        state: State, paths: Sequence[str], pipelines: Sequence[str], mode: str,
+        pricing: Sequence[str], trigger: int, json_out: str | None, md_out: str | None,
+        html_out: str | None, workers: int, tokenizer: str,
+    ) -> None:
+        """Measure pipelines on sessions: tokens, cache-adjusted cost, retention, speed.
+
+        PATHS are session files, FILE#N, or folders (every session file under them; files that
+        do not load are listed, not fatal).
+        """
+        from .bench.report import render_html, render_markdown, render_terminal
+        from .bench.runner import parse_pipeline, read_pipeline_file, run_bench
+
+        specs = []
+        for text in pipelines or ("default",):
+            if text.startswith("@"):
+                specs.extend(read_pipeline_file(text[1:]))
+            else:
+                specs.append(parse_pipeline(text, DEFAULT_PIPELINE))
+        replay_mode = "persistent" if mode == "replay" else mode
+        progress = _BenchProgress(len(paths))
+        report = run_bench(
+            paths, specs, mode=replay_mode,  # type: ignore[arg-type]  # checked by click.Choice
+            profiles=tuple(pricing) or ("anthropic", "openai"), trigger=trigger,
+            tokenizer=tokenizer, workers=workers, registry=state.registry, progress=progress,
+        )
+        progress.close()
+        if json_out:
+            write_atomic(json_out, json.dumps(report, ensure_ascii=False) + "\n")
+        if md_out:
+            write_atomic(md_out, render_markdown(report))
+        if html_out:
+            write_atomic(html_out, render_html(report))
+        render_terminal(report)
+
     return cli
+
+
+class _BenchProgress:
+    """A progress bar on stderr over session files; nothing when stderr is not a terminal."""
+
+    def __init__(self, total: int) -> None:
+        self.bar: Any = None
+        if sys.stderr.isatty():
+            from rich.console import Console
+            from rich.progress import Progress
+
+            self.bar = Progress(console=Console(file=sys.stderr), transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task("benchmarking", total=None)
+
+    def __call__(self, result: Any) -> None:
+        if self.bar is not None:
+            self.bar.update(self.task, advance=1, description=result.address[-50:])
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
 
 
 def _print_run(stats: Any, before: int, after: int, explain: bool, to_stderr: bool) -> None:
@@ -544,4 +623,4 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(0)
 
 
-__all__ = ["EXIT_BAD_INPUT", "make_cli", "main"]
+__all__ = ["EXIT_BAD_INPUT", "main", "make_cli"]

@@ -408,6 +408,8 @@ def marker_text(block: Marker) -> str:
         if block.field:
             fields["field"] = block.field
         fields["unchanged"] = block.unchanged
+        if block.label:
+            fields["same_as"] = block.label
         return canonical_json(fields)
     if isinstance(block, ElidedBlock):
         if block.text:

@@ -53,10 +53,7 @@ def units(messages: Sequence[Message]) -> list[Unit]:
     i, n = 0, len(messages)
     while i < n:
         j = i + 1
-        if messages[i].role == "assistant" and messages[i].tool_calls:
-            while j < n and messages[j].role == "tool":
-                j += 1
-        elif messages[i].role == "tool":
+        if (messages[i].role == "assistant" and messages[i].tool_calls) or messages[i].role == "tool":
             while j < n and messages[j].role == "tool":
                 j += 1
         out.append(Unit(i, j))
@@ -149,9 +146,9 @@ def restore_orphaned_collapses(ctx: AgentContext) -> AgentContext:
                         newest[part.etag] = (i, j)
     if not newest:
         return ctx
-    from ..recovery import _parts  # the one place that knows how parts are stored
-
     import json
+
+    from ..recovery import _parts  # the one place that knows how parts are stored
 
     messages = list(ctx.messages)
     for etag, (i, j) in newest.items():

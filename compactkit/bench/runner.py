@@ -1,0 +1,255 @@
+"""`compactkit bench`: sessions x pipelines, in parallel processes, with corpus totals."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import BadInputError, CompactkitError, ConfigError
+from ..formats.base import read_document
+from ..io import load_document, pick, split_address
+from ..pipeline import Pipeline, build_pipeline
+from ..registry import Registry, get_registry
+from ..tokens import DEFAULT_TOKENIZER, TokenCounter
+from .pricing import get_profile
+from .replay import Mode, SessionResult, run_session
+
+BENCH_SCHEMA = "compactkit.bench/1"
+SESSION_SUFFIXES = (".json", ".jsonl", ".traj")
+
+
+@dataclass(frozen=True)
+class PipelineSpec:
+    """A named pipeline to compare: `none`, `default`, or strategy specs."""
+
+    name: str
+    strategies: tuple[str, ...]
+
+
+def parse_pipeline(text: str, defaults: Sequence[str]) -> PipelineSpec:
+    """One `-s` value: `none`, `default`, `@file.json`, or strategy specs separated by spaces or `+`
+    (`observation-mask:keep_last=5 + sliding-window`)."""
+    text = text.strip()
+    if text == "none":
+        return PipelineSpec("none", ())
+    if text == "default":
+        return PipelineSpec("default", tuple(defaults))
+    parts = tuple(p for p in re.split(r"\s*\+\s*|\s+", text) if p)
+    if not parts:
+        raise ConfigError(f"empty pipeline {text!r}")
+    return PipelineSpec(" + ".join(parts), parts)
+
+
+def read_pipeline_file(path: str) -> list[PipelineSpec]:
+    """A JSON file: `[{"name": "...", "strategies": ["name:key=value", ...]}, ...]`."""
+    file = Path(path)
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise BadInputError("no such pipeline file", path=path) from None
+    except json.JSONDecodeError as exc:
+        raise BadInputError(f"not JSON: {exc.msg}", path=path, line=exc.lineno) from None
+    if not isinstance(data, list) or not all(
+        isinstance(d, dict) and isinstance(d.get("name"), str)
+        and isinstance(d.get("strategies"), list) for d in data
+    ):
+        raise BadInputError(
+            "expected a list of {\"name\": ..., \"strategies\": [...]}", path=path
+        )
+    return [PipelineSpec(d["name"], tuple(str(s) for s in d["strategies"])) for d in data]
+
+
+def collect_sessions(paths: Iterable[str]) -> list[str]:
+    """Session addresses from files, `FILE#N` and folders (every session file under them)."""
+    out: list[str] = []
+    for raw in paths:
+        file, index = split_address(raw)
+        p = Path(file)
+        if index is None and p.is_dir():
+            out.extend(
+                str(f) for f in sorted(p.rglob("*"))
+                if f.is_file() and f.name.endswith(SESSION_SUFFIXES)
+            )
+        else:
+            out.append(raw)
+    return out
+
+
+@dataclass
+class Job:
+    address: str
+    specs: list[PipelineSpec]
+    mode: Mode
+    profiles: list[str]
+    trigger: int
+    tokenizer: str
+
+
+@dataclass
+class JobResult:
+    address: str
+    results: list[SessionResult] = field(default_factory=list)
+    error: str | None = None
+
+
+def _pipeline(spec: PipelineSpec, registry: Registry, tokenizer: str) -> Pipeline:
+    pipeline = build_pipeline(list(spec.strategies), registry=registry, tokenizer=tokenizer)
+    pipeline.title = spec.name
+    return pipeline
+
+
+def run_job(job: Job, registry: Registry | None = None) -> JobResult:
+    """Every pipeline on every conversation of one session file (runs in a worker process)."""
+    registry = registry or get_registry()
+    out = JobResult(job.address)
+    try:
+        file, index = split_address(job.address)
+        _, contexts = load_document(read_document(file), None, registry)
+        named = (
+            [(f"{file}#{index}", pick(contexts, index, file))]
+            if index is not None
+            else [
+                (file if len(contexts) == 1 else f"{file}#{n}", c)
+                for n, c in enumerate(contexts)
+            ]
+        )
+        pipelines = [_pipeline(s, registry, job.tokenizer) for s in job.specs]
+        profiles = [get_profile(p) for p in job.profiles]
+        counter = TokenCounter(registry.tokenizers.get(job.tokenizer))
+        for name, ctx in named:
+            for pipeline in pipelines:
+                out.results.append(
+                    run_session(name, ctx, pipeline, job.mode, counter, profiles,
+                                trigger=job.trigger)
+                )
+    except CompactkitError as exc:
+        out.error = str(exc)
+    return out
+
+
+def run_bench(
+    paths: Sequence[str],
+    specs: Sequence[PipelineSpec],
+    *,
+    mode: Mode = "persistent",
+    profiles: Sequence[str] = ("anthropic", "openai"),
+    trigger: int = 60_000,
+    tokenizer: str = DEFAULT_TOKENIZER,
+    workers: int = 1,
+    registry: Registry | None = None,
+    progress: Callable[[JobResult], None] | None = None,
+) -> dict[str, Any]:
+    """Run the benchmark and return the versioned JSON report."""
+    for name in profiles:
+        get_profile(name)
+    names = [s.name for s in specs]
+    if "none" not in names:
+        specs = [PipelineSpec("none", ()), *specs]
+    registry = registry or get_registry()
+    for spec in specs:  # fail fast on unknown strategies or bad options
+        _pipeline(spec, registry, tokenizer)
+    jobs = [
+        Job(a, list(specs), mode, list(profiles), trigger, tokenizer)
+        for a in collect_sessions(paths)
+    ]
+    results: list[JobResult] = []
+    if workers > 1 and len(jobs) > 1:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            for job_result in pool.map(run_job, jobs):
+                results.append(job_result)
+                if progress:
+                    progress(job_result)
+    else:
+        for job in jobs:
+            job_result = run_job(job, registry)
+            results.append(job_result)
+            if progress:
+                progress(job_result)
+    return build_report(results, specs, mode, profiles, trigger, tokenizer)
+
+
+def _totals(rows: list[SessionResult], profiles: Sequence[str]) -> dict[str, Any]:
+    retention_kept = sum(r.retention.get("kept", 0) for r in rows)
+    retention_total = sum(r.retention.get("total", 0) for r in rows)
+    recover_kept = sum(r.recoverability.get("kept", 0) for r in rows)
+    by_kind: dict[str, list[int]] = {}
+    for r in rows:
+        for kind, v in r.retention.get("by_kind", {}).items():
+            entry = by_kind.setdefault(kind, [0, 0])
+            entry[0] += v["kept"]
+            entry[1] += v["total"]
+    return {
+        "sessions": len(rows),
+        "tokens_before": sum(r.tokens_before for r in rows),
+        "tokens_after": sum(r.tokens_after for r in rows),
+        "prompt_tokens": sum(r.prompt_tokens for r in rows),
+        "cached_tokens": sum(r.cached_tokens for r in rows),
+        "output_tokens": sum(r.output_tokens for r in rows),
+        "model_calls": sum(len(r.calls) for r in rows),
+        "compactions": sum(r.compactions for r in rows),
+        "cost": {p: round(sum(r.cost.get(p, 0.0) for r in rows), 6) for p in profiles},
+        "retention": round(retention_kept / retention_total, 6) if retention_total else 1.0,
+        "retention_by_kind": {
+            k: round(v[0] / v[1], 6) if v[1] else 1.0 for k, v in sorted(by_kind.items())
+        },
+        "recoverability": round(recover_kept / retention_total, 6) if retention_total else 1.0,
+        "violations": sum(r.violations for r in rows),
+        "seconds": round(sum(r.seconds for r in rows), 3),
+    }
+
+
+def build_report(
+    results: list[JobResult],
+    specs: Sequence[PipelineSpec],
+    mode: str,
+    profiles: Sequence[str],
+    trigger: int,
+    tokenizer: str,
+) -> dict[str, Any]:
+    rows = [r for jr in results for r in jr.results]
+    by_pipeline: dict[str, list[SessionResult]] = {s.name: [] for s in specs}
+    for r in rows:
+        by_pipeline[r.pipeline].append(r)
+    baseline = {r.session: r for r in by_pipeline.get("none", [])}
+    pipelines = []
+    for spec in specs:
+        mine = by_pipeline[spec.name]
+        totals = _totals(mine, profiles)
+        base = _totals(list(baseline.values()), profiles)
+        key = "prompt_tokens" if mode != "oneshot" else "tokens_after"
+        base_tokens = base[key] if mode != "oneshot" else base["tokens_before"]
+        totals["savings"] = round(1 - totals[key] / base_tokens, 6) if base_tokens else 0.0
+        totals["cost_vs_none"] = {
+            p: round(totals["cost"][p] / base["cost"][p], 6) if base["cost"].get(p) else None
+            for p in profiles
+        }
+        worst = None
+        for r in mine:
+            b = baseline.get(r.session)
+            if b is None:
+                continue
+            for p in profiles:
+                if b.cost.get(p):
+                    ratio = r.cost[p] / b.cost[p]
+                    if worst is None or ratio > worst[0]:
+                        worst = (ratio, r.session, p)
+        totals["worst_session_cost_vs_none"] = (
+            {"ratio": round(worst[0], 6), "session": worst[1], "pricing": worst[2]}
+            if worst else None
+        )
+        pipelines.append({"name": spec.name, "strategies": list(spec.strategies), "totals": totals})
+    return {
+        "schema": BENCH_SCHEMA,
+        "mode": mode,
+        "pricing": list(profiles),
+        "trigger": trigger if mode == "persistent" else None,
+        "tokenizer": tokenizer,
+        "pipelines": pipelines,
+        "sessions": [r.as_json() for r in rows],
+        "failed": [{"path": jr.address, "error": jr.error} for jr in results if jr.error],
+    }
