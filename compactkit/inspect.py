@@ -81,7 +81,7 @@ def inspect_context(
         }
         for n, i, j, block in blocks[:top]
     ]
-    repeated = sorted(
+    repeated: list[dict[str, Any]] = sorted(
         (
             {
                 "etag": key,

@@ -120,8 +120,8 @@ def _as_strategy(item: Strategy | Callable[[AgentContext], AgentContext]) -> Str
         return item
     if isinstance(item, type) and issubclass(item, Strategy):
         return item()
-    if callable(item):
-        fn = item
+    if callable(item) and not isinstance(item, type):
+        fn: Callable[[AgentContext], AgentContext] = item
 
         class _Fn(Strategy):
             name = getattr(fn, "__name__", "function")

@@ -11,7 +11,7 @@ Rules (each violation names one):
 * ``starts-with-tool-result``: the first message is a tool message;
 * ``system-instruction-changed``: the system instruction differs from the input's;
 * ``task-missing``: the input's first user message (the task) is not the output's first user message;
-* ``thinking-detached``: an assistant turn keeps its tool calls but lost the thinking it had in the input;
+* ``thinking-detached``: an assistant turn kept its tool calls but lost the thinking it had;
 * ``dangling-marker``: a marker whose etag is neither in the recovery store (or stash) nor, for a
   collapsed marker, the etag of a full copy still in the context.
 """
@@ -43,14 +43,10 @@ def _pairing(ctx: AgentContext) -> list[Violation]:
     last_assistant = max(
         (i for i, m in enumerate(ctx.messages) if m.role == "assistant"), default=-1
     )
-    # index of the assistant message whose results are still allowed (the current tool group)
-    group_owner: int | None = None
+    # calls of the current assistant turn whose results may still come (its tool group)
     group_open: set[str] = set()
     for i, msg in enumerate(ctx.messages):
         if msg.role != "tool":
-            if group_owner is not None and group_open and msg.role != "tool":
-                pass  # reported below as unanswered or split when a late result shows up
-            group_owner = None
             group_open = set()
         for block in msg.content:
             if block.type == "tool_call":
@@ -60,7 +56,6 @@ def _pairing(ctx: AgentContext) -> list[Violation]:
                     )
                 seen_calls[block.id] = i
                 if msg.role == "assistant":
-                    group_owner = i
                     group_open.add(block.id)
             elif isinstance(block, ToolResultBlock):
                 cid = block.tool_call_id
@@ -119,9 +114,8 @@ def _thinking(ctx: AgentContext, original: AgentContext) -> list[Violation]:
                 continue
             present = [b for b in msg.content if isinstance(b, ThinkingBlock)]
             if any(t not in present for t in expected):
-                out.append(
-                    Violation("thinking-detached", i, f"turn with call {call.id!r} lost its thinking")
-                )
+                detail = f"turn with call {call.id!r} lost its thinking"
+                out.append(Violation("thinking-detached", i, detail))
             break
     return out
 

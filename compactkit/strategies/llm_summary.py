@@ -2,13 +2,369 @@
 
 from __future__ import annotations
 
-from ..context import AgentContext
+import logging
+from typing import Literal
+
+from pydantic import Field
+
+from ..context import (
+    AgentContext,
+    CollapsedBlock,
+    Message,
+    OmittedBlock,
+    SummaryBlock,
+)
+from ..errors import CompactkitError, ConfigError, PluginError, StrategyError
+from ..recovery import message_marker, payload_etag, prune, put
 from ..strategy import Strategy
+from ..summarize.base import CACHE, Summarizer, SummaryRequest, clip_tokens, redact
+from ..tokens import TokenCounter
+from ._common import (
+    TokenizerOption,
+    counter_for,
+    full_payload,
+    head_end,
+    restore_orphaned_collapses,
+    units,
+)
+
+MARKER_META = "llm-summary"
+MIN_SUMMARY_TOKENS = 32
+"""A summary is never cut below this, even when the budget has no room left for it."""
+
+log = logging.getLogger("compactkit.summarize")
+
+
+class LlmSummaryOptions(TokenizerOption):
+    backend: str = Field(
+        default="extractive",
+        min_length=1,
+        description="Summarizer backend: 'extractive' (offline, deterministic), 'openai', "
+        "'anthropic', or any name a plugin registers through register_summarizers.",
+    )
+    model: str | None = Field(
+        default=None,
+        description="Model the backend asks for (unset: the backend's default; the extractive "
+        "backend ignores it).",
+    )
+    base_url: str | None = Field(
+        default=None,
+        description="API base URL for the openai/anthropic backends (unset: the SDK's default; "
+        "any OpenAI-compatible server works for 'openai').",
+    )
+    timeout: float = Field(
+        default=60.0, gt=0, description="Seconds a backend call may take before it fails."
+    )
+    fallback: Literal["error", "extractive"] = Field(
+        default="error",
+        description="What happens when a backend call fails (timeout, HTTP 429/5xx, malformed "
+        "reply): 'error' raises StrategyError, 'extractive' uses the extractive summary.",
+    )
+    keep_last: int = Field(
+        default=6,
+        ge=0,
+        description="Newest turns (an assistant turn with its tool results, or one message) kept "
+        "verbatim after the summary.",
+    )
+    max_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        description="Token budget (defaults to --budget): a context that fits is left alone, and "
+        "the summary is cut so the output fits. Unset: always summarize the window.",
+    )
+    max_input_tokens: int = Field(
+        default=30_000,
+        ge=64,
+        description="Largest transcript sent to a backend; long texts and tool outputs lose "
+        "their middle to fit.",
+    )
+    summary_max_tokens: int = Field(
+        default=1_500,
+        ge=MIN_SUMMARY_TOKENS,
+        description="Largest summary; a longer answer is truncated (and with max_tokens, the "
+        "limit shrinks so the output fits the budget).",
+    )
 
 
 class LlmSummary(Strategy):
+    """Replace the turns between the task and the last `keep_last` turns with ONE user message
+    holding a `summary` marker. The replaced messages stay recoverable (`expand` puts them back);
+    an earlier summary inside the window is summarized along with the rest, and a window that is
+    only an earlier summary is left alone, so running it again changes nothing."""
+
     name = "llm-summary"
     description = "Replace a window of old turns with one summary message."
+    Options = LlmSummaryOptions
+    budget_option = "max_tokens"
+    options: LlmSummaryOptions
 
     def compact(self, ctx: AgentContext) -> AgentContext:
-        return ctx  # TODO: being written
+        opts = self.options
+        counter = counter_for(opts.tokenizer)
+        budget = opts.max_tokens
+        before = counter.context(ctx) if budget is not None else 0
+        if budget is not None and before <= budget:
+            return ctx
+        span = self.window(ctx, shrinkable=budget is not None)
+        if span is None:
+            return ctx
+        start, end = span
+        if budget is not None:
+            end = self._fitting_end(ctx, start, end, budget, counter)
+            if self._nothing_new(ctx, start, end):
+                return ctx
+        skeleton = self._skeleton(ctx, start, end)
+        if budget is not None:
+            # keep fewer of the newest turns (never fewer than one) when that many leave no room
+            # for a summary within the budget
+            while (
+                counter.context(skeleton) + MIN_SUMMARY_TOKENS > budget
+                and (shorter := self._shorter(ctx, start, end)) is not None
+            ):
+                end = shorter
+                skeleton = self._skeleton(ctx, start, end)
+        cap = opts.summary_max_tokens
+        if budget is not None:
+            room = budget - counter.context(skeleton) - 1
+            cap = max(min(cap, room), MIN_SUMMARY_TOKENS)
+        raw, backend = self._summarize(ctx, ctx.messages[start:end], start, cap)
+        text = clip_tokens(raw, cap, counter.tokenizer.count)
+        out = self._with_text(skeleton, start, text, backend)
+        if budget is not None:
+            for _ in range(3):  # token merges at the seams: shave what is still over
+                over = counter.context(out) - budget
+                size = counter.text(text)
+                if over <= 0 or size <= MIN_SUMMARY_TOKENS:
+                    break
+                cap = max(size - over - 1, MIN_SUMMARY_TOKENS)
+                text = clip_tokens(raw, cap, counter.tokenizer.count)
+                out = self._with_text(skeleton, start, text, backend)
+            if counter.context(out) >= before:
+                return ctx  # a summary no smaller than what it replaces gains nothing
+        return prune(out)
+
+    # ----------------------------------------------------------------- the window
+
+    def window(self, ctx: AgentContext, shrinkable: bool = False) -> tuple[int, int] | None:
+        """(start, end) of the messages to summarize, or None when there is nothing to do: the
+        span between the protected head and the last `keep_last` units, whole units only.
+
+        `shrinkable`: the caller may keep fewer units to fit a budget, so a span that is empty
+        under `keep_last` is returned (start == end) as long as more than one unit follows the head.
+        """
+        messages = ctx.messages
+        start = head_end(ctx)
+        while start < len(messages) and messages[start].role == "tool":
+            start += 1  # results whose calls sit in the head stay with them
+        rest = units(messages[start:])
+        count = len(rest) - self.options.keep_last
+        if count <= 0:
+            if not shrinkable or len(rest) <= 1:
+                return None
+            return start, start
+        end = _past_results(messages, start + rest[count - 1].end)
+        if self._nothing_new(ctx, start, end):
+            return None
+        return start, end
+
+    @staticmethod
+    def _nothing_new(ctx: AgentContext, start: int, end: int) -> bool:
+        """True for an empty window, or one that is only an earlier summary or omitted marker."""
+        return end <= start or (
+            end - start == 1 and message_marker(ctx.messages[start]) is not None
+        )
+
+    def _fitting_end(
+        self, ctx: AgentContext, start: int, end: int, budget: int, counter: TokenCounter
+    ) -> int:
+        """The window end that keeps as many of the newest units (at most `keep_last`, at least
+        one) as leave room for a summary within `budget`, by the raw message sizes."""
+        messages = ctx.messages
+        sizes = counter.messages(messages)
+        probe = self._marker(SummaryBlock(text="", etag="0" * 16, summarized_messages=end - start))
+        fixed = (
+            counter.preamble(ctx) + sum(sizes[:start]) + counter.message(probe) + MIN_SUMMARY_TOKENS
+        )
+        tail = units(messages[end:])
+        used = 0
+        for kept, unit in enumerate(reversed(tail)):
+            used += sum(sizes[end + unit.start : end + unit.end])
+            if fixed + used > budget:
+                # keep the units after this one; the newest stays even when it alone is too big
+                cut = unit.end if kept else unit.start
+                return _past_results(messages, end + cut)
+        return end
+
+    def _shorter(self, ctx: AgentContext, start: int, end: int) -> int | None:
+        """The window end that keeps one unit fewer after it (None: only one unit is left)."""
+        tail = units(ctx.messages[end:])
+        if len(tail) <= 1:
+            return None
+        return _past_results(ctx.messages, end + tail[0].end)
+
+    def _skeleton(self, ctx: AgentContext, start: int, end: int) -> AgentContext:
+        """The output with an empty summary in place of messages[start:end]: the window stored,
+        collapsed markers that lose their full copy expanded back."""
+        window = ctx.messages[start:end]
+        recovery = dict(ctx.recovery)
+        etag = put(recovery, window)
+        _keep_collapsed_recoverable(ctx, start, end, recovery)
+        replaced = sum(_message_count(m) for m in window)
+        block = SummaryBlock(text="", etag=etag, summarized_messages=replaced)
+        return restore_orphaned_collapses(
+            ctx.replace(
+                messages=(*ctx.messages[:start], self._marker(block), *ctx.messages[end:]),
+                recovery=recovery,
+            )
+        )
+
+    # ----------------------------------------------------------------- summarizing
+
+    def _marker(self, block: SummaryBlock) -> Message:
+        return Message(role="user", content=(block,), metadata={"compactkit_marker": MARKER_META})
+
+    def _with_text(
+        self, skeleton: AgentContext, index: int, text: str, backend: str
+    ) -> AgentContext:
+        """The skeleton with the summary text (already within its limit) filled in."""
+        old = skeleton.messages[index].content[0]
+        assert isinstance(old, SummaryBlock)
+        block = old.model_copy(update={"text": text, "backend": backend})
+        messages = list(skeleton.messages)
+        messages[index] = self._marker(block)
+        return skeleton.replace(messages=tuple(messages))
+
+    def _summarize(
+        self, ctx: AgentContext, window: tuple[Message, ...], start: int, cap: int
+    ) -> tuple[str, str]:
+        opts = self.options
+        request = SummaryRequest(
+            messages=window,
+            task=ctx.task,
+            model=opts.model,
+            base_url=opts.base_url,
+            timeout=opts.timeout,
+            max_input_tokens=opts.max_input_tokens,
+            summary_max_tokens=cap,
+            tokenizer=opts.tokenizer,
+            first_index=start,
+        )
+        backend = get_summarizer(opts.backend)
+        try:
+            return summarize_cached(backend, request), backend.name
+        except StrategyError as exc:
+            if opts.fallback != "extractive" or backend.name == "extractive":
+                raise
+            log.warning("%s (used the extractive summary instead)", exc)
+            fallback = get_summarizer("extractive")
+            return fallback.summarize(request), fallback.name
+
+
+def summarize_cached(backend: Summarizer, request: SummaryRequest) -> str:
+    """`backend.summarize(request)`, remembered in-process under `backend.cache_key(request)`.
+
+    Anything a backend raises other than a `CompactkitError` becomes a one-line `StrategyError`.
+    """
+    key = backend.cache_key(request)
+    if key is not None:
+        cached = CACHE.get(key)
+        if cached is not None:
+            return cached
+    try:
+        text = backend.summarize(request)
+    except CompactkitError:
+        raise
+    except Exception as exc:
+        raise StrategyError(
+            redact(f"llm-summary backend {backend.name!r} raised {type(exc).__name__}: {exc}")
+        ) from None
+    if not isinstance(text, str):
+        raise StrategyError(
+            f"llm-summary backend {backend.name!r} returned {type(text).__name__}, not text"
+        )
+    if key is not None:
+        CACHE.put(key, text)
+    return text
+
+
+_BUILTINS = ("extractive", "openai", "anthropic")
+
+
+def _builtin(name: str) -> type[Summarizer] | None:
+    if name == "extractive":
+        from ..summarize.extractive import ExtractiveSummarizer
+
+        return ExtractiveSummarizer
+    if name == "openai":
+        from ..summarize.openai_backend import OpenAISummarizer
+
+        return OpenAISummarizer
+    if name == "anthropic":
+        from ..summarize.anthropic_backend import AnthropicSummarizer
+
+        return AnthropicSummarizer
+    return None
+
+
+def get_summarizer(name: str) -> Summarizer:
+    """The backend registered as `name` (a `ConfigError` listing the known ones when there is
+    none). The built-in backends are found even in a registry built without them."""
+    from ..registry import get_registry
+
+    table = get_registry().summarizers
+    try:
+        found = table.get(name)
+    except ConfigError:
+        found = _builtin(name)
+        if found is None:
+            known = ", ".join(sorted({*table.names(), *_BUILTINS}))
+            raise ConfigError(
+                f"llm-summary: unknown backend {name!r} (known: {known}); set backend= to one of "
+                "them or install the plugin that provides it"
+            ) from None
+    backend = found() if isinstance(found, type) else found
+    if not callable(getattr(backend, "summarize", None)):
+        raise PluginError(f"summarizer {name!r} has no summarize(request) method")
+    if not isinstance(backend, Summarizer):
+        raise PluginError(f"summarizer {name!r} is not a compactkit.summarize.Summarizer")
+    return backend
+
+
+def _past_results(messages: tuple[Message, ...], end: int) -> int:
+    """`end` moved past tool messages (stray results of a call inside the window go with it)."""
+    while end < len(messages) and messages[end].role == "tool":
+        end += 1
+    return end
+
+
+def _message_count(msg: Message) -> int:
+    """How many original messages `msg` stands for."""
+    marker = message_marker(msg)
+    if isinstance(marker, SummaryBlock):
+        return max(marker.summarized_messages, 1)
+    if isinstance(marker, OmittedBlock):
+        return max(marker.messages, 1)
+    return 1
+
+
+def _keep_collapsed_recoverable(
+    ctx: AgentContext, start: int, end: int, recovery: dict[str, str]
+) -> None:
+    """A collapsed marker outside the window whose full copy is only inside it would dangle once
+    the window goes: store that copy under the marker's etag (so the newest marker can be expanded
+    back in its place)."""
+    outside = {
+        part.etag
+        for i, msg in enumerate(ctx.messages)
+        if not start <= i < end
+        for block in msg.tool_results
+        for part in block.content
+        if isinstance(part, CollapsedBlock)
+    }
+    missing = outside - recovery.keys()
+    if not missing:
+        return
+    for msg in ctx.messages[start:end]:
+        for block in msg.tool_results:
+            if full_payload(block) and payload_etag(block.content) in missing:
+                put(recovery, block.content)

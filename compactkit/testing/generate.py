@@ -17,7 +17,7 @@ from ..context import (
 
 _FILES = ["src/app.py", "src/util.py", "tests/test_app.py", "README.md", "setup.cfg"]
 _WORDS = st.sampled_from(
-    "the of fix test error file read patch def return import value none assert class".split()
+    ["the", "of", "fix", "test", "error", "file", "read", "patch", "def", "return", "import", "value", "none", "assert", "class"]
 )
 
 
