@@ -30,6 +30,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "compactkit.builtins.formats",
     "compactkit.builtins.tokenizers",
     "compactkit.builtins.strategies",
+    "compactkit.builtins.summarizers",
 )
 
 T = TypeVar("T")

@@ -1,0 +1,104 @@
+"""The `anthropic` llm-summary backend: the Anthropic Messages API through the official `anthropic`
+SDK (install `compactkit[anthropic]`).
+
+The key comes from `ANTHROPIC_API_KEY`; `base_url` points at a proxy or gateway. Requests ask for
+temperature 0 and at most `summary_max_tokens` tokens, with no retries; failures become one-line
+`StrategyError`s that never contain the key.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .base import (
+    RETRY_HINT,
+    Summarizer,
+    SummaryRequest,
+    api_key,
+    error_detail,
+    failure,
+    import_sdk,
+    status_failure,
+)
+
+ENV_KEY = "ANTHROPIC_API_KEY"
+DEFAULT_MODEL = "claude-haiku-4-5"
+
+
+class AnthropicSummarizer(Summarizer):
+    """Summaries from the Anthropic Messages API (`/v1/messages`)."""
+
+    name = "anthropic"
+    description = "Anthropic Messages API (official SDK; ANTHROPIC_API_KEY, base_url, model)."
+    default_model = DEFAULT_MODEL
+
+    def summarize(self, request: SummaryRequest) -> str:
+        sdk = import_sdk("anthropic", "anthropic", self.name)
+        key = api_key(ENV_KEY, self.name)
+        model = request.model or self.default_model
+        kwargs: dict[str, Any] = {"api_key": key, "timeout": request.timeout, "max_retries": 0}
+        if request.base_url:
+            kwargs["base_url"] = request.base_url
+        transcript = request.transcript
+        create_kwargs: dict[str, Any] = {
+            "model": model,
+            "max_tokens": request.summary_max_tokens,
+            "system": self.system_prompt(request),
+            "messages": [{"role": "user", "content": transcript}],
+        }
+        try:
+            client = sdk.Anthropic(**kwargs)
+            with client:
+                messages = client.messages
+                if _accepts(messages.create, "temperature"):
+                    create_kwargs["temperature"] = 0
+                else:  # SDK versions without the parameter still send it in the body
+                    create_kwargs["extra_body"] = {"temperature": 0}
+                reply = messages.create(**create_kwargs)
+        except sdk.APITimeoutError:
+            raise failure(
+                self.name, f"timed out after {request.timeout:g} s", RETRY_HINT, key
+            ) from None
+        except sdk.APIStatusError as exc:
+            raise status_failure(self.name, exc.status_code, error_detail(exc.body), key) from None
+        except sdk.APIConnectionError:
+            where = request.base_url or "the Anthropic API"
+            raise failure(
+                self.name, f"could not connect to {where}", "check base_url= and the network", key
+            ) from None
+        except ValueError as exc:  # a body that is not JSON (json.JSONDecodeError)
+            raise failure(
+                self.name,
+                f"malformed reply ({type(exc).__name__})",
+                "check that base_url= points at the API, or set fallback=extractive",
+                key,
+            ) from None
+        except sdk.AnthropicError as exc:
+            raise failure(
+                self.name,
+                f"malformed reply ({type(exc).__name__})",
+                "check that base_url= serves the Messages API",
+                key,
+            ) from None
+        return _reply_text(reply, self.name, key)
+
+
+def _accepts(fn: Any, parameter: str) -> bool:
+    import inspect
+
+    try:
+        return parameter in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _reply_text(reply: Any, backend: str, key: str) -> str:
+    hint = "check that base_url= serves the Messages API, or set fallback=extractive"
+    content = getattr(reply, "content", None)
+    if not isinstance(content, list) or not content:
+        raise failure(backend, "malformed reply (no content)", hint, key)
+    texts = [getattr(b, "text", None) for b in content if getattr(b, "type", None) == "text"]
+    text = "\n".join(t for t in texts if isinstance(t, str)).strip()
+    if not text:
+        raise failure(backend, "malformed reply (empty summary text)", hint, key)
+    return text

@@ -1,0 +1,433 @@
+"""What an llm-summary backend is: a `Summarizer` turning a `SummaryRequest` into summary text.
+
+Backends are plugins (hook `register_summarizers`, called with the backend class). The strategy
+renders the window of turns it replaces as a bounded transcript, asks the backend for a summary and
+truncates the answer to the token limit it serves, so a backend may return more than asked.
+
+This module also holds what backends share: the system prompt of the remote backends, the in-process
+summary cache, and the one-line error helpers that keep API keys out of every message.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, ClassVar
+
+from ..context import Message, canonical_json, etag_of
+from ..errors import ConfigError, StrategyError
+
+SUMMARY_SECTIONS = (
+    "Task",
+    "User constraints",
+    "Files read",
+    "Files changed",
+    "Commands and outcomes",
+    "Errors",
+    "Open items",
+)
+"""The sections every summary is asked for, in order (the extractive backend writes these)."""
+
+SYSTEM_PROMPT = (
+    "You compress the earlier part of an AI coding agent's conversation so the agent can continue "
+    "the task without it. Summarize the transcript the user sends. Write concise Markdown with "
+    "exactly these sections, each a '## ' heading followed by '- ' bullet points (write '- none' "
+    "when a section is empty):\n"
+    "## Task - the task the agent was given, with its acceptance criteria.\n"
+    "## User constraints - every instruction, preference or correction the user gave later, "
+    "verbatim where short.\n"
+    "## Files read - paths the agent read or inspected.\n"
+    "## Files changed - paths the agent created, edited or deleted, with what changed.\n"
+    "## Commands and outcomes - commands and tool calls that mattered, each with ok/error and the "
+    "exit code when known.\n"
+    "## Errors - errors still relevant (the exact error line), and how they were resolved, if "
+    "they were.\n"
+    "## Open items - what the agent was doing last and what remains to be done.\n"
+    "Keep identifiers, paths, names, numbers and error messages exact. Do not invent anything "
+    "that is not in the transcript. Earlier summaries inside the transcript are part of the "
+    "history: merge them in. Answer with the summary only."
+)
+
+
+@dataclass(frozen=True)
+class SummaryRequest:
+    """What a backend gets: the structured window of messages and, rendered from it on first use,
+    a transcript bounded to `max_input_tokens`.
+
+    `summary_max_tokens` is the limit the strategy truncates the answer to (already reduced to what
+    fits the token budget), so a backend may ask its model for that many tokens.
+    """
+
+    messages: tuple[Message, ...]
+    task: str = ""
+    """The context's task (its first user message), which stays in the context above the window."""
+    model: str | None = None
+    base_url: str | None = None
+    timeout: float = 60.0
+    max_input_tokens: int = 30_000
+    summary_max_tokens: int = 1_500
+    tokenizer: str = "o200k_base"
+    first_index: int = 0
+    """Index in the context of `messages[0]` (the transcript numbers messages from it)."""
+
+    @cached_property
+    def transcript(self) -> str:
+        """The window as plain text within `max_input_tokens` (long outputs lose their middle)."""
+        from ..tokens import get_counter
+
+        counter = get_counter(self.tokenizer)
+        return render_transcript(
+            self.messages, self.first_index, self.max_input_tokens, counter.text
+        )
+
+
+class Summarizer:
+    """Base of llm-summary backends. Subclasses set `name` and `description` and implement
+    `summarize`; they are registered as classes and instantiated with no arguments.
+
+    Raise `ConfigError` for a mistake the user must fix (missing SDK, missing API key) and
+    `StrategyError` (one clear line) when a call fails; the strategy may then fall back to the
+    extractive summary when its `fallback` option says so.
+    """
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    prompt: ClassVar[str] = SYSTEM_PROMPT
+    """The system prompt sent with the transcript (part of the cache key)."""
+    cacheable: ClassVar[bool] = True
+    """Whether results are remembered in-process (keyed by `cache_key`)."""
+
+    def summarize(self, request: SummaryRequest) -> str:
+        raise NotImplementedError
+
+    def system_prompt(self, request: SummaryRequest) -> str:
+        """The system prompt for `request`: `prompt` plus the length it must stay within."""
+        return (
+            f"{self.prompt}\nKeep the whole summary under {request.summary_max_tokens} tokens; "
+            "when space is short, keep the most recent items of each section."
+        )
+
+    def cache_key(self, request: SummaryRequest) -> str | None:
+        """The key a summary of `request` is cached under (None: never cached)."""
+        if not self.cacheable:
+            return None
+        return etag_of(
+            canonical_json(
+                {
+                    "backend": self.name,
+                    "model": request.model,
+                    "base_url": request.base_url,
+                    "prompt": self.system_prompt(request),
+                    "transcript": request.transcript,
+                    "summary_max_tokens": request.summary_max_tokens,
+                }
+            )
+        )
+
+    def __repr__(self) -> str:
+        return f"<Summarizer {self.name}>"
+
+
+# --------------------------------------------------------------------------- the summary cache
+
+
+class SummaryCache:
+    """A bounded, thread-safe, in-process map from cache key to summary text (oldest out first)."""
+
+    def __init__(self, max_entries: int = 256) -> None:
+        self.max_entries = max_entries
+        self._items: OrderedDict[str, str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> str | None:
+        with self._lock:
+            value = self._items.get(key)
+            if value is not None:
+                self._items.move_to_end(key)
+            return value
+
+    def put(self, key: str, value: str) -> None:
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self.max_entries:
+                self._items.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._items
+
+
+CACHE = SummaryCache()
+"""Summaries of every backend in this process, so the same window is never summarized twice."""
+
+
+# --------------------------------------------------------------------------- shared helpers
+
+
+def api_key(env_var: str, backend: str) -> str:
+    """The API key from the environment, or a `ConfigError` naming the variable."""
+    value = os.environ.get(env_var, "").strip()
+    if not value:
+        raise ConfigError(
+            f"llm-summary backend {backend!r} needs an API key: set the {env_var} environment "
+            "variable (or use backend=extractive, which needs no network)"
+        )
+    return value
+
+
+def import_sdk(module: str, extra: str, backend: str) -> Any:
+    """Import an optional SDK, or raise a `ConfigError` saying which extra to install."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise ConfigError(
+            f"llm-summary backend {backend!r} needs the {module!r} package: "
+            f"pip install 'compactkit[{extra}]'"
+        ) from None
+
+
+_KEYISH = re.compile(r"\b(sk|key|api)[-_][A-Za-z0-9_\-]{8,}")
+
+
+def redact(text: str, *secrets: str) -> str:
+    """`text` on one line, with every secret (and anything shaped like an API key) masked."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "***")
+    text = _KEYISH.sub("***", text)
+    return " ".join(text.split())
+
+
+def failure(backend: str, what: str, hint: str, secret: str = "") -> StrategyError:
+    """A one-line `StrategyError`: what failed, for which backend, what to do."""
+    return StrategyError(redact(f"llm-summary backend {backend!r}: {what}; {hint}", secret))
+
+
+RETRY_HINT = "retry later, raise timeout=, or set fallback=extractive"
+
+
+def status_failure(backend: str, status: int, detail: str, secret: str) -> StrategyError:
+    """The error for an HTTP error status from a provider."""
+    if status == 429:
+        what, hint = "rate limited (HTTP 429)", "retry later or set fallback=extractive"
+    elif status in (401, 403):
+        what, hint = f"authentication failed (HTTP {status})", "check the API key"
+    elif status >= 500:
+        what, hint = f"server error (HTTP {status})", "retry later or set fallback=extractive"
+    else:
+        what, hint = f"request rejected (HTTP {status})", "check model= and base_url="
+    if detail:
+        what = f"{what}: {detail[:160]}"
+    return failure(backend, what, hint, secret)
+
+
+def error_detail(body: object) -> str:
+    """A short description from a provider's JSON error body (type/code/message), or ''."""
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict):
+            parts = [
+                str(inner[k]) for k in ("type", "code", "message") if isinstance(inner.get(k), str)
+            ]
+            return " ".join(dict.fromkeys(parts))
+        if isinstance(inner, str):
+            return inner
+    return ""
+
+
+# --------------------------------------------------------------------------- bounding text
+
+Count = Callable[[str], int]
+
+
+def clip_tokens(text: str, max_tokens: int, count: Count) -> str:
+    """`text` cut to at most `max_tokens` tokens, at a line end where possible, with a note.
+
+    Deterministic: the same text and limit always give the same cut.
+    """
+    if count(text) <= max_tokens:
+        return text
+    note = "\n[summary truncated]"
+    room = max_tokens - count(note)
+    if room <= 0:
+        return _prefix_within(text, max_tokens, count)
+    lines = text.split("\n")
+    # binary search on the number of whole lines that fit
+    lo, hi = 0, len(lines)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if count("\n".join(lines[:mid])) <= room:
+            lo = mid
+        else:
+            hi = mid - 1
+    kept = "\n".join(lines[:lo])
+    if lo < len(lines):
+        # fill what is left with the start of the next line
+        rest = room - (count(kept + "\n") if kept else 0)
+        if rest > 8:
+            kept = (kept + "\n" if kept else "") + _prefix_within(lines[lo], rest, count)
+    out = (kept + note) if kept else note.lstrip("\n")
+    while count(out) > max_tokens and kept:  # token merges at the seams: shave a little more
+        kept = kept[: max(0, len(kept) - max(1, len(kept) // 50))]
+        out = (kept + note) if kept else note.lstrip("\n")
+    return out if count(out) <= max_tokens else ""
+
+
+def _prefix_within(text: str, max_tokens: int, count: Count) -> str:
+    """The longest prefix of `text` (in characters) that has at most `max_tokens` tokens."""
+    if max_tokens <= 0:
+        return ""
+    lo, hi = 0, len(text)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if count(text[:mid]) <= max_tokens:
+            lo = mid
+        else:
+            hi = mid - 1
+    return text[:lo]
+
+
+def trim_middle(text: str, max_tokens: int, count: Count, tokens: int | None = None) -> str:
+    """`text` within `max_tokens`, keeping its start and end and saying how much was cut."""
+    total = count(text) if tokens is None else tokens
+    if total <= max_tokens:
+        return text
+    if max_tokens < 24:
+        return f"[... {total:,} tokens trimmed ...]"
+    ratio = len(text) / max(total, 1)
+    keep = int((max_tokens - 16) * ratio)
+    out = text
+    for _ in range(6):
+        head = keep // 2
+        tail = keep - head
+        cut = total - max_tokens + 16
+        out = f"{text[:head]}\n[... {cut:,} tokens trimmed ...]\n{text[len(text) - tail :]}"
+        size = count(out)
+        if size <= max_tokens:
+            return out
+        keep = int(keep * max_tokens / size * 0.95)
+    return _prefix_within(out, max_tokens, count)
+
+
+def _block_pieces(msg: Message, index: int) -> list[tuple[str, str]]:
+    """(label, body) pieces of a message for the transcript."""
+    from ..context import (
+        ImageBlock,
+        TextBlock,
+        ThinkingBlock,
+        ToolCallBlock,
+        ToolResultBlock,
+        render_block,
+    )
+
+    pieces: list[tuple[str, str]] = []
+    header = f"[{index}] {msg.role}"
+    if msg.name:
+        header += f" ({msg.name})"
+    for block in msg.content:
+        if isinstance(block, TextBlock):
+            pieces.append(("", block.text))
+        elif isinstance(block, ThinkingBlock):
+            if not block.redacted and block.thinking.strip():
+                pieces.append(("(thinking) ", block.thinking))
+        elif isinstance(block, ToolCallBlock):
+            pieces.append((f"-> call {block.name} [{block.id}]: ", render_block(block)[1]))
+        elif isinstance(block, ToolResultBlock):
+            flag = " (error)" if block.is_error else ""
+            body = "\n".join(render_block(block))
+            pieces.append((f"<- result [{block.tool_call_id}]{flag}:\n", body))
+        elif isinstance(block, ImageBlock):
+            pieces.append(("[image]", ""))
+        else:
+            pieces.append(("", "\n".join(render_block(block))))
+    if not pieces:
+        pieces.append(("", ""))
+    label, body = pieces[0]
+    pieces[0] = (f"{header}:\n{label}", body)
+    return pieces
+
+
+def render_transcript(
+    messages: Sequence[Message], first_index: int, max_tokens: int, count: Count
+) -> str:
+    """The window as a plain transcript within `max_tokens`.
+
+    Long texts and tool outputs lose their middle first (every piece is cut to the same cap, the
+    largest cap that fits); when even the labels do not fit, whole blocks from the middle of the
+    window go. Deterministic for the same messages and limit.
+    """
+    pieces: list[tuple[str, str]] = []
+    for offset, msg in enumerate(messages):
+        pieces.extend(_block_pieces(msg, first_index + offset))
+    labels = [count(label) + 1 for label, _ in pieces]
+    bodies = [count(body) if body else 0 for _, body in pieces]
+    if sum(labels) + sum(bodies) <= max_tokens:
+        text = "\n".join(label + body for label, body in pieces)
+        if count(text) <= max_tokens:
+            return text
+    # labels alone over half the room: keep the first and last blocks, drop the middle
+    if sum(labels) > max_tokens // 2 and len(pieces) > 2:
+        room = max_tokens // 2
+        front: list[int] = []
+        back: list[int] = []
+        used = 0
+        lo, hi = 0, len(pieces) - 1
+        while lo <= hi:
+            k = lo if len(front) <= len(back) else hi
+            if used + labels[k] > room:
+                break
+            used += labels[k]
+            if k == lo:
+                front.append(k)
+                lo += 1
+            else:
+                back.append(k)
+                hi -= 1
+        back.reverse()
+        note = (f"[... {len(pieces) - len(front) - len(back)} blocks omitted ...]", "")
+        order = [*front, -1, *back]
+        pieces = [note if k < 0 else pieces[k] for k in order]
+        labels = [count(note[0]) + 1 if k < 0 else labels[k] for k in order]
+        bodies = [0 if k < 0 else bodies[k] for k in order]
+    room = max_tokens - sum(labels) - 8
+    text = ""
+    for _ in range(6):
+        cap = _water_level(bodies, max(room, 0))
+        parts = [
+            label + (trim_middle(body, cap, count, size) if size > cap else body)
+            for (label, body), size in zip(pieces, bodies, strict=True)
+        ]
+        text = "\n".join(parts)
+        size = count(text)
+        if size <= max_tokens:
+            return text
+        room -= size - max_tokens + max(8, room // 20)
+    return _prefix_within(text, max_tokens, count)
+
+
+def _water_level(sizes: Sequence[int], room: int) -> int:
+    """The largest cap c with sum(min(s, c)) <= room."""
+    if sum(sizes) <= room:
+        return max(sizes, default=0)
+    ordered = sorted(sizes)
+    remaining = room
+    for k, size in enumerate(ordered):
+        share = remaining // (len(ordered) - k)
+        if size > share:
+            return share
+        remaining -= size
+    return ordered[-1]

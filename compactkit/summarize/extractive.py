@@ -1,0 +1,629 @@
+"""The offline, deterministic llm-summary backend: a structured summary read off the turns.
+
+Sections (always in this order, each a `## ` heading with `- ` items):
+
+* **Task**: the first user message (the context's task), abbreviated;
+* **User constraints**: later user messages;
+* **Files read** / **Files changed**: from tool-call inputs (path arguments, edit/write/str_replace
+  tools, `apply_patch` headers, `sed -i`, `tee`, `touch`, `rm`, `mv`, `cp`, redirections `>`);
+* **Commands and outcomes**: each command or tool call with ok/error and the exit code when the
+  output shows one;
+* **Errors**: the last `Error`/`Exception` line of every failed call;
+* **Open items**: the last assistant text, calls still pending, unfinished plan steps.
+
+An earlier extractive summary inside the window is merged in (its items come first). When the
+summary is over its token limit, each list loses its oldest items first (the most recent are kept)
+and says how many it dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+import shlex
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..context import Message, SummaryBlock, ToolCallBlock, ToolResultBlock
+from .base import SUMMARY_SECTIONS, Summarizer, SummaryRequest, clip_tokens
+
+TASK_CHARS = 600
+ITEM_CHARS = 240
+OPEN_CHARS = 400
+SHELL_CHARS = 4000
+"""Only the start of a long command is parsed for the files it touches."""
+
+_EDITOR_TOOLS = {"str_replace_editor", "str_replace_based_edit_tool", "text_editor", "editor"}
+_EDITOR_READ = {"view", "read"}
+_WRITE_TOOLS = {
+    "edit",
+    "multiedit",
+    "write",
+    "write_file",
+    "replace",
+    "create_file",
+    "edit_file",
+    "notebookedit",
+    "str_replace",
+    "insert",
+    "create",
+    "delete_file",
+    "apply_diff",
+}
+_READ_TOOLS = {"read", "read_file", "view", "view_file", "open", "cat", "notebookread", "open_file"}
+_PATH_KEYS = ("file_path", "path", "filepath", "filename", "file", "absolute_path", "notebook_path")
+_COMMAND_KEYS = ("command", "cmd", "code", "script")
+_QUIET_TOOLS = {"think", "bashoutput", "write_stdin", "killbash", "killshell"}
+_PLAN_TOOLS = {"todowrite", "update_plan", "todo_write"}
+_READ_COMMANDS = {"cat", "nl", "head", "tail", "less", "more", "bat"}
+_SHELL_OPS = {"|", "||", "&", "&&", ";", ";;", "\n", "(", ")", "|&"}
+_PATCH_FILE = re.compile(r"^\*\*\* (?:Update|Add|Delete) File: (.+)$", re.M)
+_MOVE_TO = re.compile(r"^\*\*\* Move to: (.+)$", re.M)
+_HEREDOC = re.compile(r"<<-?\s*['\"]?([A-Za-z_][A-Za-z0-9_]*)['\"]?")
+_EXIT_CODE = re.compile(
+    r"<returncode>\s*(-?\d+)\s*</returncode>|exited with code (-?\d+)|exit code:?\s*(-?\d+)"
+    r"|exit status:?\s*(-?\d+)",
+    re.I,
+)
+_STRONG_ERROR = re.compile(
+    r"\b\w*(?:Error|Exception)\b\s*[:(]"
+    r"|(?:^|[:)\]]\s)(?:error|ERROR)(?:\[\w+\])?(?: TS\d+)?:"
+    r"|\bfatal:|^E\s{2,}\S|^FAILED\b|^\u00d7\s"  # \u00d7: the cross that biome/rustc print
+)
+_WEAK_ERROR = re.compile(
+    r"Error|Exception|\berror\b|ERROR|FAILED|\bfailed\b|Traceback|No such file or directory"
+    r"|command not found|Permission denied"
+)
+_SOURCE_LINE = re.compile(r"^\s*>?\s*\d+\s*(?:[│|:]|$)|^\s*[│|]")
+_RUNNING = re.compile(r"Process running with session ID (\d+)")
+_PLAIN_PATH = re.compile(r"^[\w./~+@-]+$")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _abbrev(text: str, limit: int) -> str:
+    text = _one_line(text)
+    if len(text) <= limit:
+        return text
+    return text[: limit - 1].rstrip() + "…"
+
+
+class _Ordered:
+    """Unique items in order of last mention (a repeat moves an item to the end)."""
+
+    def __init__(self) -> None:
+        self.items: dict[str, None] = {}
+
+    def add(self, item: str) -> None:
+        if not item:
+            return
+        self.items.pop(item, None)
+        self.items[item] = None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.items)
+
+
+@dataclass
+class Facts:
+    """What the extractive summary reports, gathered from a window of messages."""
+
+    task: str = ""
+    constraints: _Ordered = field(default_factory=_Ordered)
+    read: _Ordered = field(default_factory=_Ordered)
+    changed: _Ordered = field(default_factory=_Ordered)
+    commands: list[str] = field(default_factory=list)
+    errors: _Ordered = field(default_factory=_Ordered)
+    open_items: list[str] = field(default_factory=list)
+    earlier: list[str] = field(default_factory=list)
+    omitted: dict[str, int] = field(default_factory=dict)
+
+    def sections(self) -> list[tuple[str, list[str]]]:
+        read = [p for p in self.read if p not in self.changed.items]
+        out = [
+            ("Task", [self.task] if self.task else []),
+            ("User constraints", list(self.constraints)),
+            ("Files read", read),
+            ("Files changed", list(self.changed)),
+            ("Commands and outcomes", list(self.commands)),
+            ("Errors", list(self.errors)),
+            ("Open items", list(self.open_items)),
+        ]
+        if self.earlier:
+            out.insert(1, ("Earlier summary", list(self.earlier)))
+        return out
+
+
+# --------------------------------------------------------------------------- reading tool calls
+
+
+def _input_dict(call: ToolCallBlock) -> dict[str, Any]:
+    return call.input if isinstance(call.input, dict) else {}
+
+
+def _path_arg(data: dict[str, Any]) -> str | None:
+    for key in _PATH_KEYS:
+        value = data.get(key)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return None
+
+
+def _command_arg(call: ToolCallBlock) -> tuple[str, str] | None:
+    """(key, command text) of a shell-like call."""
+    if isinstance(call.input, str):
+        return ("command", call.input) if call.input.strip() else None
+    data = _input_dict(call)
+    for key in _COMMAND_KEYS:
+        value = data.get(key)
+        if isinstance(value, list):
+            value = " ".join(str(v) for v in value)
+        if isinstance(value, str) and value.strip():
+            return key, value
+    return None
+
+
+def _drop_heredocs(command: str) -> str:
+    """The command without here-document bodies (their text is data, not shell)."""
+    out: list[str] = []
+    lines = command.split("\n")
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        out.append(line)
+        match = _HEREDOC.search(line)
+        i += 1
+        if match:
+            end = match.group(1)
+            while i < len(lines) and lines[i].strip() != end:
+                i += 1
+            i += 1
+    return "\n".join(out)
+
+
+def _shell_words(command: str) -> list[list[str]]:
+    """Simple commands (word lists, redirections kept as tokens) of a shell command line."""
+    lexer = shlex.shlex(
+        _drop_heredocs(command[:SHELL_CHARS]), posix=True, punctuation_chars="();<>|&\n"
+    )
+    lexer.whitespace = " \t\r"
+    lexer.whitespace_split = True
+    try:
+        tokens = list(lexer)
+    except ValueError:  # unbalanced quotes: fall back to plain words on the first line
+        tokens = command.split("\n", 1)[0].split()
+    commands: list[list[str]] = [[]]
+    for token in tokens:
+        if token in _SHELL_OPS:
+            commands.append([])
+        else:
+            commands[-1].append(token)
+    return [c for c in commands if c]
+
+
+def _looks_like_path(word: str) -> bool:
+    return (
+        bool(_PLAIN_PATH.match(word))
+        and not word.startswith("-")
+        and word not in ("/dev/null", "/dev/stdout", "/dev/stderr")
+        and ("." in word or "/" in word)
+    )
+
+
+def shell_files(command: str) -> tuple[list[str], list[str]]:
+    """(files read, files changed) by a shell command, as far as its words tell."""
+    read: list[str] = []
+    changed: list[str] = []
+    cwd = ""  # a `cd DIR` earlier in the same command line makes later relative paths DIR/...
+
+    def at(path: str) -> str:
+        if not cwd or path.startswith(("/", "~")):
+            return path
+        return posixpath.normpath(posixpath.join(cwd, path))
+
+    for words in _shell_words(command):
+        plain: list[str] = []
+        k = 0
+        while k < len(words):
+            word = words[k]
+            if word in (">", ">>", ">|") and k + 1 < len(words):
+                if _looks_like_path(words[k + 1]):
+                    changed.append(at(words[k + 1]))
+                k += 2
+                continue
+            if word in ("<", "<<", "<<<", "<<-", ">&", "<&") and k + 1 < len(words):
+                k += 2
+                continue
+            plain.append(word)
+            k += 1
+        while plain and ("=" in plain[0] and not plain[0].startswith("-")):
+            plain = plain[1:]  # VAR=value prefixes
+        if plain and plain[0] in ("sudo", "env", "time", "nohup"):
+            plain = plain[1:]
+        if not plain:
+            continue
+        tool = plain[0].rsplit("/", 1)[-1]
+        args = plain[1:]
+        if tool == "cd":
+            target = args[0] if args else ""
+            cwd = "" if not target or target.startswith(("/", "~", "-")) else at(target)
+            if target.startswith("/"):
+                cwd = target
+            continue
+        files = [at(a) for a in args if not a.startswith("-")]
+        if tool in ("sed", "perl") and any(a.startswith("-i") or a == "-pi" for a in args):
+            has_script_flag = any(a in ("-e", "--expression", "-f") for a in args)
+            candidates = files if has_script_flag else files[1:]
+            if has_script_flag:  # the argument after -e is the script
+                scripts = {at(args[i + 1]) for i, a in enumerate(args[:-1]) if a in ("-e", "-f")}
+                candidates = [f for f in files if f not in scripts]
+            changed.extend(f for f in candidates if _looks_like_path(f))
+        elif tool == "sed" and "-n" in args and len(files) >= 2:
+            read.extend(f for f in files[1:] if _looks_like_path(f))
+        elif tool in ("tee", "touch", "rm", "unlink") or (tool == "mv" and len(files) >= 2):
+            changed.extend(f for f in files if _looks_like_path(f))
+        elif tool == "cp" and len(files) >= 2:
+            changed.extend(f for f in files[-1:] if _looks_like_path(f))
+        elif tool in _READ_COMMANDS:
+            read.extend(f for f in files if _looks_like_path(f))
+    return read, changed
+
+
+def exit_code(text: str) -> int | None:
+    """The exit code a tool output reports (looked for at its start and end only)."""
+    for chunk in (text[:400], text[-400:]):
+        match = _EXIT_CODE.search(chunk)
+        if match:
+            value = next(g for g in match.groups() if g is not None)
+            return int(value)
+    return None
+
+
+def error_line(text: str) -> str:
+    """The line of a failed call's output that says what went wrong: the last line shaped like an
+    error report (`ValueError: ...`, `error TS2305: ...`, `E   assert ...`), else the last line
+    naming an error, else the first non-empty line. Source listings in the output are skipped."""
+    lines = [
+        line.strip()
+        for line in text.splitlines()
+        if line.strip() and not _SOURCE_LINE.match(line) and not line.lstrip().startswith("<")
+    ]
+    for pattern in (_STRONG_ERROR, _WEAK_ERROR):
+        for line in reversed(lines):
+            if pattern.search(line):
+                return line
+    return lines[0] if lines else ""
+
+
+def _call_label(call: ToolCallBlock) -> str:
+    data = call.input
+    if isinstance(data, dict):
+        args = ", ".join(
+            f"{k}={_one_line(v) if isinstance(v, str) else json.dumps(v, ensure_ascii=False)}"
+            for k, v in data.items()
+        )
+    else:
+        args = _one_line(str(data))
+    return f"{call.name}({args})"
+
+
+def _command_label(command: str) -> str:
+    lines = [line for line in command.strip().splitlines() if line.strip()]
+    if not lines:
+        return ""
+    head = lines[0].strip()
+    more = f" (+{len(lines) - 1} lines)" if len(lines) > 1 else ""
+    return _abbrev(head, ITEM_CHARS - len(more)) + more
+
+
+# --------------------------------------------------------------------------- gathering
+
+
+class _Reader:
+    def __init__(self, facts: Facts) -> None:
+        self.facts = facts
+        self.open_file: str | None = None
+        self.plan: list[str] | None = None
+        self.sessions: dict[str, tuple[int, str]] = {}
+        """Codex-style background processes: session id -> (index in commands, command label)."""
+
+    def call(self, call: ToolCallBlock, result: ToolResultBlock | None) -> None:
+        facts = self.facts
+        name = call.name.strip().lower()
+        data = _input_dict(call)
+        outcome = self._outcome(result)
+        if name in _PLAN_TOOLS:
+            self._plan(data)
+            return
+        if name in _QUIET_TOOLS:
+            if name == "write_stdin":
+                self._session_output(data, result)
+            return
+        path = _path_arg(data)
+        if name in _EDITOR_TOOLS and path:
+            sub = str(data.get("command", "")).lower()
+            (facts.read if sub in _EDITOR_READ else facts.changed).add(path)
+            if sub not in _EDITOR_READ:
+                self._failed(call, f"{call.name} {sub} {path}", result)
+            return
+        patch = (
+            call.input if isinstance(call.input, str) else data.get("input") or data.get("patch")
+        )
+        if isinstance(patch, str) and "*** Begin Patch" in patch:
+            for found in (*_PATCH_FILE.findall(patch), *_MOVE_TO.findall(patch)):
+                facts.changed.add(found.strip())
+            self._failed(call, call.name, result)
+            return
+        command = _command_arg(call)
+        if command and not path and command[0] == "command" and name != "bash":
+            # SWE-agent style tools: {"command": "open src/x.py 120"}, {"command": "edit 1:3\n..."}
+            words = command[1].split()
+            if words and words[0].lower() == name:
+                self._swe_agent(name, words[1:], call, result, outcome)
+                return
+        if name in _WRITE_TOOLS and path:
+            facts.changed.add(path)
+            self._failed(call, f"{call.name} {path}", result)
+            return
+        if name in _READ_TOOLS and path:
+            facts.read.add(path)
+            self._failed(call, f"{call.name} {path}", result)
+            return
+        if command:
+            key, text = command
+            if key != "code":
+                read, changed = shell_files(text)
+                for p in read:
+                    facts.read.add(p)
+                for p in changed:
+                    facts.changed.add(p)
+            label = _command_label(text)
+            running = _RUNNING.search(result.text[:400]) if result is not None else None
+            if running and exit_code(result.text if result else "") is None:
+                self.sessions[running.group(1)] = (len(facts.commands), label)
+                outcome = "running"
+            facts.commands.append(f"`{label}` → {outcome}")
+            self._failed(call, f"`{_abbrev(label, 80)}`", result)
+            return
+        if path:
+            facts.read.add(path)
+        facts.commands.append(f"{_abbrev(_call_label(call), ITEM_CHARS)} → {outcome}")
+        self._failed(call, call.name, result)
+
+    def _session_output(self, data: dict[str, Any], result: ToolResultBlock | None) -> None:
+        """Output polled from a background process: the outcome of the command that started it."""
+        session = self.sessions.get(str(data.get("session_id")))
+        if session is None or result is None or exit_code(result.text) is None:
+            return
+        index, label = session
+        self.facts.commands[index] = f"`{label}` → {self._outcome(result)}"
+        failed, _ = self._status(result)
+        if failed:
+            line = error_line(result.text)
+            if line:
+                self.facts.errors.add(f"`{_abbrev(label, 80)}`: {_abbrev(line, ITEM_CHARS)}")
+
+    def _swe_agent(
+        self,
+        name: str,
+        args: list[str],
+        call: ToolCallBlock,
+        result: ToolResultBlock | None,
+        outcome: str,
+    ) -> None:
+        facts = self.facts
+        target = args[0] if args and _looks_like_path(args[0]) else None
+        if name in ("open", "view") and target:
+            self.open_file = target
+            facts.read.add(target)
+        elif name == "create" and target:
+            self.open_file = target
+            facts.changed.add(target)
+        elif name in ("edit", "insert", "append") and self.open_file:
+            facts.changed.add(self.open_file)
+        else:
+            label = _command_label(" ".join((name, *args)))
+            facts.commands.append(f"`{label}` → {outcome}")
+        self._failed(call, name, result)
+
+    def _plan(self, data: dict[str, Any]) -> None:
+        steps = data.get("todos") or data.get("plan")
+        if not isinstance(steps, list):
+            return
+        pending: list[str] = []
+        for step in steps:
+            if not isinstance(step, dict):
+                continue
+            status = str(step.get("status", ""))
+            text = step.get("content") or step.get("step") or ""
+            if status != "completed" and isinstance(text, str) and text.strip():
+                pending.append(f"plan ({status or 'pending'}): {_abbrev(text, 160)}")
+        self.plan = pending
+
+    @staticmethod
+    def _status(result: ToolResultBlock | None) -> tuple[bool, int | None]:
+        if result is None:
+            return False, None
+        code = exit_code(result.text)
+        failed = result.is_error or (code is not None and code != 0)
+        return failed, code
+
+    def _outcome(self, result: ToolResultBlock | None) -> str:
+        if result is None:
+            return "pending"
+        failed, code = self._status(result)
+        word = "error" if failed else "ok"
+        return f"{word} (exit {code})" if code is not None else word
+
+    def _failed(self, call: ToolCallBlock, label: str, result: ToolResultBlock | None) -> None:
+        if result is None:
+            return
+        failed, _ = self._status(result)
+        if not failed:
+            return
+        line = error_line(result.text)
+        if line:
+            self.facts.errors.add(f"{_abbrev(label, 80)}: {_abbrev(line, ITEM_CHARS)}")
+
+
+def _merge_summary(facts: Facts, text: str) -> None:
+    """Fold an earlier summary into `facts`: an extractive one section by section, any other as
+    one 'Earlier summary' item."""
+    sections = parse_sections(text)
+    if not sections:
+        if text.strip():
+            facts.earlier.append(_abbrev(text, 2000))
+        return
+    for title, items in sections.items():
+        dropped = sum(_omitted_count(i) for i in items)
+        items = [i for i in items if not _omitted_count(i) and i != "none"]
+        if dropped:
+            facts.omitted[title] = facts.omitted.get(title, 0) + dropped
+        if title == "Task" and items and not facts.task:
+            facts.task = items[0]
+        elif title == "Earlier summary":
+            facts.earlier.extend(items)
+        elif title == "User constraints":
+            for item in items:
+                facts.constraints.add(item)
+        elif title == "Files read":
+            for item in items:
+                facts.read.add(item)
+        elif title == "Files changed":
+            for item in items:
+                facts.changed.add(item)
+        elif title == "Commands and outcomes":
+            facts.commands.extend(items)
+        elif title == "Errors":
+            for item in items:
+                facts.errors.add(item)
+        # earlier "Open items" are superseded by what the newer turns leave open
+
+
+_OMITTED = re.compile(r"^\((\d+) earlier items? omitted\)$")
+
+
+def _omitted_count(item: str) -> int:
+    match = _OMITTED.match(item)
+    return int(match.group(1)) if match else 0
+
+
+def parse_sections(text: str) -> dict[str, list[str]]:
+    """The `## Section` / `- item` structure of a summary in this backend's format ({} if not)."""
+    out: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in text.splitlines():
+        if line.startswith("## "):
+            title = line[3:].strip()
+            current = out.setdefault(title, [])
+        elif line.startswith("- ") and current is not None:
+            current.append(line[2:].strip())
+    known = set(SUMMARY_SECTIONS) | {"Earlier summary"}
+    return out if out and set(out) <= known else {}
+
+
+def gather(messages: Iterable[Message], task: str = "") -> Facts:
+    """The facts of a window of messages (`task`: the context's task, when known)."""
+    messages = list(messages)
+    facts = Facts(task=_abbrev(task, TASK_CHARS) if task.strip() else "")
+    results: dict[str, ToolResultBlock] = {}
+    for msg in messages:
+        for answer in msg.tool_results:
+            results[answer.tool_call_id] = answer
+    reader = _Reader(facts)
+    last_text = ""
+    pending: list[str] = []
+    for msg in messages:
+        for block in msg.content:
+            if isinstance(block, SummaryBlock):
+                _merge_summary(facts, block.text)
+        if msg.role == "user":
+            text = "\n".join(b.text for b in msg.content if b.type == "text").strip()
+            if text and not msg.metadata.get("is_demo"):
+                if not facts.task:
+                    facts.task = _abbrev(text, TASK_CHARS)
+                elif _abbrev(text, TASK_CHARS) != facts.task:
+                    facts.constraints.add(_abbrev(text, ITEM_CHARS))
+        elif msg.role == "assistant":
+            text = "\n".join(b.text for b in msg.content if b.type == "text").strip()
+            if text:
+                last_text = text
+            for call in msg.tool_calls:
+                result = results.get(call.id)
+                reader.call(call, result)
+                if result is None:
+                    pending.append(f"pending call: {_abbrev(_call_label(call), ITEM_CHARS)}")
+    if last_text:
+        facts.open_items.append(f"last assistant message: {_abbrev(last_text, OPEN_CHARS)}")
+    facts.open_items.extend(pending)
+    facts.open_items.extend(reader.plan or [])
+    return facts
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def render(facts: Facts, max_tokens: int, count: Callable[[str], int]) -> str:
+    """The summary text, within `max_tokens`: lists lose their oldest items first."""
+    sections = facts.sections()
+    omitted = {title: facts.omitted.get(title, 0) for title, _ in sections}
+    costs = [[count(f"- {item}") + 1 for item in items] for _, items in sections]
+    heads = [count(f"## {title}") + 1 for title, _ in sections]
+
+    def note(n: int) -> str:
+        return f"- ({n} earlier item{'s' if n != 1 else ''} omitted)"
+
+    def total() -> int:
+        size = sum(heads)
+        for k, (title, items) in enumerate(sections):
+            size += sum(costs[k]) if items else 2
+            if omitted[title]:
+                size += count(note(omitted[title])) + 1
+        return size
+
+    while total() > max_tokens:
+        # the section with the most tokens in droppable items (keeping at least one each) loses
+        # its oldest item; when every section is down to one item, any item goes
+        candidates = [k for k, (_, items) in enumerate(sections) if len(items) > 1 and k > 0]
+        if not candidates:
+            candidates = [k for k, (_, items) in enumerate(sections) if items and k > 0]
+        if not candidates:
+            break
+        k = max(candidates, key=lambda j: (sum(costs[j]), -j))
+        sections[k][1].pop(0)
+        costs[k].pop(0)
+        omitted[sections[k][0]] += 1
+    lines: list[str] = []
+    for title, items in sections:
+        lines.append(f"## {title}")
+        if omitted[title]:
+            lines.append(note(omitted[title]))
+        lines.extend(f"- {item}" for item in items)
+        if not items and not omitted[title]:
+            lines.append("- none")
+    text = "\n".join(lines)
+    return clip_tokens(text, max_tokens, count)
+
+
+class ExtractiveSummarizer(Summarizer):
+    """Offline and deterministic: task, user constraints, files read and changed, commands and
+    their outcome, errors and open items, read off the window itself."""
+
+    name = "extractive"
+    description = (
+        "Offline, deterministic structured summary: task, user constraints, files read/changed, "
+        "commands and outcomes, errors, open items."
+    )
+    prompt = ""
+    cacheable = False  # cheap and deterministic: nothing to save
+
+    def summarize(self, request: SummaryRequest) -> str:
+        from ..tokens import get_counter
+
+        counter = get_counter(request.tokenizer)
+        facts = gather(request.messages, request.task)
+        return render(facts, request.summary_max_tokens, counter.tokenizer.count)
