@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
-from ..context import ContentPart, ImageBlock, TextBlock
+from ..context import Block, ContentPart, ImageBlock, TextBlock, ThinkingBlock
+
+_DATA_URL = re.compile(r"^data:(?P<type>[^;,]*)(?:;[^,]*)?;base64,(?P<data>.*)$", re.DOTALL)
 
 
 def as_text(value: Any) -> str:
@@ -15,6 +18,11 @@ def as_text(value: Any) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, ensure_ascii=False)
+
+
+def as_dict(value: Any) -> dict[str, Any]:
+    """`value` when it is a JSON object, else an empty dict."""
+    return value if isinstance(value, dict) else {}
 
 
 def parse_arguments(raw: Any) -> Any:
@@ -52,6 +60,86 @@ def parts_from_content(content: Any) -> tuple[ContentPart, ...]:
     return tuple(parts)
 
 
+def nonempty_parts(content: Any) -> list[Block]:
+    """`parts_from_content` without its empty text parts."""
+    return [p for p in parts_from_content(content) if not (isinstance(p, TextBlock) and not p.text)]
+
+
+def content_text(content: Any) -> str:
+    """A message's content as plain text: a string as it is; a list through `parts_from_content`,
+    its text parts joined with newlines (images left out, parts of other types as their JSON);
+    anything else via `as_text`."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(p.text for p in parts_from_content(content) if isinstance(p, TextBlock))
+    return as_text(content)
+
+
+def text_of(content: Any) -> str:
+    """Chat-API message content as plain text: None gives "", a string stays as it is, a list
+    joins with newlines the `text` of its `text` / `input_text` / untyped parts and its non-dict
+    items (other parts are left out); anything else via `as_text`."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            as_text(p.get("text")) if isinstance(p, dict) else as_text(p)
+            for p in content
+            if not isinstance(p, dict) or p.get("type") in ("text", "input_text", None)
+        )
+    return as_text(content)
+
+
+def thinking_from(message: dict[str, Any]) -> list[ThinkingBlock]:
+    """Reasoning recorded on an (OpenAI/OpenRouter/litellm shaped) assistant message:
+    `thinking_blocks`, else `reasoning_details`, else `reasoning_content` / `reasoning`."""
+    blocks = message.get("thinking_blocks")
+    if isinstance(blocks, list) and blocks:
+        out: list[ThinkingBlock] = []
+        for item in blocks:
+            if not isinstance(item, dict):
+                continue
+            if item.get("type") == "redacted_thinking":
+                out.append(
+                    ThinkingBlock(thinking="", signature=as_text(item.get("data")), redacted=True)
+                )
+            else:
+                out.append(
+                    ThinkingBlock(
+                        thinking=as_text(item.get("thinking")),
+                        signature=item.get("signature") or None,
+                    )
+                )
+        return out
+    details = message.get("reasoning_details")
+    if isinstance(details, list) and details:
+        texts = [
+            as_text(d.get("text") or d.get("summary"))
+            for d in details
+            if isinstance(d, dict) and d.get("type") in ("reasoning.text", "reasoning.summary")
+        ]
+        sealed = [
+            as_text(d.get("data"))
+            for d in details
+            if isinstance(d, dict) and d.get("type") == "reasoning.encrypted"
+        ]
+        text = "".join(texts) or as_text(message.get("reasoning"))
+        signature = "".join(sealed) or None
+        if text:
+            return [ThinkingBlock(thinking=text, signature=signature)]
+        if signature:
+            return [ThinkingBlock(thinking="", signature=signature, redacted=True)]
+        return []
+    for key in ("reasoning_content", "reasoning"):
+        value = message.get(key)
+        if isinstance(value, str) and value:
+            return [ThinkingBlock(thinking=value)]
+    return []
+
+
 def image_from(item: dict[str, Any]) -> ImageBlock:
     """An image part from the OpenAI (`image_url`) or Anthropic (`source`) shapes."""
     if item.get("type") == "image_url":
@@ -64,3 +152,15 @@ def image_from(item: dict[str, Any]) -> ImageBlock:
     if source.get("type") == "base64":
         return ImageBlock(media_type=source.get("media_type"), data=source.get("data"))
     return ImageBlock(media_type=source.get("media_type"), url=source.get("url"))
+
+
+def image_from_url(url: Any) -> ImageBlock:
+    """An image from a URL (or `{"url": ...}`); a base64 `data:` URL becomes inline data with its
+    media type."""
+    if isinstance(url, dict):
+        url = url.get("url")
+    text = url if isinstance(url, str) else ""
+    match = _DATA_URL.match(text)
+    if match:
+        return ImageBlock(media_type=match.group("type") or None, data=match.group("data"))
+    return ImageBlock(url=text or None)

@@ -20,7 +20,8 @@ Reading:
 - `tool_use` -> ToolCallBlock; `document` blocks with a text source -> their text; server-tool
   blocks (`server_tool_use` with its result inside the same assistant message) and any other block
   -> their JSON as text, so nothing the model saw is dropped and no call is left unpaired.
-Pairing is repaired as in `openai-chat` (synthesized results / calls, counted in metadata).
+Pairing is repaired as in `openai-chat` (`_chat.repair_chat_pairing`; synthesized results / calls,
+counted in metadata).
 
 Writing (`dump`): one context -> a request body `{"system": ..., "messages": [...], "tools"?}`;
 several -> JSONL, one body per line. Tool messages become user messages of `tool_result` blocks
@@ -54,22 +55,20 @@ from ..context import (
     ToolResultBlock,
 )
 from ..errors import BadInputError
-from ._util import as_text
-from .base import Document, Format
-from .openai_chat import (
+from ._chat import (
     Conversation,
     anthropic_marks,
     block_as_text,
-    context_metadata,
+    chat_context,
     conversations_of,
     has_foreign_keys,
-    image_from_url,
     json_array_text,
     message_metadata,
     openai_marks,
-    repair_tool_pairing,
-    text_of,
+    read_conversations,
 )
+from ._util import as_text, image_from_url, text_of
+from .base import Document, Format
 
 _ROLES = frozenset({"user", "assistant", "system"})
 
@@ -195,12 +194,7 @@ def read_conversation(
     elif rest and rest[0].get("role") == "system":
         system = text_of(rest.pop(0).get("content"))
     messages = [out for m in rest for out in _messages(m)]
-    repaired = repair_tool_pairing(messages)
-    return AgentContext(
-        system_instruction=system,
-        messages=tuple(repaired.messages),
-        metadata=context_metadata("anthropic-messages", container, index, repaired),
-    )
+    return chat_context("anthropic-messages", system, messages, container, index)
 
 
 # --------------------------------------------------------------------------- writing
@@ -405,11 +399,7 @@ class AnthropicMessagesFormat(Format):
                 "not Anthropic messages (no array of {role: user|assistant, content} found)",
                 path=doc.path,
             )
-        several = len(convs) > 1
-        return [
-            read_conversation(msgs, container, n if several else None)
-            for n, (msgs, container) in enumerate(convs)
-        ]
+        return read_conversations(convs, read_conversation)
 
     def dump(self, contexts: Sequence[AgentContext]) -> str:
         if len(contexts) == 1:

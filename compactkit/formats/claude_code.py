@@ -34,8 +34,6 @@ How a file becomes contexts:
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import JsonValue
@@ -44,8 +42,6 @@ from ..context import (
     AgentContext,
     Block,
     ContentPart,
-    Message,
-    Role,
     SummaryBlock,
     TextBlock,
     ThinkingBlock,
@@ -54,11 +50,11 @@ from ..context import (
 )
 from ..errors import BadInputError
 from ..recovery import put
+from ._pairing import NO_RESULT_TEXT, Repaired, Turn, repair_pairing
 from ._util import as_text, image_from, parts_from_content
 from .base import Document, Format
 
 _SNIFF_LIMIT = 50
-NO_RESULT_TEXT = "[no result recorded]"
 
 
 def _records(doc: Document) -> list[dict[str, Any]]:
@@ -79,13 +75,6 @@ def _is_message_record(record: dict[str, Any]) -> bool:
         and "parentUuid" in record
         and ("sessionId" in record or "isSidechain" in record)
     )
-
-
-@dataclass
-class _Draft:
-    role: Role
-    blocks: list[Block] = field(default_factory=list)
-    metadata: dict[str, JsonValue] = field(default_factory=dict)
 
 
 class ClaudeCodeFormat(Format):
@@ -227,7 +216,8 @@ class _Loader:
             builder = _Builder()
             for i in stream:
                 builder.add(self.records[i])
-            messages = builder.finish()
+            repaired = builder.finish()
+            messages = repaired.messages
             meta = self._metadata(group, kept, titles)
             if len(groups) > 1:
                 meta["conversation"] = number
@@ -239,10 +229,10 @@ class _Loader:
                     meta["parent_tool_call_id"] = call
             if off_path:
                 meta["off_path_records"] = off_path
-            if builder.synthesized_results:
-                meta["synthesized_results"] = builder.synthesized_results
-            if builder.synthesized_calls:
-                meta["synthesized_calls"] = builder.synthesized_calls
+            if repaired.synthesized_results:
+                meta["synthesized_results"] = repaired.synthesized_results
+            if repaired.synthesized_calls:
+                meta["synthesized_calls"] = repaired.synthesized_calls
             if builder.queued_commands:
                 meta["queued_commands"] = builder.queued_commands
             out.append(
@@ -360,13 +350,11 @@ class _Builder:
     """Turns the kept records of one conversation, in file order, into messages."""
 
     def __init__(self) -> None:
-        self.drafts: list[_Draft] = []
+        self.drafts: list[Turn] = []
         self.recovery: dict[str, str] = {}
         self.open_response: tuple[int, str] | None = None  # (draft index, message.id)
         self.queue: list[str] = []
         self.injections: list[tuple[str, Any]] = []  # (text, timestamp)
-        self.synthesized_results = 0
-        self.synthesized_calls = 0
         self.queued_commands = 0
 
     def add(self, record: dict[str, Any]) -> None:
@@ -412,7 +400,7 @@ class _Builder:
         for text, timestamp in self.injections:
             meta: dict[str, JsonValue] = {"queued_command": True}
             _put(meta, "timestamp", timestamp)
-            self._append(_Draft("user", [TextBlock(text=text)], meta))
+            self._append(Turn("user", [TextBlock(text=text)], meta))
             self.queued_commands += 1
         self.injections.clear()
         meta = {}
@@ -422,7 +410,7 @@ class _Builder:
         _put(meta, "timestamp", record.get("timestamp"))
         _put(meta, "model", message.get("model"))
         _update_response_metadata(meta, record)
-        self.drafts.append(_Draft("assistant", blocks, meta))
+        self.drafts.append(Turn("assistant", blocks, meta))
         self.open_response = (len(self.drafts) - 1, response_id) if response_id else None
 
     # ----------------------------------------------------------------- user records
@@ -456,92 +444,45 @@ class _Builder:
             elif item is not None:
                 rest.append(TextBlock(text=as_text(item)))
         if results:
-            self._append(_Draft("tool", results, dict(meta)), keep_response=True)
+            self._append(Turn("tool", results, dict(meta)), keep_response=True)
         if rest:
             if record.get("isCompactSummary") is True:
                 text = "\n".join(b.text for b in rest if isinstance(b, TextBlock))
                 etag = put(self.recovery, [TextBlock(text=text)])  # what the model was sent
                 rest = [SummaryBlock(text=text, etag=etag, backend="claude-code")]
                 meta["compact_summary"] = True
-            self._append(_Draft("user", rest, meta))
+            self._append(Turn("user", rest, meta))
 
     # ----------------------------------------------------------------- pairing
 
-    def _append(self, draft: _Draft, keep_response: bool = False) -> None:
+    def _append(self, draft: Turn, keep_response: bool = False) -> None:
         self.drafts.append(draft)
         if not keep_response:
             self.open_response = None
 
-    def finish(self) -> list[Message]:
-        """Freeze the drafts, closing calls that never got a result and results without a call."""
-        out: list[Message] = []
-        open_calls: dict[str, int] = {}  # call id -> index of the message holding the call
-        answered: set[str] = set()
-        for draft in self.drafts:
-            if draft.role == "tool":
-                blocks: list[Block] = []
-                for block in draft.blocks:
-                    assert isinstance(block, ToolResultBlock)
-                    if block.tool_call_id in open_calls:
-                        del open_calls[block.tool_call_id]
-                    elif block.tool_call_id in answered:
-                        continue  # a duplicate of a result already kept
-                    else:  # a result whose call is missing: give it a call, leave others open
-                        out.append(_synthesized_call(block.tool_call_id))
-                        self.synthesized_calls += 1
-                    answered.add(block.tool_call_id)
-                    blocks.append(block)
-                if blocks:
-                    out.append(Message(role="tool", content=tuple(blocks), metadata=draft.metadata))
-                continue
-            if open_calls:  # the next turn started: these calls never got a result
-                out.append(self._close(open_calls, answered))
-            if draft.role == "assistant":
-                for block in draft.blocks:
-                    if isinstance(block, ToolCallBlock):
-                        open_calls[block.id] = len(out)
-            out.append(
-                Message(role=draft.role, content=tuple(draft.blocks), metadata=draft.metadata)
-            )
-        last_assistant = max((i for i, m in enumerate(out) if m.role == "assistant"), default=-1)
-        stale = {c: i for c, i in open_calls.items() if i != last_assistant}
-        if stale:  # only calls of the final response may stay pending
-            out.append(self._close(stale, answered))
-        return out
+    def finish(self) -> Repaired:
+        """Freeze the drafts, closing calls that never got a result and results without a call.
 
-    def _close(self, calls: dict[str, int], answered: set[str]) -> Message:
-        message = _synthesized_results(list(calls))
-        self.synthesized_results += len(calls)
-        answered.update(calls)
-        calls.clear()
-        return message
+        A call still open when the next non-tool message starts gets a synthesized error result;
+        only calls of the last assistant message may stay pending. A result whose call was not
+        made yet gets a synthesized call (`name="unknown"`, one message each) just before its
+        tool message; a second result for one call is dropped.
+        """
+        return repair_pairing(
+            [draft.freeze() for draft in self.drafts],
+            close="all",
+            keep_pending="last_output_assistant",
+            synthesize_calls="if_not_called_yet",
+            one_message_per_call=True,
+            unknown_tool_name="unknown",
+            orphan_results="drop",
+        )
 
 
 def _result_parts(content: Any) -> tuple[ContentPart, ...]:
     if isinstance(content, (str, list, dict)) or content is None:
         return parts_from_content(content)
     return (TextBlock(text=as_text(content)),)
-
-
-def _synthesized_results(call_ids: Iterable[str]) -> Message:
-    return Message(
-        role="tool",
-        content=tuple(
-            ToolResultBlock(
-                tool_call_id=call_id, content=(TextBlock(text=NO_RESULT_TEXT),), is_error=True
-            )
-            for call_id in call_ids
-        ),
-        metadata={"synthesized": True},
-    )
-
-
-def _synthesized_call(call_id: str) -> Message:
-    return Message(
-        role="assistant",
-        content=(ToolCallBlock(id=call_id, name="unknown"),),
-        metadata={"synthesized": True},
-    )
 
 
 def _update_response_metadata(meta: dict[str, JsonValue], record: dict[str, Any]) -> None:

@@ -15,13 +15,15 @@ Mapping:
   tool message);
 - `web_search_call` (a server-side tool whose results the rollout never records) -> a
   `web_search` tool call that gets a synthesized "[no result recorded]" result;
+- a call with no output anywhere in the rollout gets that synthesized error result too (tool
+  message metadata `{"synthesized": true}`, after the tool messages that follow its call), except
+  the calls of the last assistant message when nothing but tool messages follows it (a run may
+  end on a call);
 - every other `event_msg` is UI only and skipped.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import JsonValue
@@ -30,7 +32,6 @@ from ..context import (
     AgentContext,
     Block,
     ContentPart,
-    Message,
     Role,
     TextBlock,
     ThinkingBlock,
@@ -38,84 +39,13 @@ from ..context import (
     ToolResultBlock,
 )
 from ..errors import BadInputError
-from ._util import as_text, parse_arguments, parts_from_content
+from ._pairing import Turn, repair_pairing
+from ._util import as_text, nonempty_parts, parse_arguments, parts_from_content
 from .base import Document, Format
-
-NO_RESULT_TEXT = "[no result recorded]"
 
 _RECORD_TYPES = {"session_meta", "response_item", "turn_context", "event_msg", "compacted"}
 _CALL_ITEMS = {"function_call", "custom_tool_call", "local_shell_call", "web_search_call"}
 _OUTPUT_ITEMS = {"function_call_output", "custom_tool_call_output"}
-
-
-# --------------------------------------------------------------------------- shared helpers
-# (used by the gemini-cli and openhands-events adapters too)
-
-
-@dataclass
-class Turn:
-    """A message under construction (blocks and metadata stay mutable until `freeze`)."""
-
-    role: Role
-    blocks: list[Block] = field(default_factory=list)
-    metadata: dict[str, JsonValue] = field(default_factory=dict)
-
-    def freeze(self) -> Message:
-        return Message(role=self.role, content=tuple(self.blocks), metadata=self.metadata)
-
-
-def close_open_calls(messages: Sequence[Message]) -> tuple[list[Message], int]:
-    """Give every tool call that never got a result a synthesized error result.
-
-    The synthesized results go in one tool message (`metadata={"synthesized": True}`) placed after
-    the tool messages that follow the call's assistant message. Calls of the last assistant
-    message are left pending when nothing but tool messages follows it (a run may end on a
-    call). Returns the messages and the number of results synthesized.
-    """
-    answered = {r.tool_call_id for m in messages for r in m.tool_results}
-    last_assistant = max((i for i, m in enumerate(messages) if m.role == "assistant"), default=-1)
-    if any(m.role != "tool" for m in messages[last_assistant + 1 :]):
-        last_assistant = -1  # someone spoke after the last call: it was interrupted, not pending
-    out: list[Message] = []
-    pending: list[str] = []
-    count = 0
-
-    def flush() -> None:
-        nonlocal count
-        if pending:
-            out.append(
-                Message(
-                    role="tool",
-                    content=tuple(
-                        ToolResultBlock(
-                            tool_call_id=call_id,
-                            content=(TextBlock(text=NO_RESULT_TEXT),),
-                            is_error=True,
-                        )
-                        for call_id in pending
-                    ),
-                    metadata={"synthesized": True},
-                )
-            )
-            count += len(pending)
-            pending.clear()
-
-    for index, msg in enumerate(messages):
-        if msg.role != "tool":
-            flush()
-        out.append(msg)
-        if msg.role == "assistant" and index != last_assistant:
-            for call in msg.tool_calls:
-                if call.id not in answered:
-                    pending.append(call.id)
-                    answered.add(call.id)
-    flush()
-    return out, count
-
-
-def _text_parts(content: Any) -> list[Block]:
-    """Message content (string or list of parts) as text/image blocks, empty texts dropped."""
-    return [p for p in parts_from_content(content) if not (isinstance(p, TextBlock) and not p.text)]
 
 
 # --------------------------------------------------------------------------- the format
@@ -306,19 +236,28 @@ class CodexRolloutFormat(Format):
                 b.plain("user", [TextBlock(text=text)], ts, compacted=True)
             else:
                 self._response_item(b, payload, ts)
-        messages, synthesized = close_open_calls([t.freeze() for t in b.turns])
-        if synthesized:
-            meta["synthesized_results"] = synthesized
+        repaired = repair_pairing(
+            [t.freeze() for t in b.turns],
+            close="unless_answered",
+            keep_pending="last_assistant",
+            orphan_results="keep",  # add_output made the outputs of unknown calls user text
+        )
+        if repaired.synthesized_results:
+            meta["synthesized_results"] = repaired.synthesized_results
         if b.orphans:
             meta["orphan_results"] = b.orphans
-        return [AgentContext(system_instruction=system, messages=tuple(messages), metadata=meta)]
+        return [
+            AgentContext(
+                system_instruction=system, messages=tuple(repaired.messages), metadata=meta
+            )
+        ]
 
     @staticmethod
     def _response_item(b: _Builder, payload: dict[str, Any], ts: Any) -> None:
         kind = payload.get("type")
         if kind == "message":
             role = payload.get("role")
-            blocks = _text_parts(payload.get("content"))
+            blocks = nonempty_parts(payload.get("content"))
             if role == "assistant":
                 b.assistant(ts).blocks.extend(blocks)
             elif role in ("developer", "system"):

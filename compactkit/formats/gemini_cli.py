@@ -8,7 +8,8 @@ and the tool calls it made (`toolCalls[]` of `{id, name, args, result, status}`)
 
 Mapping: user -> user; gemini -> assistant (thoughts as thinking blocks, then text, then calls),
 followed by one tool message with the results of its calls; info / error / warning messages are
-shown in the terminal only (never sent to the model) and are skipped.
+shown in the terminal only (never sent to the model) and are skipped. A call with no result gets
+a synthesized error result (`"[no result recorded]"`), except the calls of a final gemini message.
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ from ..context import (
     ToolResultBlock,
 )
 from ..errors import BadInputError
+from ._pairing import repair_pairing
 from ._util import as_text
 from .base import Document, Format
-from .codex import close_open_calls
 
 _UI_TYPES = {"info", "error", "warning"}
 _ERROR_STATUSES = {"error", "cancelled"}
@@ -191,7 +192,7 @@ class GeminiCliFormat(Format):
                 )
                 result = call.get("result")
                 if result is None:
-                    continue  # never answered: close_open_calls decides
+                    continue  # never answered: repair_pairing decides
                 parts, is_error = _result_parts(result)
                 results.append(
                     ToolResultBlock(
@@ -209,7 +210,9 @@ class GeminiCliFormat(Format):
             )
             if results:
                 out.append(Message(role="tool", content=tuple(results)))
-        final, synthesized = close_open_calls(out)
+        repaired = repair_pairing(
+            out, close="unless_answered", keep_pending="last_assistant", orphan_results="keep"
+        )
         meta: dict[str, JsonValue] = {"source_format": self.name}
         for src, dst in (
             ("sessionId", "session_id"),
@@ -222,6 +225,6 @@ class GeminiCliFormat(Format):
                 meta[dst] = data[src]
         if model:
             meta["model"] = model
-        if synthesized:
-            meta["synthesized_results"] = synthesized
-        return [AgentContext(messages=tuple(final), metadata=meta)]
+        if repaired.synthesized_results:
+            meta["synthesized_results"] = repaired.synthesized_results
+        return [AgentContext(messages=tuple(repaired.messages), metadata=meta)]

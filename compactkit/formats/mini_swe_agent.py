@@ -23,13 +23,17 @@ How the text-based protocol maps onto compactkit's blocks:
 - v2 files (`trajectory_format` "mini-swe-agent-1.1") with native tool calls (`tool_calls` on
   assistant messages, `role: "tool"` results) use the recorded ids; an `exit` message answers a
   still-open call or is dropped (its status is in the context metadata).
+- Pairing: a call still open when the next non-tool message starts gets a synthesized error
+  result (`"[no result recorded]"`, tool message metadata `{"synthesized": true}`), as do open
+  calls at the end unless they are exactly the calls of the last message; results of a tool
+  message whose call is not open become one user message with their content (metadata
+  `{"orphan_result": true}`). The swe-agent adapter pairs the same way.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
@@ -39,117 +43,26 @@ from ..context import (
     AgentContext,
     Block,
     ContentPart,
-    Message,
-    Role,
-    TextBlock,
-    ThinkingBlock,
     ToolCallBlock,
     ToolResultBlock,
 )
 from ..errors import BadInputError
-from ._util import as_text, parse_arguments, parts_from_content
+from ._pairing import Repaired, Turn, repair_pairing
+from ._util import (
+    as_dict,
+    as_text,
+    content_text,
+    parse_arguments,
+    parts_from_content,
+    thinking_from,
+)
 from .base import Document, Format
-
-NO_RESULT = "[no result recorded]"
 
 _BASH_REGEX = r"```bash\s*\n(.*?)\n```"
 _MSWEA_REGEX = r"```mswea_bash_command\s*\n(.*?)\n```"
 _RETURNCODE = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
 _DEFAULT_FORMAT_ERROR = "Please always provide EXACTLY ONE action"
 _DEFAULT_TIMEOUT = "The last command <command>"
-
-
-# --------------------------------------------------------------------------- shared helpers
-# (also used by the swe-agent adapter)
-
-
-@dataclass
-class Turn:
-    """A message under construction (blocks can still be added before it is frozen)."""
-
-    role: Role
-    blocks: list[Block] = field(default_factory=list)
-    metadata: dict[str, JsonValue] = field(default_factory=dict)
-    name: str | None = None
-
-
-@dataclass
-class Repaired:
-    messages: list[Message]
-    synthesized_results: int = 0
-    orphan_results: int = 0
-
-
-def repair_pairing(turns: list[Turn]) -> Repaired:
-    """Freeze `turns` into messages so that every result follows its call.
-
-    A call still open when the next non-tool turn starts gets a synthesized error result
-    (`"[no result recorded]"`, tool message metadata `{"synthesized": true}`); open calls of the
-    very last message are left pending. A result whose call is unknown becomes user text
-    (metadata `{"orphan_result": true}`).
-    """
-    out = Repaired(messages=[])
-    open_calls: dict[str, None] = {}
-
-    def flush() -> None:
-        if not open_calls:
-            return
-        results = tuple(
-            ToolResultBlock(
-                tool_call_id=call_id, content=(TextBlock(text=NO_RESULT),), is_error=True
-            )
-            for call_id in open_calls
-        )
-        out.messages.append(Message(role="tool", content=results, metadata={"synthesized": True}))
-        out.synthesized_results += len(results)
-        open_calls.clear()
-
-    for turn in turns:
-        if turn.role != "tool":
-            flush()
-            message = Message(
-                role=turn.role, content=tuple(turn.blocks), name=turn.name, metadata=turn.metadata
-            )
-            out.messages.append(message)
-            for call in message.tool_calls:
-                open_calls[call.id] = None
-            continue
-        kept: list[Block] = []
-        orphans: list[Block] = []
-        for block in turn.blocks:
-            if isinstance(block, ToolResultBlock) and block.tool_call_id not in open_calls:
-                orphans.extend(block.content)
-                out.orphan_results += 1
-            else:
-                if isinstance(block, ToolResultBlock):
-                    del open_calls[block.tool_call_id]
-                kept.append(block)
-        if kept:
-            out.messages.append(
-                Message(role="tool", content=tuple(kept), name=turn.name, metadata=turn.metadata)
-            )
-        if orphans:
-            out.messages.append(
-                Message(
-                    role="user",
-                    content=tuple(orphans),
-                    metadata={**turn.metadata, "orphan_result": True},
-                )
-            )
-    if open_calls:
-        last = out.messages[-1] if out.messages else None
-        if last is None or {c.id for c in last.tool_calls} != set(open_calls):
-            flush()
-    return out
-
-
-def content_text(content: Any) -> str:
-    """A message's content as plain text (text parts of a list joined with newlines)."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(p.text for p in parts_from_content(content) if isinstance(p, TextBlock))
-    return as_text(content)
 
 
 def text_blocks(content: Any) -> list[Block]:
@@ -167,57 +80,6 @@ def iso_time(value: Any) -> str | None:
         except (OverflowError, OSError, ValueError):
             return None
     return None
-
-
-def thinking_from(message: dict[str, Any]) -> list[ThinkingBlock]:
-    """Reasoning recorded on an (OpenAI/OpenRouter/litellm shaped) assistant message."""
-    blocks = message.get("thinking_blocks")
-    if isinstance(blocks, list) and blocks:
-        out: list[ThinkingBlock] = []
-        for item in blocks:
-            if not isinstance(item, dict):
-                continue
-            if item.get("type") == "redacted_thinking":
-                out.append(
-                    ThinkingBlock(thinking="", signature=as_text(item.get("data")), redacted=True)
-                )
-            else:
-                out.append(
-                    ThinkingBlock(
-                        thinking=as_text(item.get("thinking")),
-                        signature=item.get("signature") or None,
-                    )
-                )
-        return out
-    details = message.get("reasoning_details")
-    if isinstance(details, list) and details:
-        texts = [
-            as_text(d.get("text") or d.get("summary"))
-            for d in details
-            if isinstance(d, dict) and d.get("type") in ("reasoning.text", "reasoning.summary")
-        ]
-        sealed = [
-            as_text(d.get("data"))
-            for d in details
-            if isinstance(d, dict) and d.get("type") == "reasoning.encrypted"
-        ]
-        text = "".join(texts) or as_text(message.get("reasoning"))
-        signature = "".join(sealed) or None
-        if text:
-            return [ThinkingBlock(thinking=text, signature=signature)]
-        if signature:
-            return [ThinkingBlock(thinking="", signature=signature, redacted=True)]
-        return []
-    for key in ("reasoning_content", "reasoning"):
-        value = message.get(key)
-        if isinstance(value, str) and value:
-            return [ThinkingBlock(thinking=value)]
-    return []
-
-
-def as_dict(value: Any) -> dict[str, Any]:
-    """`value` when it is a JSON object, else an empty dict."""
-    return value if isinstance(value, dict) else {}
 
 
 def _small(value: Any) -> bool:
@@ -413,7 +275,12 @@ class _Builder:
                 self.turns.append(Turn(role=role, blocks=blocks))
             else:
                 raise BadInputError(f"message {index} has unknown role {role!r}")
-        repaired = repair_pairing(self.turns)
+        repaired = repair_pairing(
+            [t.freeze() for t in self.turns],
+            close="all",
+            keep_pending="last_message",
+            orphan_results="user_message_joined",
+        )
         return AgentContext(
             system_instruction=system,
             messages=tuple(repaired.messages),

@@ -37,8 +37,9 @@ class NativeFormat(Format):
             except (ValidationError, ValueError) as exc:
                 first = str(exc).splitlines()[0]
                 line = number + 1 if doc.kind == "jsonl" else None
-                raise BadInputError(f"invalid compactkit context: {first}", path=doc.path,
-                                    line=line) from None
+                raise BadInputError(
+                    f"invalid compactkit context: {first}", path=doc.path, line=line
+                ) from None
         return out
 
     def dump(self, contexts: Sequence[AgentContext]) -> str:

@@ -26,7 +26,9 @@ Mapping:
   -> a tool result (`error` observations are errors); an error observation that answers no call
   (e.g. a rejected malformed call) -> user text, which is what the agent was shown;
 - `recall` observations (workspace context / microagent knowledge) -> user text;
-- bookkeeping (recall actions, agent state changes, null events) is skipped.
+- bookkeeping (recall actions, agent state changes, null events) is skipped;
+- a call no observation answers gets a synthesized error result (`"[no result recorded]"`),
+  except the calls of a final assistant message.
 """
 
 from __future__ import annotations
@@ -47,9 +49,9 @@ from ..context import (
     ToolResultBlock,
 )
 from ..errors import BadInputError
-from ._util import as_text, parse_arguments, parts_from_content
+from ._pairing import Turn, repair_pairing
+from ._util import as_text, nonempty_parts, parse_arguments
 from .base import Document, Format
-from .codex import Turn, close_open_calls
 
 _SKIP_ACTIONS = {"recall", "change_agent_state", "null", "condensation_request"}
 _SKIP_OBSERVATIONS = {"agent_state_changed", "null", "condensation"}
@@ -157,11 +159,7 @@ def _response_blocks(message: dict[str, Any]) -> list[Block]:
                 )
     elif isinstance(message.get("reasoning_content"), str) and message["reasoning_content"]:
         blocks.append(ThinkingBlock(thinking=message["reasoning_content"]))
-    blocks.extend(
-        p
-        for p in parts_from_content(message.get("content"))
-        if not (isinstance(p, TextBlock) and not p.text)
-    )
+    blocks.extend(nonempty_parts(message.get("content")))
     return blocks
 
 
@@ -435,7 +433,12 @@ class OpenHandsEventsFormat(Format):
             and not any(t.role == "user" for t in turns)
         ):
             turns.insert(0, Turn("user", [TextBlock(text=instruction)]))
-        messages, synthesized = close_open_calls([t.freeze() for t in turns])
+        repaired = repair_pairing(
+            [t.freeze() for t in turns],
+            close="unless_answered",
+            keep_pending="last_assistant",
+            orphan_results="keep",  # observations answering no call are user text already
+        )
         meta: dict[str, JsonValue] = {"source_format": self.name}
         if number is not None:
             meta["conversation"] = number
@@ -457,10 +460,12 @@ class OpenHandsEventsFormat(Format):
             meta["agent_class"] = run_meta["agent_class"]
         if isinstance(run.get("error"), str):
             meta["error"] = run["error"]
-        if synthesized:
-            meta["synthesized_results"] = synthesized
+        if repaired.synthesized_results:
+            meta["synthesized_results"] = repaired.synthesized_results
         if conv.rebuilt_calls:
             meta["rebuilt_calls"] = conv.rebuilt_calls
         if conv.orphans:
             meta["unpaired_observations"] = conv.orphans
-        return AgentContext(system_instruction=conv.system, messages=tuple(messages), metadata=meta)
+        return AgentContext(
+            system_instruction=conv.system, messages=tuple(repaired.messages), metadata=meta
+        )

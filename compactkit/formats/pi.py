@@ -50,10 +50,10 @@ from ..context import (
 )
 from ..errors import BadInputError
 from ..recovery import prune, put
+from ._pairing import NO_RESULT_TEXT, synthesized_results
 from ._util import as_text, parse_arguments
 from .base import Document, Format
 
-NO_RESULT_TEXT = "[no result recorded]"
 # how pi frames summaries for the model (coding-agent `messages.ts`, `convertToLlm`)
 COMPACTION_SUMMARY_PREFIX = (
     "The conversation history before this point was compacted into the following summary:"
@@ -330,25 +330,16 @@ class _Builder:
 
     def close_calls(self, final: bool = False) -> None:
         """Give every open call a synthesized error result (pi does the same before a model
-        call); at the end of the file, calls of the last message stay pending."""
+        call); at the end of the file, calls of the last message stay pending.
+
+        Pairing is repaired here, as messages are emitted, rather than by `repair_pairing`
+        afterwards: compactions record message positions (`first_kept_message`) that messages
+        inserted later would shift, and a synthesized call carries its entry's metadata."""
         if not self.open_calls:
             return
         if final and self.messages and self.messages[-1].role == "assistant":
             return
-        self.messages.append(
-            Message(
-                role="tool",
-                content=tuple(
-                    ToolResultBlock(
-                        tool_call_id=call_id,
-                        content=(TextBlock(text=NO_RESULT_TEXT),),
-                        is_error=True,
-                    )
-                    for call_id in self.open_calls
-                ),
-                metadata={"synthesized": True},
-            )
-        )
+        self.messages.append(synthesized_results(self.open_calls))
         self.synthesized_results += len(self.open_calls)
         self.answered.update(self.open_calls)
         self.open_calls.clear()

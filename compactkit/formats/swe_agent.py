@@ -32,9 +32,16 @@ from pydantic import JsonValue
 
 from ..context import AgentContext, Block, ToolCallBlock, ToolResultBlock
 from ..errors import BadInputError
-from ._util import as_text, parse_arguments, parts_from_content
+from ._pairing import Turn, repair_pairing
+from ._util import (
+    as_dict,
+    as_text,
+    content_text,
+    parse_arguments,
+    parts_from_content,
+    thinking_from,
+)
 from .base import Document, Format
-from .mini_swe_agent import Turn, as_dict, content_text, repair_pairing, thinking_from
 
 _DOCSTRING_COMMAND = re.compile(r"^(\w+):\n[ \t]+docstring:", re.MULTILINE)
 _LISTED_COMMAND = re.compile(r"^(\w+)(?=$|[ \t]+(?:<|\[|-))", re.MULTILINE)
@@ -182,7 +189,12 @@ class _Builder:
                 )
             else:
                 raise BadInputError(f"history entry {index} has unknown role {role!r}")
-        repaired = repair_pairing(self.turns)
+        repaired = repair_pairing(  # as mini-swe-agent pairs
+            [t.freeze() for t in self.turns],
+            close="all",
+            keep_pending="last_message",
+            orphan_results="user_message_joined",
+        )
         meta = self.context_metadata(conversation)
         if repaired.synthesized_results:
             meta["synthesized_results"] = repaired.synthesized_results
