@@ -17,6 +17,7 @@ import click
 
 from . import __version__
 from .context import AgentContext
+from .defaults import DEFAULT_TRIGGER, default_pipeline
 from .errors import (
     EXIT_BAD_INPUT,
     EXIT_BUDGET,
@@ -32,14 +33,6 @@ from .registry import Registry, make_registry
 from .tokens import DEFAULT_TOKENIZER, TokenCounter
 
 JSON_SCHEMA_VERSION = 1
-DEFAULT_PIPELINE: tuple[str, ...] = (
-    "etag-collapse",
-    "static-elision",
-    "observation-mask",
-    "sliding-window",
-)
-"""What `run` applies when no -s is given (sliding-window acts only under --budget)."""
-DEFAULT_TRIGGER = 60_000
 
 
 class State:
@@ -341,15 +334,12 @@ def make_cli(registry_factory: Callable[[], Registry] | None = None) -> click.Gr
         format_: str | None,
         tokenizer: str,
     ) -> None:
-        (
-            """Compact a session (FILE or FILE#N) with a pipeline of strategies.
+        """Compact a session (FILE or FILE#N) with a pipeline of strategies.
 
-        With no -s, the default pipeline runs: """
-            + " | ".join(DEFAULT_PIPELINE)
-            + """.
-        Exit 1 when the output is still over --budget (the output is written all the same).
+        With no -s, the default pipeline runs: etag-collapse, and under --budget also llm-summary
+        (extractive, offline) and sliding-window. Exit 1 when the output is still over --budget
+        (the output is written all the same).
         """
-        )
         from .observers import ProgressDisplay, StatsRecorder
         from .pipeline import build_pipeline
         from .recovery import split_stash, stash_json
@@ -360,7 +350,7 @@ def make_cli(registry_factory: Callable[[], Registry] | None = None) -> click.Gr
         if not writer.can_write:
             raise ConfigError(f"format {to!r} cannot be written")
         pipeline = build_pipeline(
-            list(specs) or list(DEFAULT_PIPELINE),
+            list(specs) or default_pipeline(budget),
             budget=budget,
             registry=state.registry,
             tokenizer=tokenizer,
@@ -539,7 +529,7 @@ def make_cli(registry_factory: Callable[[], Registry] | None = None) -> click.Gr
             if text.startswith("@"):
                 specs.extend(read_pipeline_file(text[1:]))
             else:
-                specs.append(parse_pipeline(text, DEFAULT_PIPELINE))
+                specs.append(parse_pipeline(text, default_pipeline(trigger)))
         replay_mode = "persistent" if mode == "replay" else mode
         progress = _BenchProgress(len(paths))
         report = run_bench(

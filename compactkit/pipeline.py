@@ -84,7 +84,11 @@ def changes(before: AgentContext, after: AgentContext) -> tuple[list[Change], li
                 out.append(Change("added", added[k], _reason(fresh, "marker")))
                 out.append(Change("removed", removed[k], absorbed or "dropped"))
             else:
-                out.append(Change("changed", added[k], _reason(fresh, "content changed")))
+                gone = _new_markers(new, old)  # markers the strategy expanded back
+                fallback = _reason(gone, "content changed")
+                if gone:
+                    fallback = "expanded back: " + fallback
+                out.append(Change("changed", added[k], _reason(fresh, fallback)))
         for j in added[paired:]:
             fresh = _new_markers(None, after.messages[j])
             etags.extend(m.etag for m in fresh)

@@ -40,7 +40,7 @@ def test_run_fits_the_budget_reports_each_strategy_and_never_touches_the_input(
     assert data["schema"] == "compactkit.run/1"
     assert data["tokens_before"] == before and data["tokens_after"] == after
     assert [s["strategy"].split(":")[0] for s in data["steps"]] == [
-        "etag-collapse", "static-elision", "observation-mask", "sliding-window",
+        "etag-collapse", "llm-summary", "sliding-window",
     ]
     for step, nxt in zip(data["steps"], data["steps"][1:]):
         assert step["tokens_after"] == nxt["tokens_before"]
@@ -121,4 +121,4 @@ def test_provider_output_warns_when_the_recovery_store_would_be_lost(tmp_path: P
     assert code == 0
     assert "--stash" in stderr
     messages = json.loads(out.read_text())
-    assert any("earlier messages omitted" in str(m.get("content")) for m in messages)
+    assert any("earlier messages]" in str(m.get("content")) for m in messages)  # the summary

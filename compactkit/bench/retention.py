@@ -7,11 +7,13 @@ Facts (deterministic, extracted from the original context):
 * ``last_instruction``: the last user message;
 * ``path``: every file path in a tool call's input (keys such as ``path``, ``file_path``, and the file of
   ``cat``/``sed -n``/``head`` commands);
-* ``error``: each distinct error: for a tool result flagged as an error, its last line that mentions
-  ``Error`` or ``Exception`` (else its last non-empty line); for any other result, its last
-  ``...Error: ...``/``...Exception: ...`` line.
+* ``error``: each distinct error: for every failed tool result (flagged as an error, or reporting a
+  non-zero exit code), the line that says what went wrong: its last ``...Error: ...`` /
+  ``...Exception: ...`` line, else the last line naming an error, else its first line
+  (`compactkit.summarize.extractive.error_line`).
 
-A fact is *retained* when its text (whitespace folded) occurs in what the model is shown: message text,
+A fact is *retained* when its text (whitespace folded, the first 200 characters of long ones) occurs
+in what the model is shown: message text,
 summaries, marker labels, tool-call names and inputs. The recovery store does not count; what `expand`
 could restore is reported apart as *recoverability*.
 """
@@ -26,12 +28,12 @@ from typing import Any
 from ..context import AgentContext, ToolResultBlock, render_block
 from ..recovery import expand
 from ..strategies._common import payload_path
+from ..summarize.extractive import error_line, exit_code
 
 FACT_KINDS = ("task", "user", "last_instruction", "path", "error")
 _PATH_KEYS = ("path", "file_path", "filepath", "filename", "notebook_path", "absolute_path")
-_ERROR_LINE = re.compile(r"\b\w*(Error|Exception)\b")
 _SPACE = re.compile(r"\s+")
-_MAX_FACT = 400
+_MAX_FACT = 200
 
 
 @dataclass(frozen=True)
@@ -45,18 +47,15 @@ def _fold(text: str) -> str:
 
 
 def _clip(text: str) -> str:
-    """Long facts are matched by their first 400 characters (after folding whitespace)."""
+    """Long facts are matched by their first 200 characters (after folding whitespace)."""
     return _fold(text)[:_MAX_FACT]
 
 
 def _error_of(block: ToolResultBlock) -> str | None:
-    lines = [line.strip() for line in block.text.splitlines() if line.strip()]
-    marked = [line for line in lines if _ERROR_LINE.search(line)]
-    if marked:
-        return marked[-1]
-    if block.is_error and lines:
-        return lines[-1]
-    return None
+    code = exit_code(block.text)
+    if not (block.is_error or (code is not None and code != 0)):
+        return None
+    return error_line(block.text) or None
 
 
 def extract_facts(ctx: AgentContext) -> list[Fact]:

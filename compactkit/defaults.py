@@ -1,0 +1,31 @@
+"""The default pipeline: cache-aware compaction in large steps.
+
+Measured by `compactkit bench` (replay, persistent mode) on the corpus: compacting only when the history
+crosses a threshold, and then in one large step (old turns summarized, the newest turns kept verbatim),
+keeps the prompt prefix stable between compactions, so prompt caching keeps working. Strategies that
+rewrite part of the prefix on every call (per-call observation masking) save tokens but lose the cache
+and can cost more than no compaction at all. See docs/bench.md for the figures.
+"""
+
+from __future__ import annotations
+
+DEFAULT_TRIGGER = 60_000
+"""History size (tokens) above which the default pipeline compacts, when no budget is given."""
+
+SUMMARY_TOKENS = 4_000
+
+
+def default_pipeline(budget: int | None) -> list[str]:
+    """Strategy specs of the default pipeline for a token budget.
+
+    Without a budget only lossless, prefix-stable work is done (etag-collapse). With one, old turns
+    are summarized in one step (the extractive backend: task, constraints, files, commands, errors,
+    open items) and sliding-window guarantees the budget.
+    """
+    if budget is None:
+        return ["etag-collapse"]
+    return [
+        "etag-collapse",
+        f"llm-summary:max_tokens={budget},summary_max_tokens={SUMMARY_TOKENS}",
+        f"sliding-window:max_tokens={budget}",
+    ]
