@@ -116,8 +116,8 @@ class _Expander:
         return tuple(out)
 
     def messages(self, messages: Iterable[Message], depth: int = 0) -> list[Message]:
-        if depth > 64:
-            raise BadInputError("recovery store nests deeper than 64 levels (a cycle?)")
+        if depth > 500:
+            raise BadInputError("recovery store nests deeper than 500 levels (a cycle?)")
         out: list[Message] = []
         for msg in messages:
             marker = message_marker(msg)
@@ -129,6 +129,21 @@ class _Expander:
             out.append(msg if content == msg.content else msg.model_copy(
                 update={"content": content}))
         return out
+
+
+def flatten(messages: Iterable[Message], store: Mapping[str, str]) -> list[Message]:
+    """`messages` with every message-level marker (summary, omitted) replaced by the messages it
+    stands for, so that a new marker over them stores one flat window instead of nesting one level
+    deeper at every compaction."""
+    out: list[Message] = []
+    for msg in messages:
+        marker = message_marker(msg)
+        raw = store.get(marker.etag) if marker is not None else None
+        if raw is None:
+            out.append(msg)
+        else:
+            out.extend(flatten(_messages.validate_python(json.loads(raw)), store))
+    return out
 
 
 def expand(ctx: AgentContext, stash: Mapping[str, str] | None = None) -> AgentContext:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 import compactkit
+import compactkit.recovery
 from compactkit.bench.pricing import PROFILES, get_profile
 from compactkit.bench.replay import call_points, run_session
 from compactkit.bench.retention import FactRetention, extract_facts
@@ -136,3 +138,33 @@ def test_bench_rejects_unknown_strategies_and_profiles() -> None:
     result = CliRunner().invoke(cli, ["bench", str(SAMPLES), "--pricing", "acme"])
     assert result.exit_code == 2 and "unknown pricing profile" in result.stderr
     assert parse_pipeline("none", []) == PipelineSpec("none", ())
+
+
+def _nesting(store: dict[str, str]) -> int:
+    """How many marker levels deep the recovery store goes."""
+    refs = {k: set(re.findall(r'"etag":"([0-9a-f]{16})"', v)) & store.keys() for k, v in store.items()}
+
+    def depth(key: str, seen: frozenset[str]) -> int:
+        return 1 + max((depth(c, seen | {c}) for c in refs[key] - seen), default=0)
+
+    return max((depth(k, frozenset({k})) for k in store), default=0)
+
+
+@pytest.mark.parametrize("name", ["sliding-window", "llm-summary"])
+def test_many_persistent_compactions_stay_flat_and_recoverable(name: str) -> None:
+    ctx = compactkit.load_one(sample("pi-mono"))
+    counter = TokenCounter(TiktokenTokenizer("o200k_base"))
+    strategy = get_strategy(name, max_tokens=8000)
+    result = run_session("pi", ctx, Pipeline([strategy]), "persistent", counter,
+                         [get_profile("openai")], trigger=8000)
+    assert result.compactions >= 5
+    assert result.violations == 0
+    assert result.recoverability["share"] == 1.0
+    # the same loop by hand: every compaction stores one flat window, not one level more
+    history = ctx.with_messages(())
+    for msg in ctx.messages:
+        history = history.append(msg)
+        if compactkit.count_tokens(history) > 8000:
+            history = strategy.compact(history)
+    assert _nesting(history.recovery) <= 2
+    assert compactkit.recovery.expand(history) == ctx

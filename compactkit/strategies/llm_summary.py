@@ -15,7 +15,7 @@ from ..context import (
     SummaryBlock,
 )
 from ..errors import CompactkitError, ConfigError, PluginError, StrategyError
-from ..recovery import message_marker, payload_etag, prune, put
+from ..recovery import flatten, message_marker, payload_etag, prune, put
 from ..strategy import Strategy
 from ..summarize.base import CACHE, Summarizer, SummaryRequest, clip_tokens, redact
 from ..tokens import TokenCounter
@@ -207,7 +207,7 @@ class LlmSummary(Strategy):
         collapsed markers that lose their full copy expanded back."""
         window = ctx.messages[start:end]
         recovery = dict(ctx.recovery)
-        etag = put(recovery, window)
+        etag = put(recovery, flatten(window, ctx.recovery))
         _keep_collapsed_recoverable(ctx, start, end, recovery)
         replaced = sum(_message_count(m) for m in window)
         block = SummaryBlock(text="", etag=etag, summarized_messages=replaced)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from ..context import AgentContext, Message, OmittedBlock
-from ..recovery import message_marker, prune, put
+from ..recovery import flatten, message_marker, prune, put
 from ..strategy import Strategy
 from ._common import (
     TokenizerOption,
@@ -111,7 +111,7 @@ class SlidingWindow(Strategy):
             marker = message_marker(msg)
             count += marker.messages if isinstance(marker, OmittedBlock) else 1
         recovery = dict(ctx.recovery)
-        etag = put(recovery, dropped)
+        etag = put(recovery, flatten(dropped, ctx.recovery))
         messages = (
             *ctx.messages[:start],
             self._marker(ctx, etag, count),
