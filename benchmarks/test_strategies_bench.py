@@ -56,24 +56,25 @@ def test_pipeline_overhead_beyond_one_cold_count(benchmark: Any) -> None:
     def cold_count() -> int:
         return TokenCounter(TOKENIZER).context(ctx)
 
-    cold = min(_timed(cold_count) for _ in range(3))
-
-    def run() -> tuple[float, float]:
+    def one_round() -> tuple[float, float, float, float]:
+        cold = _timed(cold_count)
         pipeline = Pipeline(strategies)
         t0 = time.perf_counter()
         result = pipeline.run(ctx, TokenCounter(TOKENIZER))
         total = time.perf_counter() - t0
-        return total, sum(step.seconds for step in result.steps)
+        own = sum(step.seconds for step in result.steps)
+        return (total - own - cold) / cold, total, own, cold
 
-    samples = [run() for _ in range(3)]
+    one_round()  # warm-up: imports, vocabulary, thread pool
+    rounds = sorted(one_round() for _ in range(7))
+    overhead, total, own, cold = rounds[len(rounds) // 2]  # the median round
+    overhead = max(overhead, 0.0)
     benchmark.pedantic(lambda: Pipeline(strategies).run(ctx, TokenCounter(TOKENIZER)),
                        rounds=1, iterations=1)
-    total, own = min(samples)
-    overhead = max(total - own - cold, 0.0) / cold
     benchmark.extra_info.update({"conversation": name, "cold_count_s": cold,
                                  "overhead_share_of_cold": round(overhead, 3)})
     print(f"\n{name}: pipeline {total:.3f}s, strategies {own:.3f}s, cold count {cold:.3f}s: "
-          f"overhead {overhead:.0%} of a cold count (target <= 50%)")
+          f"overhead {overhead:.0%} of a cold count (median of 7; target <= 50%)")
     assert overhead <= 0.5
 
 

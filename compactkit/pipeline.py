@@ -61,12 +61,26 @@ def changes(before: AgentContext, after: AgentContext) -> tuple[list[Change], li
     """
     a = [id(m) for m in before.messages]
     b = [id(m) for m in after.messages]
+    # the untouched head and tail are aligned directly; only the middle needs a matcher
+    head = 0
+    while head < min(len(a), len(b)) and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(a), len(b)) - head and a[-1 - tail] == b[-1 - tail]:
+        tail += 1
     out: list[Change] = []
     etags: list[str] = []
-    matcher = SequenceMatcher(a=a, b=b, autojunk=False)
-    for op, a0, a1, b0, b1 in matcher.get_opcodes():
+    mid_a, mid_b = a[head : len(a) - tail], b[head : len(b) - tail]
+    if len(mid_a) == len(mid_b):  # messages changed in place: pair them by position
+        opcodes = [
+            ("replace", k, k + 1, k, k + 1) for k in range(len(mid_a)) if mid_a[k] != mid_b[k]
+        ]
+    else:
+        opcodes = SequenceMatcher(a=mid_a, b=mid_b, autojunk=False).get_opcodes()
+    for op, a0, a1, b0, b1 in opcodes:
         if op == "equal":
             continue
+        a0, a1, b0, b1 = a0 + head, a1 + head, b0 + head, b1 + head
         removed = list(range(a0, a1))
         added = list(range(b0, b1))
         absorbed: str | None = None

@@ -22,6 +22,7 @@ import gzip
 import hashlib
 import re
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterable, Sequence
 from importlib import resources
 from typing import Protocol, runtime_checkable
@@ -162,10 +163,21 @@ class TiktokenTokenizer:
                 pieces.append(piece)
                 owners.append(index)
         counts = [0] * len(texts)
-        encoded = self.encoding.encode_ordinary_batch(pieces, num_threads=_THREADS)
-        for owner, ids in zip(owners, encoded):
-            counts[owner] += len(ids)
+        encode = self.encoding.encode_ordinary
+        for owner, n in zip(owners, _pool().map(lambda t: len(encode(t)), pieces, chunksize=16)):
+            counts[owner] += n
         return counts
+
+
+_executor: ThreadPoolExecutor | None = None
+
+
+def _pool() -> ThreadPoolExecutor:
+    """One long-lived pool for batch counting (tiktoken releases the GIL while encoding)."""
+    global _executor
+    if _executor is None:
+        _executor = ThreadPoolExecutor(max_workers=_THREADS, thread_name_prefix="compactkit-count")
+    return _executor
 
 
 _SPLIT_ABOVE = 64_000
