@@ -10,10 +10,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.conftest import corpus_files  # noqa: E402
-
 import compactkit  # noqa: E402
 from compactkit import AgentContext  # noqa: E402
+from tests.conftest import corpus_files  # noqa: E402
 
 
 @lru_cache(maxsize=1)

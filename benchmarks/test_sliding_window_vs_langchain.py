@@ -35,8 +35,11 @@ def to_langchain(ctx: AgentContext) -> list[BaseMessage]:
         text = "\n".join(t for b in msg.content if b.type != "tool_call" for t in render_block(b))
         if msg.role == "assistant":
             calls = [
-                {"id": c.id, "name": c.name,
-                 "args": c.input if isinstance(c.input, dict) else {"input": c.input}}
+                {
+                    "id": c.id,
+                    "name": c.name,
+                    "args": c.input if isinstance(c.input, dict) else {"input": c.input},
+                }
                 for c in msg.tool_calls
             ]
             out.append(AIMessage(content=text, tool_calls=calls))
@@ -55,8 +58,9 @@ def langchain_counter(messages: list[BaseMessage]) -> int:
     encoding = TOKENIZER.encoding
     total = 3
     for m in messages:
-        total += 4 + len(encoding.encode_ordinary(m.text if isinstance(m.content, list) else
-                                                    str(m.content)))
+        total += 4 + len(
+            encoding.encode_ordinary(m.text if isinstance(m.content, list) else str(m.content))
+        )
         for call in getattr(m, "tool_calls", []) or []:
             total += 3 + len(encoding.encode_ordinary(call["name"] + json.dumps(call["args"])))
     return total
@@ -70,8 +74,13 @@ def test_sliding_window_vs_trim_messages(benchmark: Any) -> None:
 
     def langchain() -> list[BaseMessage]:
         return trim_messages(
-            lc_messages, max_tokens=budget, strategy="last", token_counter=langchain_counter,
-            include_system=True, start_on="human", allow_partial=False,
+            lc_messages,
+            max_tokens=budget,
+            strategy="last",
+            token_counter=langchain_counter,
+            include_system=True,
+            start_on="human",
+            allow_partial=False,
         )
 
     t0 = time.perf_counter()
@@ -89,13 +98,22 @@ def test_sliding_window_vs_trim_messages(benchmark: Any) -> None:
     mine = benchmark.stats.stats.median
     ratio = peer / mine
     kept = compactkit.count_tokens(out, TokenCounter(TOKENIZER).tokenizer)
-    benchmark.extra_info.update({"conversation": name, "tokens": tokens, "budget": budget,
-                                 "trim_messages_s": peer, "speedup": round(ratio, 1),
-                                 "langchain_kept_messages": len(trimmed),
-                                 "ours_kept_tokens": kept})
-    print(f"\n{name}: {tokens:,} tokens, budget {budget:,}; trim_messages {peer:.3f}s, "
-          f"sliding-window {mine:.3f}s (cold count included): {ratio:.1f}x faster (target >= 10x)")
+    benchmark.extra_info.update(
+        {
+            "conversation": name,
+            "tokens": tokens,
+            "budget": budget,
+            "trim_messages_s": peer,
+            "speedup": round(ratio, 1),
+            "langchain_kept_messages": len(trimmed),
+            "ours_kept_tokens": kept,
+        }
+    )
+    print(
+        f"\n{name}: {tokens:,} tokens, budget {budget:,}; trim_messages {peer:.3f}s, "
+        f"sliding-window {mine:.3f}s (cold count included): {ratio:.1f}x faster (target >= 10x)"
+    )
     # fits, or only the head and the newest turn remain (that turn alone is over the budget)
     fits = get_counter("o200k_base").context(out) <= budget
-    assert fits or out.messages[-1] is ctx.messages[-1] and len(out.messages) <= 4
+    assert fits or (out.messages[-1] is ctx.messages[-1] and len(out.messages) <= 4)
     assert ratio >= 10

@@ -51,8 +51,10 @@ def test_pipeline_overhead_beyond_one_cold_count(benchmark: Any) -> None:
     one cold count: what is left is the pipeline's machinery (validation, per-step counts,
     change tracking, events)."""
     name, ctx = max(corpus_contexts(), key=lambda item: len(item[1].messages))
-    strategies = [get_strategy(n, **STRATEGIES[n]) for n in
-                  ("etag-collapse", "static-elision", "observation-mask", "sliding-window")]
+    strategies = [
+        get_strategy(n, **STRATEGIES[n])
+        for n in ("etag-collapse", "static-elision", "observation-mask", "sliding-window")
+    ]
 
     def cold_count() -> int:
         return TokenCounter(TOKENIZER).context(ctx)
@@ -79,12 +81,16 @@ def test_pipeline_overhead_beyond_one_cold_count(benchmark: Any) -> None:
     rounds = sorted(one_round() for _ in range(7))
     overhead, total, own, cold = rounds[len(rounds) // 2]  # the median round
     overhead = max(overhead, 0.0)
-    benchmark.pedantic(lambda: Pipeline(strategies).run(ctx, TokenCounter(TOKENIZER)),
-                       rounds=1, iterations=1)
-    benchmark.extra_info.update({"conversation": name, "cold_count_s": cold,
-                                 "overhead_share_of_cold": round(overhead, 3)})
-    print(f"\n{name}: pipeline {total:.3f}s, strategies {own:.3f}s, cold count {cold:.3f}s: "
-          f"overhead {overhead:.0%} of a cold count (median of 7; target <= 50%)")
+    benchmark.pedantic(
+        lambda: Pipeline(strategies).run(ctx, TokenCounter(TOKENIZER)), rounds=1, iterations=1
+    )
+    benchmark.extra_info.update(
+        {"conversation": name, "cold_count_s": cold, "overhead_share_of_cold": round(overhead, 3)}
+    )
+    print(
+        f"\n{name}: pipeline {total:.3f}s, strategies {own:.3f}s, cold count {cold:.3f}s: "
+        f"overhead {overhead:.0%} of a cold count (median of 7; target <= 50%)"
+    )
     assert overhead <= 0.5
 
 

@@ -49,11 +49,17 @@ def test_cold_corpus_count_vs_one_raw_encode(benchmark: Any) -> None:
     ours = benchmark.stats.stats.min
     ratio = ours / raw
     benchmark.extra_info.update(
-        {"corpus_tokens": total, "conversations": len(contexts), "raw_encode_s": raw,
-         "ratio_to_raw_encode": round(ratio, 3)}
+        {
+            "corpus_tokens": total,
+            "conversations": len(contexts),
+            "raw_encode_s": raw,
+            "ratio_to_raw_encode": round(ratio, 3),
+        }
     )
-    print(f"\ncorpus: {len(contexts)} conversations, {total:,} tokens; cold count {ours:.3f}s, "
-          f"raw encode {raw:.3f}s, ratio {ratio:.2f}x (target <= 1.3x)")
+    print(
+        f"\ncorpus: {len(contexts)} conversations, {total:,} tokens; cold count {ours:.3f}s, "
+        f"raw encode {raw:.3f}s, ratio {ratio:.2f}x (target <= 1.3x)"
+    )
     assert ratio <= 1.3
 
 
@@ -77,6 +83,8 @@ def test_recount_after_append_vs_cold(benchmark: Any) -> None:
     warm = benchmark.stats.stats.median
     share = warm / cold
     benchmark.extra_info.update({"tokens": size, "cold_s": cold, "share_of_cold": round(share, 4)})
-    print(f"\n{size:,}-token context: cold {cold * 1000:.1f} ms, recount after append "
-          f"{warm * 1000:.2f} ms = {share:.2%} of cold (target <= 2%)")
+    print(
+        f"\n{size:,}-token context: cold {cold * 1000:.1f} ms, recount after append "
+        f"{warm * 1000:.2f} ms = {share:.2%} of cold (target <= 2%)"
+    )
     assert share <= 0.02

@@ -493,28 +493,59 @@ def make_cli(registry_factory: Callable[[], Registry] | None = None) -> click.Gr
     @cli.command()
     @click.argument("paths", nargs=-1, required=True)
     @click.option(
-        "-s", "--pipeline", "pipelines", multiple=True, metavar="PIPELINE",
+        "-s",
+        "--pipeline",
+        "pipelines",
+        multiple=True,
+        metavar="PIPELINE",
         help="A pipeline to compare: strategy specs joined by '+' or spaces, 'default', or "
         "@FILE.json; repeat to compare several. 'none' is always included.",
     )
-    @click.option("--mode", type=click.Choice(["replay", "view", "persistent", "oneshot"]),
-                  default="replay", show_default=True,
-                  help="replay = persistent compaction; view = pipeline before every call.")
-    @click.option("--pricing", "pricing", multiple=True, metavar="NAME",
-                  help="Pricing profile (anthropic, openai, nocache); repeatable.")
-    @click.option("--trigger", type=click.IntRange(min=1), default=DEFAULT_TRIGGER,
-                  show_default=True, help="Persistent mode: compact when history exceeds this.")
+    @click.option(
+        "--mode",
+        type=click.Choice(["replay", "view", "persistent", "oneshot"]),
+        default="replay",
+        show_default=True,
+        help="replay = persistent compaction; view = pipeline before every call.",
+    )
+    @click.option(
+        "--pricing",
+        "pricing",
+        multiple=True,
+        metavar="NAME",
+        help="Pricing profile (anthropic, openai, nocache); repeatable.",
+    )
+    @click.option(
+        "--trigger",
+        type=click.IntRange(min=1),
+        default=DEFAULT_TRIGGER,
+        show_default=True,
+        help="Persistent mode: compact when history exceeds this.",
+    )
     @click.option("--json", "json_out", default=None, metavar="OUT", help="Write the JSON report.")
     @click.option("--markdown", "md_out", default=None, metavar="OUT", help="Write markdown.")
     @click.option("--html", "html_out", default=None, metavar="OUT", help="Write an HTML page.")
-    @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
-                  help="Parallel worker processes (results are identical to one worker).")
+    @click.option(
+        "--workers",
+        type=click.IntRange(min=1),
+        default=1,
+        show_default=True,
+        help="Parallel worker processes (results are identical to one worker).",
+    )
     @tokenizer_option
     @click.pass_obj
     def bench(
-        state: State, paths: Sequence[str], pipelines: Sequence[str], mode: str,
-        pricing: Sequence[str], trigger: int, json_out: str | None, md_out: str | None,
-        html_out: str | None, workers: int, tokenizer: str,
+        state: State,
+        paths: Sequence[str],
+        pipelines: Sequence[str],
+        mode: str,
+        pricing: Sequence[str],
+        trigger: int,
+        json_out: str | None,
+        md_out: str | None,
+        html_out: str | None,
+        workers: int,
+        tokenizer: str,
     ) -> None:
         """Measure pipelines on sessions: tokens, cache-adjusted cost, retention, speed.
 
@@ -533,9 +564,15 @@ def make_cli(registry_factory: Callable[[], Registry] | None = None) -> click.Gr
         replay_mode = "persistent" if mode == "replay" else mode
         progress = _BenchProgress(len(paths))
         report = run_bench(
-            paths, specs, mode=replay_mode,  # type: ignore[arg-type]  # checked by click.Choice
-            profiles=tuple(pricing) or ("anthropic", "openai"), trigger=trigger,
-            tokenizer=tokenizer, workers=workers, registry=state.registry, progress=progress,
+            paths,
+            specs,
+            mode=replay_mode,  # type: ignore[arg-type]  # checked by click.Choice
+            profiles=tuple(pricing) or ("anthropic", "openai"),
+            trigger=trigger,
+            tokenizer=tokenizer,
+            workers=workers,
+            registry=state.registry,
+            progress=progress,
         )
         progress.close()
         if json_out:
@@ -592,7 +629,12 @@ def _ranges(changes: Sequence[Any]) -> list[tuple[str, int, int, str]]:
     """Consecutive changes with the same action and reason, folded into index ranges."""
     out: list[tuple[str, int, int, str]] = []
     for c in changes:
-        if out and out[-1][0] == c.action and out[-1][3] == c.reason and out[-1][2] == c.message - 1:
+        if (
+            out
+            and out[-1][0] == c.action
+            and out[-1][3] == c.reason
+            and out[-1][2] == c.message - 1
+        ):
             out[-1] = (c.action, out[-1][1], c.message, c.reason)
         else:
             out.append((c.action, c.message, c.message, c.reason))

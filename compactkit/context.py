@@ -9,7 +9,7 @@ import hashlib
 import json
 from collections.abc import Iterator, Mapping
 from functools import cached_property
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
@@ -126,7 +126,7 @@ class OmittedBlock(_Value):
 
 
 ContentPart = Annotated[
-    Union[TextBlock, ImageBlock, CollapsedBlock, ElidedBlock, MaskedBlock],
+    TextBlock | ImageBlock | CollapsedBlock | ElidedBlock | MaskedBlock,
     Field(discriminator="type"),
 ]
 """What a tool result may hold."""
@@ -157,23 +157,21 @@ class ToolResultBlock(_Value):
 
 
 Block = Annotated[
-    Union[
-        TextBlock,
-        ImageBlock,
-        ThinkingBlock,
-        ToolCallBlock,
-        ToolResultBlock,
-        CollapsedBlock,
-        ElidedBlock,
-        MaskedBlock,
-        SummaryBlock,
-        OmittedBlock,
-    ],
+    TextBlock
+    | ImageBlock
+    | ThinkingBlock
+    | ToolCallBlock
+    | ToolResultBlock
+    | CollapsedBlock
+    | ElidedBlock
+    | MaskedBlock
+    | SummaryBlock
+    | OmittedBlock,
     Field(discriminator="type"),
 ]
 
 MARKER_TYPES = ("collapsed", "elided", "masked", "summary", "omitted")
-Marker = Union[CollapsedBlock, ElidedBlock, MaskedBlock, SummaryBlock, OmittedBlock]
+Marker = CollapsedBlock | ElidedBlock | MaskedBlock | SummaryBlock | OmittedBlock
 
 
 class Message(_Value):
@@ -188,9 +186,7 @@ class Message(_Value):
     @cached_property
     def text(self) -> str:
         """Text and summary blocks joined with newlines."""
-        return "\n".join(
-            b.text for b in self.content if isinstance(b, (TextBlock, SummaryBlock))
-        )
+        return "\n".join(b.text for b in self.content if isinstance(b, (TextBlock, SummaryBlock)))
 
     @cached_property
     def tool_calls(self) -> tuple[ToolCallBlock, ...]:

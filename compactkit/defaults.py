@@ -9,7 +9,7 @@ and can cost more than no compaction at all. See docs/bench.md for the figures.
 
 from __future__ import annotations
 
-DEFAULT_TRIGGER = 60_000
+DEFAULT_TRIGGER = 30_000
 """History size (tokens) above which the default pipeline compacts, when no budget is given."""
 
 SUMMARY_TOKENS = 4_000

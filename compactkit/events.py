@@ -10,7 +10,7 @@ import sys
 import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ class CompactionFailed:
     kind: Literal["failed"] = "failed"
 
 
-Event = Union[CompactionStarted, StrategyApplied, CompactionFinished, CompactionFailed]
+Event = CompactionStarted | StrategyApplied | CompactionFinished | CompactionFailed
 Observer = Callable[[Event], None]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import tempfile
@@ -143,10 +144,8 @@ def write_atomic(path: str | Path, text: str) -> None:
             os.fsync(handle.fileno())
         os.replace(tmp, target)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
 
 

@@ -71,6 +71,7 @@ def changes(before: AgentContext, after: AgentContext) -> tuple[list[Change], li
     out: list[Change] = []
     etags: list[str] = []
     mid_a, mid_b = a[head : len(a) - tail], b[head : len(b) - tail]
+    opcodes: Sequence[tuple[str, int, int, int, int]]
     if len(mid_a) == len(mid_b):  # messages changed in place: pair them by position
         opcodes = [
             ("replace", k, k + 1, k, k + 1) for k in range(len(mid_a)) if mid_a[k] != mid_b[k]

@@ -105,8 +105,9 @@ class _Expander:
         for block in blocks:
             if isinstance(block, ToolResultBlock):
                 parts = self.parts(block.content, depth)
-                out.append(block if parts == block.content else block.model_copy(
-                    update={"content": parts}))
+                out.append(
+                    block if parts == block.content else block.model_copy(update={"content": parts})
+                )
                 continue
             data = self._load(block.etag) if is_marker(block) else None
             if data is None:
@@ -126,8 +127,9 @@ class _Expander:
                 out.extend(self.messages(_messages.validate_python(data), depth + 1))
                 continue
             content = self.blocks(msg.content, depth)
-            out.append(msg if content == msg.content else msg.model_copy(
-                update={"content": content}))
+            out.append(
+                msg if content == msg.content else msg.model_copy(update={"content": content})
+            )
         return out
 
 
@@ -194,8 +196,14 @@ STASH_TAG = "compactkit.stash/1"
 
 
 def stash_json(entries: Mapping[str, str]) -> str:
-    return json.dumps({"format": STASH_TAG, "entries": dict(sorted(entries.items()))},
-                      ensure_ascii=False, indent=1) + "\n"
+    return (
+        json.dumps(
+            {"format": STASH_TAG, "entries": dict(sorted(entries.items()))},
+            ensure_ascii=False,
+            indent=1,
+        )
+        + "\n"
+    )
 
 
 def read_stash(text: str, path: str) -> dict[str, str]:
@@ -204,8 +212,9 @@ def read_stash(text: str, path: str) -> dict[str, str]:
     except json.JSONDecodeError as exc:
         raise BadInputError(f"stash is not JSON: {exc.msg}", path=path, line=exc.lineno) from None
     if not isinstance(data, dict) or data.get("format") != STASH_TAG:
-        raise BadInputError("not a compactkit stash file", path=path,
-                            hint=f"expected format {STASH_TAG!r}")
+        raise BadInputError(
+            "not a compactkit stash file", path=path, hint=f"expected format {STASH_TAG!r}"
+        )
     entries = data.get("entries")
     if not isinstance(entries, dict) or not all(isinstance(v, str) for v in entries.values()):
         raise BadInputError("stash entries must map etags to strings", path=path)

@@ -232,9 +232,7 @@ def _allowed(env: Mapping[str, str]) -> set[str] | None:
     return {part.strip() for part in raw.split(",") if part.strip()}
 
 
-def _register(
-    pm: pluggy.PluginManager, obj: Any, name: str, info: PluginInfo
-) -> None:
+def _register(pm: pluggy.PluginManager, obj: Any, name: str, info: PluginInfo) -> None:
     try:
         pm.register(obj, name=name)
     except Exception as exc:
@@ -349,4 +347,6 @@ def call_safely(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     except (PluginError, ConfigError):
         raise
     except Exception as exc:
-        raise PluginError(f"plugin code {getattr(fn, '__qualname__', fn)!r} raised {exc!r}") from exc
+        raise PluginError(
+            f"plugin code {getattr(fn, '__qualname__', fn)!r} raised {exc!r}"
+        ) from exc

@@ -58,10 +58,10 @@ class Strategy:
         return f"<Strategy {self.label}>"
 
 
-O = TypeVar("O", bound=StrategyOptions)
+OptionsT = TypeVar("OptionsT", bound=StrategyOptions)
 
 
-def make_options(model: type[O], values: Mapping[str, Any], strategy: str) -> O:
+def make_options(model: type[OptionsT], values: Mapping[str, Any], strategy: str) -> OptionsT:
     try:
         return model.model_validate(dict(values))
     except ValidationError as exc:
@@ -129,8 +129,6 @@ def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
     for item in filter(None, (p.strip() for p in rest.split(","))):
         key, eq, value = item.partition("=")
         if not eq or not key.strip():
-            raise ConfigError(
-                f"bad option {item!r} in {spec!r} (use NAME:key=value,key=value)"
-            )
+            raise ConfigError(f"bad option {item!r} in {spec!r} (use NAME:key=value,key=value)")
         options[key.strip().replace("-", "_")] = parse_value(value.strip())
     return name, options

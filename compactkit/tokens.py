@@ -20,10 +20,11 @@ from __future__ import annotations
 import base64
 import gzip
 import hashlib
+import os
 import re
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from typing import Protocol, runtime_checkable
 
@@ -84,7 +85,7 @@ _ENCODINGS: dict[str, dict[str, object]] = {
             "<|fim_suffix|>": 100260,
             "<|endofprompt|>": 100276,
         },
-        "pat_str": r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s""",
+        "pat_str": r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s""",  # noqa: E501  (tiktoken's pattern, verbatim)
         "description": "OpenAI cl100k_base (GPT-4, GPT-3.5-turbo, text-embedding-3)",
     },
 }
@@ -164,7 +165,8 @@ class TiktokenTokenizer:
                 owners.append(index)
         counts = [0] * len(texts)
         encode = self.encoding.encode_ordinary
-        for owner, n in zip(owners, _pool().map(lambda t: len(encode(t)), pieces, chunksize=16)):
+        sizes = _pool().map(lambda t: len(encode(t)), pieces, chunksize=16)
+        for owner, n in zip(owners, sizes, strict=True):
             counts[owner] += n
         return counts
 
@@ -178,6 +180,15 @@ def _pool() -> ThreadPoolExecutor:
     if _executor is None:
         _executor = ThreadPoolExecutor(max_workers=_THREADS, thread_name_prefix="compactkit-count")
     return _executor
+
+
+def _forget_pool() -> None:
+    """A forked child has the pool object but none of its threads: start a fresh one there."""
+    global _executor
+    _executor = None
+
+
+os.register_at_fork(after_in_child=_forget_pool)
 
 
 _SPLIT_ABOVE = 64_000
@@ -249,7 +260,7 @@ class TokenCounter:
         with self._lock:
             if len(cache) + len(missing) > self._max:
                 cache.clear()
-            cache.update(zip(missing, counts))
+            cache.update(zip(missing, counts, strict=False))
 
     def text(self, text: str) -> int:
         count = self._cache.get(text)

@@ -68,9 +68,7 @@ def _pairing(ctx: AgentContext) -> list[Violation]:
                         )
                     )
                 if cid not in seen_calls:
-                    out.append(
-                        Violation("tool-result-without-call", i, f"no earlier call {cid!r}")
-                    )
+                    out.append(Violation("tool-result-without-call", i, f"no earlier call {cid!r}"))
                     continue
                 if cid in answered:
                     out.append(Violation("tool-result-without-call", i, f"{cid!r} answered twice"))

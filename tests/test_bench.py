@@ -24,8 +24,10 @@ from compactkit.tokens import TiktokenTokenizer, TokenCounter
 
 from .conftest import SAMPLES, sample
 
-SPECS = [parse_pipeline("observation-mask:keep_last=5", []),
-         parse_pipeline("sliding-window:max_tokens=20000", [])]
+SPECS = [
+    parse_pipeline("observation-mask:keep_last=5", []),
+    parse_pipeline("sliding-window:max_tokens=20000", []),
+]
 
 
 def test_pricing_profiles_bill_the_cached_prefix_as_documented() -> None:
@@ -65,8 +67,12 @@ def test_a_prefix_rewriting_strategy_shows_its_real_cost() -> None:
     profiles = [get_profile("anthropic")]
     none = run_session("s", ctx, Pipeline([]), "view", counter, profiles)
     masked = run_session(
-        "s", ctx, Pipeline([get_strategy("observation-mask", keep_last=1, min_tokens=1)]),
-        "view", counter, profiles,
+        "s",
+        ctx,
+        Pipeline([get_strategy("observation-mask", keep_last=1, min_tokens=1)]),
+        "view",
+        counter,
+        profiles,
     )
     # fewer prompt tokens, but the moving mask breaks the cached prefix on every call
     assert masked.prompt_tokens < none.prompt_tokens
@@ -99,7 +105,7 @@ def test_workers_give_identical_results() -> None:
     one = run_bench(paths, SPECS, trigger=20_000, workers=1)
     two = run_bench(paths, SPECS, trigger=20_000, workers=2)
     assert _strip_seconds(one) == _strip_seconds(two)
-    assert [p["name"] for p in one["pipelines"]][0] == "none"
+    assert next(p["name"] for p in one["pipelines"]) == "none"
     sessions = {s["session"] for s in one["sessions"]}
     assert len(sessions) == 1 + 3 + 2  # tau-bench and the resolver file hold several
 
@@ -109,11 +115,26 @@ def test_bench_command_writes_json_markdown_and_html(tmp_path: Path) -> None:
     broken.write_text('{"not": "a session"}')
     cli = make_cli(lambda: make_registry(entry_points=False))
     out = tmp_path / "r"
-    result = CliRunner().invoke(cli, [
-        "bench", str(sample("sphinx-doc")), str(broken), "-s", "observation-mask:keep_last=5",
-        "-s", "sliding-window:max_tokens=20000", "--trigger", "20000",
-        "--json", f"{out}.json", "--markdown", f"{out}.md", "--html", f"{out}.html",
-    ])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "bench",
+            str(sample("sphinx-doc")),
+            str(broken),
+            "-s",
+            "observation-mask:keep_last=5",
+            "-s",
+            "sliding-window:max_tokens=20000",
+            "--trigger",
+            "20000",
+            "--json",
+            f"{out}.json",
+            "--markdown",
+            f"{out}.md",
+            "--html",
+            f"{out}.html",
+        ],
+    )
     assert result.exit_code == 0, result.output
     report = json.loads(Path(f"{out}.json").read_text())
     assert report["schema"] == "compactkit.bench/1"
@@ -142,7 +163,9 @@ def test_bench_rejects_unknown_strategies_and_profiles() -> None:
 
 def _nesting(store: dict[str, str]) -> int:
     """How many marker levels deep the recovery store goes."""
-    refs = {k: set(re.findall(r'"etag":"([0-9a-f]{16})"', v)) & store.keys() for k, v in store.items()}
+    refs = {
+        k: set(re.findall(r'"etag":"([0-9a-f]{16})"', v)) & store.keys() for k, v in store.items()
+    }
 
     def depth(key: str, seen: frozenset[str]) -> int:
         return 1 + max((depth(c, seen | {c}) for c in refs[key] - seen), default=0)
@@ -155,8 +178,15 @@ def test_many_persistent_compactions_stay_flat_and_recoverable(name: str) -> Non
     ctx = compactkit.load_one(sample("pi-mono"))
     counter = TokenCounter(TiktokenTokenizer("o200k_base"))
     strategy = get_strategy(name, max_tokens=8000)
-    result = run_session("pi", ctx, Pipeline([strategy]), "persistent", counter,
-                         [get_profile("openai")], trigger=8000)
+    result = run_session(
+        "pi",
+        ctx,
+        Pipeline([strategy]),
+        "persistent",
+        counter,
+        [get_profile("openai")],
+        trigger=8000,
+    )
     assert result.compactions >= 5
     assert result.violations == 0
     assert result.recoverability["share"] == 1.0

@@ -49,7 +49,15 @@ def _bad_inputs(tmp_path: Path) -> dict[str, tuple[Path | str, str]]:
 
 @pytest.mark.parametrize(
     "case",
-    ["missing", "truncated", "garbage", "empty", "not json", "unknown format", "index out of range"],
+    [
+        "missing",
+        "truncated",
+        "garbage",
+        "empty",
+        "not json",
+        "unknown format",
+        "index out of range",
+    ],
 )
 def test_bad_input_is_one_line_naming_the_file_with_exit_2(tmp_path: Path, case: str) -> None:
     path, expected = _bad_inputs(tmp_path)[case]
@@ -77,7 +85,7 @@ def test_inspect_json_reports_each_conversation() -> None:
     reports = [json.loads(line) for line in out.splitlines()]
     contexts = compactkit.load(path)
     assert len(reports) == len(contexts) == 2
-    for n, (report, ctx) in enumerate(zip(reports, contexts)):
+    for n, (report, ctx) in enumerate(zip(reports, contexts, strict=False)):
         assert report["conversation"] == n
         assert report["format"] == "openhands-events"
         assert report["messages"] == len(ctx.messages)

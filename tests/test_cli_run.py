@@ -40,17 +40,28 @@ def test_run_fits_the_budget_reports_each_strategy_and_never_touches_the_input(
     assert data["schema"] == "compactkit.run/1"
     assert data["tokens_before"] == before and data["tokens_after"] == after
     assert [s["strategy"].split(":")[0] for s in data["steps"]] == [
-        "etag-collapse", "llm-summary", "sliding-window",
+        "etag-collapse",
+        "llm-summary",
+        "sliding-window",
     ]
-    for step, nxt in zip(data["steps"], data["steps"][1:]):
+    for step, nxt in zip(data["steps"], data["steps"][1:], strict=False):
         assert step["tokens_after"] == nxt["tokens_before"]
     assert hashlib.sha256(SESSION.read_bytes()).hexdigest() == digest
 
 
 def test_strategy_order_is_pipeline_order_and_explain_says_why(tmp_path: Path) -> None:
     code, stdout, _ = run(
-        "run", str(SESSION), "-s", "observation-mask:keep_last=3", "-s", "sliding-window",
-        "--budget", "25000", "--explain", "-o", str(tmp_path / "o.json"),
+        "run",
+        str(SESSION),
+        "-s",
+        "observation-mask:keep_last=3",
+        "-s",
+        "sliding-window",
+        "--budget",
+        "25000",
+        "--explain",
+        "-o",
+        str(tmp_path / "o.json"),
     )
     assert code == 0
     lines = stdout.splitlines()
@@ -72,7 +83,9 @@ def test_over_budget_writes_the_output_and_exits_1(tmp_path: Path) -> None:
 
 def test_stash_then_expand_gives_back_the_original(tmp_path: Path) -> None:
     out, stash, back = tmp_path / "o.json", tmp_path / "o.stash", tmp_path / "back.json"
-    code, _, _ = run("run", str(SESSION), "--budget", "20000", "-o", str(out), "--stash", str(stash))
+    code, _, _ = run(
+        "run", str(SESSION), "--budget", "20000", "-o", str(out), "--stash", str(stash)
+    )
     assert code == 0
     assert compactkit.load_one(out).recovery == {}
     code, _, stderr = run("expand", str(out), "-o", str(back))
@@ -116,8 +129,9 @@ def test_bad_strategy_specs_are_usage_errors() -> None:
 
 def test_provider_output_warns_when_the_recovery_store_would_be_lost(tmp_path: Path) -> None:
     out = tmp_path / "o.openai.json"
-    code, _, stderr = run("run", str(SESSION), "--budget", "20000", "--to", "openai-chat",
-                          "-o", str(out))
+    code, _, stderr = run(
+        "run", str(SESSION), "--budget", "20000", "--to", "openai-chat", "-o", str(out)
+    )
     assert code == 0
     assert "--stash" in stderr
     messages = json.loads(out.read_text())

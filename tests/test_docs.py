@@ -12,7 +12,7 @@ from compactkit import hookspecs
 
 from .conftest import ROOT
 
-DOCS = sorted((ROOT / "docs").rglob("*.md")) + [ROOT / "README.md"]
+DOCS = [*sorted((ROOT / "docs").rglob("*.md")), ROOT / "README.md"]
 FENCE = re.compile(r"```python\n(.*?)```", re.S)
 
 

@@ -53,15 +53,29 @@ class PricingProfile:
 
 PROFILES: dict[str, PricingProfile] = {
     "anthropic": PricingProfile(
-        "anthropic", input=3.0, output=15.0, cache_read=0.1, cache_write=1.25,
+        "anthropic",
+        input=3.0,
+        output=15.0,
+        cache_read=0.1,
+        cache_write=1.25,
         description="Claude Sonnet 4: cache read 0.1x, cache write 1.25x",
     ),
     "openai": PricingProfile(
-        "openai", input=2.0, output=8.0, cache_read=0.25, cache_write=1.0, min_cached=1024,
-        step=128, description="GPT-4.1: cached input 0.25x from 1,024 tokens in 128-token steps",
+        "openai",
+        input=2.0,
+        output=8.0,
+        cache_read=0.25,
+        cache_write=1.0,
+        min_cached=1024,
+        step=128,
+        description="GPT-4.1: cached input 0.25x from 1,024 tokens in 128-token steps",
     ),
     "nocache": PricingProfile(
-        "nocache", input=3.0, output=15.0, cache_read=1.0, cache_write=1.0,
+        "nocache",
+        input=3.0,
+        output=15.0,
+        cache_read=1.0,
+        cache_write=1.0,
         description="no prompt caching",
     ),
 }

@@ -110,7 +110,7 @@ def prefix_tokens(prev: AgentContext | None, cur: AgentContext, counter: TokenCo
     ):
         return 0
     total = counter.preamble(cur)
-    for a, b in zip(prev.messages, cur.messages):
+    for a, b in zip(prev.messages, cur.messages, strict=False):
         if a is not b and a != b:
             break
         total += counter.message(b)
@@ -136,8 +136,9 @@ class _Checker:
             self.samples.append(str(p))
 
 
-def _compact(pipeline: Pipeline, ctx: AgentContext, counter: TokenCounter,
-             checker: _Checker) -> AgentContext:
+def _compact(
+    pipeline: Pipeline, ctx: AgentContext, counter: TokenCounter, checker: _Checker
+) -> AgentContext:
     out = pipeline.run(ctx, counter).context
     if out is not ctx:
         checker.check(out, ctx)
@@ -159,8 +160,9 @@ def run_session(
     start = time.perf_counter()
     before = counter.context(ctx)
     result = SessionResult(name, pipeline.title, mode, before, before)
-    unchecked = Pipeline(pipeline.strategies, tokenizer=pipeline.tokenizer, check=False,
-                         name=pipeline.title)
+    unchecked = Pipeline(
+        pipeline.strategies, tokenizer=pipeline.tokenizer, check=False, name=pipeline.title
+    )
     if mode == "oneshot":
         final = _compact(unchecked, ctx, counter, checker)
         result.tokens_after = counter.context(final)

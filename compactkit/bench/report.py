@@ -70,7 +70,9 @@ def render_markdown(report: dict[str, Any]) -> str:
     out = [f"# compactkit bench ({report['mode']})", ""]
     if report.get("trigger"):
         out.append(f"Persistent compaction triggered above {report['trigger']:,} tokens. ")
-    out.append(f"Pricing profiles: {', '.join(report['pricing'])}; tokenizer {report['tokenizer']}.")
+    out.append(
+        f"Pricing profiles: {', '.join(report['pricing'])}; tokenizer {report['tokenizer']}."
+    )
     out.append("")
     if rows:
         keys = list(rows[0])
@@ -79,8 +81,11 @@ def render_markdown(report: dict[str, Any]) -> str:
         for row in rows:
             out.append("| " + " | ".join(row.values()) + " |")
     out += ["", "## Per session", ""]
-    out.append("| session | pipeline | prompt tokens | cached | "
-               + " | ".join(f"cost {p}" for p in report["pricing"]) + " | retention | violations |")
+    out.append(
+        "| session | pipeline | prompt tokens | cached | "
+        + " | ".join(f"cost {p}" for p in report["pricing"])
+        + " | retention | violations |"
+    )
     out.append("|---|---|---:|---:|" + "---:|" * len(report["pricing"]) + "---:|---:|")
     for s in report["sessions"]:
         costs = " | ".join(_money(s["cost"].get(p, 0.0)) for p in report["pricing"])
@@ -117,8 +122,10 @@ def _line_chart(session: str, series: list[tuple[str, list[int]]]) -> str:
             for i, v in enumerate(values)
         )
         color = _COLORS[k % len(_COLORS)]
-        parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{points}">'
-                     f"<title>{html.escape(name)}</title></polyline>")
+        parts.append(
+            f'<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{points}">'
+            f"<title>{html.escape(name)}</title></polyline>"
+        )
     parts.append("</svg>")
     return "".join(parts)
 
@@ -173,7 +180,9 @@ def render_html(report: dict[str, Any], max_charts: int = 12) -> str:
     if report["mode"] != "oneshot":
         by_session: dict[str, dict[str, list[int]]] = {}
         for s in report["sessions"]:
-            by_session.setdefault(s["session"], {})[s["pipeline"]] = [c[1] for c in s.get("calls", [])]
+            by_session.setdefault(s["session"], {})[s["pipeline"]] = [
+                c[1] for c in s.get("calls", [])
+            ]
         biggest = sorted(
             by_session.items(), key=lambda kv: -max((sum(v) for v in kv[1].values()), default=0)
         )[:max_charts]
@@ -186,11 +195,11 @@ def render_html(report: dict[str, Any], max_charts: int = 12) -> str:
 <style>body{{font-family:system-ui,sans-serif;margin:2em;color:#222}}
 table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}
 td:first-child,th:first-child{{text-align:left}}svg{{margin:8px;background:#fafafa}}</style></head>
-<body><h1>compactkit bench ({html.escape(report['mode'])})</h1>
-<p>Pricing: {html.escape(', '.join(report['pricing']))}; tokenizer {html.escape(report['tokenizer'])}
-{f"; persistent trigger {report['trigger']:,} tokens" if report.get('trigger') else ''}.</p>
+<body><h1>compactkit bench ({html.escape(report["mode"])})</h1>
+<p>Pricing: {html.escape(", ".join(report["pricing"]))}; tokenizer {html.escape(report["tokenizer"])}
+{f"; persistent trigger {report['trigger']:,} tokens" if report.get("trigger") else ""}.</p>
 <table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>
 <h2>Savings against cost</h2>{scatters}
-<h2>Prompt tokens per model call</h2><p>{legend}</p>{''.join(charts)}
+<h2>Prompt tokens per model call</h2><p>{legend}</p>{"".join(charts)}
 </body></html>
 """

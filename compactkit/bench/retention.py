@@ -71,7 +71,9 @@ def extract_facts(ctx: AgentContext) -> list[Fact]:
     user_texts = [
         (i, m.text)
         for i, m in enumerate(ctx.messages)
-        if m.role == "user" and m.text.strip() and not m.metadata.get("is_demo")
+        if m.role == "user"
+        and m.text.strip()
+        and not m.metadata.get("is_demo")
         and not m.metadata.get("compactkit_marker")
     ]
     if task_index is not None:

@@ -55,12 +55,12 @@ def read_pipeline_file(path: str) -> list[PipelineSpec]:
     except json.JSONDecodeError as exc:
         raise BadInputError(f"not JSON: {exc.msg}", path=path, line=exc.lineno) from None
     if not isinstance(data, list) or not all(
-        isinstance(d, dict) and isinstance(d.get("name"), str)
-        and isinstance(d.get("strategies"), list) for d in data
+        isinstance(d, dict)
+        and isinstance(d.get("name"), str)
+        and isinstance(d.get("strategies"), list)
+        for d in data
     ):
-        raise BadInputError(
-            "expected a list of {\"name\": ..., \"strategies\": [...]}", path=path
-        )
+        raise BadInputError('expected a list of {"name": ..., "strategies": [...]}', path=path)
     return [PipelineSpec(d["name"], tuple(str(s) for s in d["strategies"])) for d in data]
 
 
@@ -72,7 +72,8 @@ def collect_sessions(paths: Iterable[str]) -> list[str]:
         p = Path(file)
         if index is None and p.is_dir():
             out.extend(
-                str(f) for f in sorted(p.rglob("*"))
+                str(f)
+                for f in sorted(p.rglob("*"))
                 if f.is_file() and f.name.endswith(SESSION_SUFFIXES)
             )
         else:
@@ -114,8 +115,7 @@ def run_job(job: Job, registry: Registry | None = None) -> JobResult:
             [(f"{file}#{index}", pick(contexts, index, file))]
             if index is not None
             else [
-                (file if len(contexts) == 1 else f"{file}#{n}", c)
-                for n, c in enumerate(contexts)
+                (file if len(contexts) == 1 else f"{file}#{n}", c) for n, c in enumerate(contexts)
             ]
         )
         pipelines = [_pipeline(s, registry, job.tokenizer) for s in job.specs]
@@ -124,8 +124,9 @@ def run_job(job: Job, registry: Registry | None = None) -> JobResult:
         for name, ctx in named:
             for pipeline in pipelines:
                 out.results.append(
-                    run_session(name, ctx, pipeline, job.mode, counter, profiles,
-                                trigger=job.trigger)
+                    run_session(
+                        name, ctx, pipeline, job.mode, counter, profiles, trigger=job.trigger
+                    )
                 )
     except CompactkitError as exc:
         out.error = str(exc)
@@ -240,7 +241,8 @@ def build_report(
                         worst = (ratio, r.session, p)
         totals["worst_session_cost_vs_none"] = (
             {"ratio": round(worst[0], 6), "session": worst[1], "pricing": worst[2]}
-            if worst else None
+            if worst
+            else None
         )
         pipelines.append({"name": spec.name, "strategies": list(spec.strategies), "totals": totals})
     return {

@@ -53,7 +53,9 @@ def units(messages: Sequence[Message]) -> list[Unit]:
     i, n = 0, len(messages)
     while i < n:
         j = i + 1
-        if (messages[i].role == "assistant" and messages[i].tool_calls) or messages[i].role == "tool":
+        if (messages[i].role == "assistant" and messages[i].tool_calls) or messages[
+            i
+        ].role == "tool":
             while j < n and messages[j].role == "tool":
                 j += 1
         out.append(Unit(i, j))
@@ -141,9 +143,10 @@ def restore_orphaned_collapses(ctx: AgentContext) -> AgentContext:
         for j, block in enumerate(msg.content):
             if isinstance(block, ToolResultBlock) and len(block.content) == 1:
                 part = block.content[0]
-                if isinstance(part, CollapsedBlock) and part.etag not in full:
-                    if part.etag in ctx.recovery:
-                        newest[part.etag] = (i, j)
+                if not isinstance(part, CollapsedBlock):
+                    continue
+                if part.etag not in full and part.etag in ctx.recovery:
+                    newest[part.etag] = (i, j)
     if not newest:
         return ctx
     import json

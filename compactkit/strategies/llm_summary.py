@@ -109,8 +109,15 @@ class LlmSummary(Strategy):
         if span is None:
             return ctx
         start, end = span
+        # room kept for the summary when fitting a budget: newest turns give way before the summary
+        # shrinks, so the task's constraints, files and errors survive compaction after compaction
+        reserve = (
+            min(opts.summary_max_tokens, max(budget // 4, MIN_SUMMARY_TOKENS))
+            if budget is not None
+            else MIN_SUMMARY_TOKENS
+        )
         if budget is not None:
-            end = self._fitting_end(ctx, start, end, budget, counter)
+            end = self._fitting_end(ctx, start, end, budget, counter, reserve)
             if self._nothing_new(ctx, start, end):
                 return ctx
         skeleton = self._skeleton(ctx, start, end)
@@ -118,7 +125,7 @@ class LlmSummary(Strategy):
             # keep fewer of the newest turns (never fewer than one) when that many leave no room
             # for a summary within the budget
             while (
-                counter.context(skeleton) + MIN_SUMMARY_TOKENS > budget
+                counter.context(skeleton) + reserve > budget
                 and (shorter := self._shorter(ctx, start, end)) is not None
             ):
                 end = shorter
@@ -126,7 +133,9 @@ class LlmSummary(Strategy):
         cap = opts.summary_max_tokens
         if budget is not None:
             room = budget - counter.context(skeleton) - 1
-            cap = max(min(cap, room), MIN_SUMMARY_TOKENS)
+            # a summary squeezed below its reserve would lose the constraints and files for good,
+            # and buys nothing when the newest turn alone is over the budget
+            cap = max(min(cap, room), reserve)
         raw, backend = self._summarize(ctx, ctx.messages[start:end], start, cap)
         text = clip_tokens(raw, cap, counter.tokenizer.count)
         out = self._with_text(skeleton, start, text, backend)
@@ -134,9 +143,9 @@ class LlmSummary(Strategy):
             for _ in range(3):  # token merges at the seams: shave what is still over
                 over = counter.context(out) - budget
                 size = counter.text(text)
-                if over <= 0 or size <= MIN_SUMMARY_TOKENS:
+                if over <= 0 or size <= reserve:
                     break
-                cap = max(size - over - 1, MIN_SUMMARY_TOKENS)
+                cap = max(size - over - 1, reserve)
                 text = clip_tokens(raw, cap, counter.tokenizer.count)
                 out = self._with_text(skeleton, start, text, backend)
             if counter.context(out) >= before:
@@ -175,16 +184,20 @@ class LlmSummary(Strategy):
         )
 
     def _fitting_end(
-        self, ctx: AgentContext, start: int, end: int, budget: int, counter: TokenCounter
+        self,
+        ctx: AgentContext,
+        start: int,
+        end: int,
+        budget: int,
+        counter: TokenCounter,
+        reserve: int = MIN_SUMMARY_TOKENS,
     ) -> int:
         """The window end that keeps as many of the newest units (at most `keep_last`, at least
         one) as leave room for a summary within `budget`, by the raw message sizes."""
         messages = ctx.messages
         sizes = counter.messages(messages)
         probe = self._marker(SummaryBlock(text="", etag="0" * 16, summarized_messages=end - start))
-        fixed = (
-            counter.preamble(ctx) + sum(sizes[:start]) + counter.message(probe) + MIN_SUMMARY_TOKENS
-        )
+        fixed = counter.preamble(ctx) + sum(sizes[:start]) + counter.message(probe) + reserve
         tail = units(messages[end:])
         used = 0
         for kept, unit in enumerate(reversed(tail)):

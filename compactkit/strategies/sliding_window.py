@@ -33,8 +33,14 @@ class SlidingWindowOptions(TokenizerOption):
     )
 
 
+def _is_summary(msg: Message) -> bool:
+    marker = message_marker(msg)
+    return marker is not None and marker.type == "summary"
+
+
 class SlidingWindow(Strategy):
-    """Keep the system instruction, the task and the newest turns that fit `max_tokens`; the dropped
+    """Keep the system instruction, the task (and a summary right after it) and the newest turns that
+    fit `max_tokens`; the dropped
     turns are replaced by one `omitted` marker and stay recoverable. A tool call never loses its
     result, and a turn never loses its thinking: whole turns go or stay."""
 
@@ -54,6 +60,10 @@ class SlidingWindow(Strategy):
         if counter.context(ctx) <= budget:
             return ctx
         start = head_end(ctx, self.options.keep_first)
+        # a summary of earlier turns right after the head is kept with it: it is small, and it is
+        # the only place the dropped turns' task details, files and errors are still visible
+        while start < len(ctx.messages) and _is_summary(ctx.messages[start]):
+            start += 1
         rest = units(ctx.messages[start:])
         # an earlier omitted marker right after the head joins the window being dropped
         previous_marker = (

@@ -17,7 +17,23 @@ from ..context import (
 
 _FILES = ["src/app.py", "src/util.py", "tests/test_app.py", "README.md", "setup.cfg"]
 _WORDS = st.sampled_from(
-    ["the", "of", "fix", "test", "error", "file", "read", "patch", "def", "return", "import", "value", "none", "assert", "class"]
+    [
+        "the",
+        "of",
+        "fix",
+        "test",
+        "error",
+        "file",
+        "read",
+        "patch",
+        "def",
+        "return",
+        "import",
+        "value",
+        "none",
+        "assert",
+        "class",
+    ]
 )
 
 
@@ -38,7 +54,9 @@ def _payload(draw: st.DrawFn) -> str:
 def _turn(draw: st.DrawFn, n: int) -> list[Message]:
     content: list[Any] = []
     if draw(st.booleans()):
-        content.append(ThinkingBlock(thinking=draw(_text()), signature=draw(st.none() | _text(1, 2))))
+        content.append(
+            ThinkingBlock(thinking=draw(_text()), signature=draw(st.none() | _text(1, 2)))
+        )
     if draw(st.booleans()):
         content.append(TextBlock(text=draw(_text())))
     calls = []

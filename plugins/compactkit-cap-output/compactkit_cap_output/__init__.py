@@ -17,7 +17,9 @@ __all__ = ["CapOutput", "CapOutputOptions"]
 
 
 class CapOutputOptions(StrategyOptions):
-    max_tokens: int = Field(default=4000, ge=1, description="Outputs above this many tokens are capped.")
+    max_tokens: int = Field(
+        default=4000, ge=1, description="Outputs above this many tokens are capped."
+    )
     head_lines: int = Field(default=40, ge=0, description="Lines kept from the start of an output.")
     tail_lines: int = Field(default=40, ge=0, description="Lines kept from the end of an output.")
     tokenizer: str = Field(default="o200k_base", description="Tokenizer used to measure outputs.")

@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from compactkit_cap_output import CapOutput
+
 import compactkit
 from compactkit.pipeline import build_pipeline
 from compactkit.recovery import expand
-from compactkit_cap_output import CapOutput
 
 SESSIONS = Path(__file__).resolve().parents[3] / "examples" / "sessions"
 
@@ -35,8 +36,9 @@ def test_conforms_on_every_bundled_session(compactkit_check: Any) -> None:
 def test_caps_long_outputs_and_expand_restores_them() -> None:
     ctx = compactkit.load_one(SESSIONS / "gemini3pro_sphinx-doc__sphinx-9229.traj.json")
     out = CapOutput(max_tokens=500, head_lines=10, tail_lines=10).compact(ctx)
-    capped = [p for m in out.messages for r in m.tool_results for p in r.content
-              if p.type == "elided"]
+    capped = [
+        p for m in out.messages for r in m.tool_results for p in r.content if p.type == "elided"
+    ]
     assert capped
     assert all("lines elided by cap-output" in p.text for p in capped)
     assert compactkit.count_tokens(out) < compactkit.count_tokens(ctx)
