@@ -38,7 +38,7 @@ from .formats.base import Document, Format
 from .hookspecs import hookimpl
 from .io import dump, load, load_one, render
 from .registry import Registry, get_registry, make_registry
-from .tokens import Tokenizer, TokenCounter, count_tokens
+from .tokens import TokenCounter, Tokenizer, count_tokens
 
 __all__ = [
     "AgentContext",

@@ -5,16 +5,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..formats.native import NativeFormat
+from ..formats.anthropic_messages import AnthropicMessagesFormat
 from ..formats.claude_code import ClaudeCodeFormat
 from ..formats.codex import CodexRolloutFormat
-from ..formats.pi import PiSessionFormat
-from ..formats.mini_swe_agent import MiniSweAgentFormat
-from ..formats.swe_agent import SweAgentFormat
-from ..formats.openai_chat import OpenAIChatFormat
-from ..formats.anthropic_messages import AnthropicMessagesFormat
-from ..formats.openhands import OpenHandsEventsFormat
 from ..formats.gemini_cli import GeminiCliFormat
+from ..formats.mini_swe_agent import MiniSweAgentFormat
+from ..formats.native import NativeFormat
+from ..formats.openai_chat import OpenAIChatFormat
+from ..formats.openhands import OpenHandsEventsFormat
+from ..formats.pi import PiSessionFormat
+from ..formats.swe_agent import SweAgentFormat
 from ..hookspecs import hookimpl
 
 

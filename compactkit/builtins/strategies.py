@@ -6,11 +6,11 @@ from collections.abc import Callable
 from typing import Any
 
 from ..hookspecs import hookimpl
-from ..strategies.sliding_window import SlidingWindow
-from ..strategies.observation_mask import ObservationMask
 from ..strategies.etag_collapse import EtagCollapse
-from ..strategies.static_elision import StaticElision
 from ..strategies.llm_summary import LlmSummary
+from ..strategies.observation_mask import ObservationMask
+from ..strategies.sliding_window import SlidingWindow
+from ..strategies.static_elision import StaticElision
 
 
 @hookimpl
