@@ -23,18 +23,19 @@ run: $(STAMP)
 	$(BIN)/compactkit diff $(SAMPLE) out/demo.expanded.json
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -p no:langsmith_plugin
 
 lint: $(STAMP)
-	$(BIN)/ruff check compactkit tests benchmarks
-	$(BIN)/ruff format --check compactkit tests benchmarks
+	$(BIN)/ruff check compactkit tests benchmarks plugins
+	$(BIN)/ruff format --check compactkit tests benchmarks plugins
 
 typecheck: $(STAMP)
 	$(BIN)/mypy compactkit
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -r benchmarks/requirements.txt
-	$(BIN)/python -m pytest benchmarks --benchmark-enable -q -s -p no:cacheprovider
+	$(BIN)/python -m pytest benchmarks --benchmark-enable -q -s -p no:cacheprovider \
+		-p no:langsmith_plugin
 
 schema: $(STAMP)
 	$(BIN)/python -m compactkit.schema > docs/context.schema.json
