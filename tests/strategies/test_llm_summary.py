@@ -176,7 +176,10 @@ def test_later_user_messages_are_constraints() -> None:
 
 
 def _lower_bound(ctx: AgentContext, strat: LlmSummary) -> int:
-    """Tokens of what the output can never drop: preamble, head, newest unit, smallest summary."""
+    """Tokens of what the output can never drop: preamble, head, newest unit, and the summary's
+    reserve (a quarter of the budget, at most summary_max_tokens, never below the minimum)."""
+    budget = strat.options.max_tokens or 0
+    reserve = min(strat.options.summary_max_tokens, max(budget // 4, MIN_SUMMARY_TOKENS))
     counter = get_counter()
     start = head_end(ctx)
     newest = units(ctx.messages)[-1]
@@ -185,7 +188,7 @@ def _lower_bound(ctx: AgentContext, strat: LlmSummary) -> int:
         + sum(counter.message(m) for m in ctx.messages[:start])
         + sum(counter.message(m) for m in ctx.messages[newest.start : newest.end])
         + MESSAGE_OVERHEAD
-        + MIN_SUMMARY_TOKENS
+        + reserve
     )
 
 
