@@ -23,7 +23,7 @@ from compactkit.testing.generate import contexts
 from compactkit.tokens import MESSAGE_OVERHEAD, count_tokens, get_counter
 from compactkit.validate import validate
 
-from ..conftest import corpus_files, sample, sample_files
+from ..conftest import CORPUS, corpus_files, sample, sample_files
 
 SUMMARY_PLUGINS = tuple(dict.fromkeys((*DEFAULT_PLUGINS, "compactkit.builtins.summarizers")))
 
@@ -74,7 +74,8 @@ def test_every_conversation_keeps_the_contract() -> None:
             failures.extend(f"{name} [{strat.label}]: {p}" for p in problems)
             checked += 1
     assert failures == []
-    assert checked >= 2 * 150  # tau-bench alone has 150 conversations
+    # tau-bench alone has 150 conversations in the full corpus; the bundled sample keeps 3
+    assert checked >= (2 * 150 if CORPUS is not None else 2 * 10)
 
 
 @settings(max_examples=60, deadline=None)
