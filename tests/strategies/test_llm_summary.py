@@ -207,7 +207,7 @@ def test_with_a_budget_the_output_fits_or_fitting_was_impossible() -> None:
         # over budget only when the head, the newest turn and a minimal summary alone exceed it
         assert _lower_bound(ctx, strat) > budget - 16, name
         impossible += 1
-    assert fitted > 100
+    assert fitted > (100 if CORPUS is not None else 5)
     assert impossible < fitted
 
 
