@@ -19,7 +19,12 @@ as unchanged while no result of that tool and path since the base changed it.
 
 Repairs: whole-payload markers whose full copy is gone (dropped or masked by another strategy) are
 expanded back in place of the newest such marker (`restore_orphaned_collapses`); per-field results
-whose base is gone are expanded back and compacted again against what is left.
+whose base is gone are expanded back and compacted again against what is left. The walk itself
+never leaves a whole-payload marker without its full copy: a full copy that an earlier marker
+names stays in full (it is not split per field), and a marker whose every full copy was split
+earlier in the walk is expanded back and compacted again like a full result. Without that, a repair
+that gives a per-field result a new base could split the one copy a later marker names, and the
+next compaction would change its own output.
 """
 
 from __future__ import annotations
@@ -165,6 +170,15 @@ class _Pass:
         self.full_at: dict[str, int] = {}  # etag -> message of its first full copy
         self.version: dict[str, str] = {}  # call key -> etag of the content it returned last
         self.bases: dict[str, _Base] = {}  # base key -> latest full JSON-object result
+        # etag -> position of the last full copy in the input (whole markers name a full copy)
+        self.last_full: dict[str, tuple[int, int]] = {}
+        for i, msg in enumerate(ctx.messages):
+            for j, block in enumerate(msg.content):
+                if isinstance(block, ToolResultBlock) and _is_full(block.content):
+                    self.last_full[payload_etag(block.content)] = (i, j)
+        # etags that whole markers visited so far name, with no full copy kept yet: the next full
+        # copy is the one they name, so it stays in full
+        self.waiting: set[str] = set()
         self.recovery: dict[str, str] | None = None
 
     # ------------------------------------------------------------------ walking
@@ -174,7 +188,7 @@ class _Pass:
         for i, msg in enumerate(self.ctx.messages):
             for j, block in enumerate(msg.content):
                 if isinstance(block, ToolResultBlock):
-                    new = self.visit(i, block)
+                    new = self.visit(i, j, block)
                     if new is not None:
                         replaced.setdefault(i, {})[j] = new
         if not replaced:
@@ -198,15 +212,24 @@ class _Pass:
         base = "path\x1f" + call.name + "\x1f" + path if path else key
         return _Keys(key, base, call.name, path)
 
-    def visit(self, i: int, result: ToolResultBlock) -> ToolResultBlock | None:
-        """The replacement of `result`, or None to keep it."""
+    def visit(self, i: int, j: int, result: ToolResultBlock) -> ToolResultBlock | None:
+        """The replacement of `result` (block `j` of message `i`), or None to keep it."""
         keys = self.keys(result)
         parts = result.content
         if _is_full(parts):
             return self.visit_full(i, result, parts, keys)
         if len(parts) == 1 and isinstance(parts[0], CollapsedBlock) and parts[0].field is None:
-            self.later_version(keys, parts[0].etag, self.original(parts))
-            return None
+            etag = parts[0].etag
+            original = self.original(parts)
+            if etag in self.full_at or original is None:
+                self.later_version(keys, etag, original)
+                return None
+            if self.last_full.get(etag, (-1, -1)) > (i, j):  # names a later full copy
+                self.waiting.add(etag)
+                self.later_version(keys, etag, original)
+                return None
+            # every full copy it named was split earlier in this walk: show it again, compact afresh
+            return self.visit_full(i, result, original, keys) or _with_parts(result, original)
         split = _split_markers(parts)
         if split is not None:
             carrier, markers = split
@@ -229,13 +252,15 @@ class _Pass:
         tokens = sum(self.counter.block(p) for p in parts)
         if tokens >= self.options.min_tokens:
             collapsed = self.collapse_whole(parts, etag, tokens, keys)
-            if collapsed is None and self.options.per_field:
+            # a copy that earlier whole markers name stays in full, or they would name nothing
+            if collapsed is None and self.options.per_field and etag not in self.waiting:
                 collapsed = self.collapse_fields(parts, etag, tokens, keys)
             if collapsed is not None:
                 self.later_version(keys, etag, parts)
                 return _with_parts(result, collapsed)
         # stays in full: the first copy of its etag, the newest version of its call
         self.full_at.setdefault(etag, i)
+        self.waiting.discard(etag)
         self.version[keys.call] = etag
         obj = json_object(parts)
         if obj is None:
