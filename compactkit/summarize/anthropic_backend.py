@@ -10,16 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import (
-    RETRY_HINT,
-    Summarizer,
-    SummaryRequest,
-    api_key,
-    error_detail,
-    failure,
-    import_sdk,
-    status_failure,
-)
+from .base import Summarizer, SummaryRequest, api_key, failure, import_sdk, sdk_errors
 
 ENV_KEY = "ANTHROPIC_API_KEY"
 DEFAULT_MODEL = "claude-haiku-4-5"
@@ -46,7 +37,15 @@ class AnthropicSummarizer(Summarizer):
             "system": self.system_prompt(request),
             "messages": [{"role": "user", "content": transcript}],
         }
-        try:
+        with sdk_errors(
+            sdk,
+            sdk.AnthropicError,
+            self.name,
+            request,
+            key,
+            "the Anthropic API",
+            "the Messages API",
+        ):
             client = sdk.Anthropic(**kwargs)
             with client:
                 messages = client.messages
@@ -55,31 +54,6 @@ class AnthropicSummarizer(Summarizer):
                 else:  # SDK versions without the parameter still send it in the body
                     create_kwargs["extra_body"] = {"temperature": 0}
                 reply = messages.create(**create_kwargs)
-        except sdk.APITimeoutError:
-            raise failure(
-                self.name, f"timed out after {request.timeout:g} s", RETRY_HINT, key
-            ) from None
-        except sdk.APIStatusError as exc:
-            raise status_failure(self.name, exc.status_code, error_detail(exc.body), key) from None
-        except sdk.APIConnectionError:
-            where = request.base_url or "the Anthropic API"
-            raise failure(
-                self.name, f"could not connect to {where}", "check base_url= and the network", key
-            ) from None
-        except ValueError as exc:  # a body that is not JSON (json.JSONDecodeError)
-            raise failure(
-                self.name,
-                f"malformed reply ({type(exc).__name__})",
-                "check that base_url= points at the API, or set fallback=extractive",
-                key,
-            ) from None
-        except sdk.AnthropicError as exc:
-            raise failure(
-                self.name,
-                f"malformed reply ({type(exc).__name__})",
-                "check that base_url= serves the Messages API",
-                key,
-            ) from None
         return _reply_text(reply, self.name, key)
 
 

@@ -14,7 +14,8 @@ import os
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, ClassVar
@@ -431,3 +432,47 @@ def _water_level(sizes: Sequence[int], room: int) -> int:
             return share
         remaining -= size
     return ordered[-1]
+
+
+@contextmanager
+def sdk_errors(
+    sdk: Any,
+    base_error: type[BaseException],
+    backend: str,
+    request: SummaryRequest,
+    key: str,
+    service: str,
+    api: str,
+) -> Iterator[None]:
+    """Turn what an official provider SDK raises into one-line `StrategyError`s without the key.
+
+    :param sdk: the imported SDK module (its `APITimeoutError`, `APIStatusError`, ...).
+    :param base_error: the SDK's root exception (`openai.OpenAIError`, `anthropic.AnthropicError`).
+    :param service: how the default endpoint is named in messages ("the OpenAI API").
+    :param api: which API base_url= must serve ("the chat completions API").
+    """
+    try:
+        yield
+    except sdk.APITimeoutError:
+        raise failure(backend, f"timed out after {request.timeout:g} s", RETRY_HINT, key) from None
+    except sdk.APIStatusError as exc:
+        raise status_failure(backend, exc.status_code, error_detail(exc.body), key) from None
+    except sdk.APIConnectionError:
+        where = request.base_url or service
+        raise failure(
+            backend, f"could not connect to {where}", "check base_url= and the network", key
+        ) from None
+    except ValueError as exc:  # a body that is not JSON (json.JSONDecodeError)
+        raise failure(
+            backend,
+            f"malformed reply ({type(exc).__name__})",
+            "check that base_url= points at the API, or set fallback=extractive",
+            key,
+        ) from None
+    except base_error as exc:
+        raise failure(
+            backend,
+            f"malformed reply ({type(exc).__name__})",
+            f"check that base_url= serves {api}",
+            key,
+        ) from None

@@ -10,16 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import (
-    RETRY_HINT,
-    Summarizer,
-    SummaryRequest,
-    api_key,
-    error_detail,
-    failure,
-    import_sdk,
-    status_failure,
-)
+from .base import Summarizer, SummaryRequest, api_key, failure, import_sdk, sdk_errors
 
 ENV_KEY = "OPENAI_API_KEY"
 DEFAULT_MODEL = "gpt-4o-mini"
@@ -42,7 +33,15 @@ class OpenAISummarizer(Summarizer):
         if request.base_url:
             kwargs["base_url"] = request.base_url
         transcript = request.transcript
-        try:
+        with sdk_errors(
+            sdk,
+            sdk.OpenAIError,
+            self.name,
+            request,
+            key,
+            "the OpenAI API",
+            "the chat completions API",
+        ):
             client = sdk.OpenAI(**kwargs)
             with client:
                 reply = client.chat.completions.create(
@@ -53,31 +52,6 @@ class OpenAISummarizer(Summarizer):
                         {"role": "user", "content": transcript},
                     ],
                 )
-        except sdk.APITimeoutError:
-            raise failure(
-                self.name, f"timed out after {request.timeout:g} s", RETRY_HINT, key
-            ) from None
-        except sdk.APIStatusError as exc:
-            raise status_failure(self.name, exc.status_code, error_detail(exc.body), key) from None
-        except sdk.APIConnectionError:
-            where = request.base_url or "the OpenAI API"
-            raise failure(
-                self.name, f"could not connect to {where}", "check base_url= and the network", key
-            ) from None
-        except ValueError as exc:  # a body that is not JSON (json.JSONDecodeError)
-            raise failure(
-                self.name,
-                f"malformed reply ({type(exc).__name__})",
-                "check that base_url= points at the API, or set fallback=extractive",
-                key,
-            ) from None
-        except sdk.OpenAIError as exc:
-            raise failure(
-                self.name,
-                f"malformed reply ({type(exc).__name__})",
-                "check that base_url= serves the chat completions API",
-                key,
-            ) from None
         return _reply_text(reply, self.name, key)
 
 
