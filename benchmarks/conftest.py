@@ -4,7 +4,6 @@ the bundled sample sessions."""
 from __future__ import annotations
 
 import sys
-from functools import lru_cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -12,16 +11,17 @@ sys.path.insert(0, str(ROOT))
 
 import compactkit  # noqa: E402
 from compactkit import AgentContext  # noqa: E402
-from tests.conftest import corpus_files  # noqa: E402
+from tests.conftest import corpus_files, every_conversation  # noqa: E402
 
 
-@lru_cache(maxsize=1)
 def corpus_contexts() -> list[tuple[str, AgentContext]]:
-    out = []
-    for path in corpus_files():
-        for n, ctx in enumerate(compactkit.load(path)):
-            out.append((f"{path.name}#{n}", ctx))
-    return out
+    """Every corpus conversation (the bundled samples when no corpus is present)."""
+    files = set(corpus_files())
+    return [
+        (name, ctx)
+        for name, ctx in every_conversation()
+        if any(name.startswith(f"{p.parent.name}/{p.name}#") for p in files)
+    ]
 
 
 def largest_context() -> tuple[str, AgentContext]:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+from functools import lru_cache
 from pathlib import Path
 
 import pytest
 
+import compactkit
+from compactkit import AgentContext
 from compactkit.registry import Registry, make_registry
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,6 +39,16 @@ def corpus_files() -> list[Path]:
     return sorted(
         p for p in root.rglob("*") if p.is_file() and p.suffix in {".json", ".jsonl", ".traj"}
     )
+
+
+@lru_cache(maxsize=1)
+def every_conversation() -> list[tuple[str, AgentContext]]:
+    """(name, context) for every conversation of the bundled samples and the full corpus."""
+    out: list[tuple[str, AgentContext]] = []
+    for path in dict.fromkeys([*sample_files(), *corpus_files()]):
+        for n, ctx in enumerate(compactkit.load(path)):
+            out.append((f"{path.parent.name}/{path.name}#{n}", ctx))
+    return out
 
 
 CORPUS = corpus_dir()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from functools import lru_cache
 from typing import Any
 
 import pytest
@@ -30,20 +29,10 @@ from compactkit.testing.generate import contexts
 from compactkit.tokens import get_counter
 from compactkit.validate import validate
 
-from ..conftest import ROOT, corpus_file, corpus_files, sample, sample_files
+from ..conftest import ROOT, corpus_file, every_conversation, sample
 
 GEMINI = "codemie_gemini_session"
 FOLDER = "/Users/Jane_Smith/Documents/projects/epm-cdme/assistants/"
-
-
-@lru_cache(maxsize=1)
-def every_conversation() -> list[tuple[str, AgentContext]]:
-    out = []
-    files = dict.fromkeys([*sample_files(), *corpus_files()])
-    for path in files:
-        for n, ctx in enumerate(compactkit.load(path)):
-            out.append((f"{path.name}#{n}", ctx))
-    return out
 
 
 def results(ctx: AgentContext) -> list[tuple[int, ToolResultBlock]]:

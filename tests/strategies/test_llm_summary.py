@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from functools import lru_cache
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -23,7 +21,8 @@ from compactkit.testing.generate import contexts
 from compactkit.tokens import MESSAGE_OVERHEAD, count_tokens, get_counter
 from compactkit.validate import validate
 
-from ..conftest import CORPUS, corpus_files, sample, sample_files
+from ..conftest import CORPUS, sample
+from ..conftest import every_conversation as all_contexts
 
 SUMMARY_PLUGINS = tuple(dict.fromkeys((*DEFAULT_PLUGINS, "compactkit.builtins.summarizers")))
 
@@ -33,20 +32,6 @@ def summarizer_registry() -> Iterator[None]:
     set_registry(make_registry(entry_points=False, defaults=SUMMARY_PLUGINS))
     yield
     set_registry(None)
-
-
-@lru_cache(maxsize=1)
-def all_contexts() -> list[tuple[str, AgentContext]]:
-    """Every conversation of every bundled sample and of the full corpus."""
-    out = []
-    seen: set[Path] = set()
-    for path in [*sample_files(), *corpus_files()]:
-        if path in seen:
-            continue
-        seen.add(path)
-        for n, ctx in enumerate(compactkit.load(path)):
-            out.append((f"{path.parent.name}/{path.name}#{n}", ctx))
-    return out
 
 
 def _summary_messages(ctx: AgentContext) -> list[Message]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 from typing import Any
 
 import pytest
@@ -21,23 +20,13 @@ from compactkit.testing.generate import contexts
 from compactkit.tokens import get_counter
 from compactkit.validate import validate
 
-from ..conftest import ROOT, corpus_files, sample, sample_files
+from ..conftest import ROOT, every_conversation, sample
 
 NON_DEFAULT: dict[str, Any] = {
     "keep_last": 3,
     "min_tokens": 0,
     "placeholder": "{status}: {tool} {path}{command} ({chars} chars) {call_id}",
 }
-
-
-@lru_cache(maxsize=1)
-def every_conversation() -> list[tuple[str, AgentContext]]:
-    out = []
-    files = dict.fromkeys([*sample_files(), *corpus_files()])
-    for path in files:
-        for n, ctx in enumerate(compactkit.load(path)):
-            out.append((f"{path.name}#{n}", ctx))
-    return out
 
 
 def results(ctx: AgentContext) -> list[tuple[int, ToolResultBlock]]:

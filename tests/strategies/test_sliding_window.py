@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 import pytest
 from hypothesis import given, settings
 
@@ -15,16 +13,8 @@ from compactkit.testing import check_strategy
 from compactkit.testing.generate import contexts
 from compactkit.validate import validate
 
-from ..conftest import corpus_files, sample
-
-
-@lru_cache(maxsize=1)
-def corpus_contexts() -> list[tuple[str, AgentContext]]:
-    out = []
-    for path in corpus_files():
-        for n, ctx in enumerate(compactkit.load(path)):
-            out.append((f"{path.name}#{n}", ctx))
-    return out
+from ..conftest import every_conversation as corpus_contexts
+from ..conftest import sample
 
 
 def test_every_corpus_conversation_keeps_the_contract() -> None:

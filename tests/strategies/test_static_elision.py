@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from functools import lru_cache
 from typing import Any
 
 import pytest
@@ -34,20 +33,11 @@ from compactkit.testing.generate import contexts
 from compactkit.tokens import get_counter
 from compactkit.validate import validate
 
-from ..conftest import ROOT, corpus_file, corpus_files, sample, sample_files
+from ..conftest import ROOT, corpus_file, sample
+from ..conftest import every_conversation as corpus_contexts
 
 NON_DEFAULT = {"min_tokens": 10, "include_assistant": True, "snippet": False}
 REF_LINE = re.compile(r"\[static text elided[^\]]*\]")
-
-
-@lru_cache(maxsize=1)
-def corpus_contexts() -> list[tuple[str, AgentContext]]:
-    out: list[tuple[str, AgentContext]] = []
-    paths = {p.name: p for p in [*sample_files(), *corpus_files()]}
-    for name in sorted(paths):
-        for n, ctx in enumerate(compactkit.load(paths[name])):
-            out.append((f"{name}#{n}", ctx))
-    return out
 
 
 def _elided(ctx: AgentContext) -> list[tuple[int, ElidedBlock]]:
