@@ -131,7 +131,7 @@ def _line_chart(session: str, series: list[tuple[str, list[int]]]) -> str:
 
 
 def _scatter(report: dict[str, Any], profile: str) -> str:
-    width, height, pad = 480, 300, 50
+    width, height, pad, right = 560, 300, 50, 170
     points = []
     for p in report["pipelines"]:
         t = p["totals"]
@@ -146,13 +146,22 @@ def _scatter(report: dict[str, Any], profile: str) -> str:
         f'aria-label="savings against cost">',
         f'<text x="{pad}" y="16" font-size="12">token savings vs cost relative to none ({profile})'
         f"</text>",
-        f'<line x1="{pad}" y1="{height - pad}" x2="{width - 10}" y2="{height - pad}" stroke="#999"/>',
+        f'<line x1="{pad}" y1="{height - pad}" x2="{width - right}" y2="{height - pad}" '
+        'stroke="#999"/>',
         f'<line x1="{pad}" y1="24" x2="{pad}" y2="{height - pad}" stroke="#999"/>',
-        f'<text x="{width - 120}" y="{height - 14}" font-size="10">prompt tokens saved</text>',
+        f'<text x="{width - right - 110}" y="{height - 30}" font-size="10">prompt tokens saved '
+        "&#8594; 100%</text>",
         f'<text x="4" y="34" font-size="10">cost {top:.0%}</text>',
+        f'<text x="4" y="{height - pad}" font-size="10">0%</text>',
     ]
+    level = height - pad - (1.0 / top) * (height - pad - 30)
+    parts.append(
+        f'<line x1="{pad}" y1="{level:.1f}" x2="{width - right}" y2="{level:.1f}" stroke="#bbb" '
+        f'stroke-dasharray="4 3"/><text x="{width - right + 4}" y="{level + 4:.1f}" '
+        'font-size="10" fill="#777">cost of none</text>'
+    )
     for k, (name, saved, ratio) in enumerate(points):
-        x = pad + max(saved, 0) * (width - pad - 20)
+        x = pad + max(saved, 0) * (width - pad - right)
         y = height - pad - (ratio / top) * (height - pad - 30)
         color = _COLORS[k % len(_COLORS)]
         parts.append(
