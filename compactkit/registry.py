@@ -31,6 +31,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "compactkit.builtins.tokenizers",
     "compactkit.builtins.strategies",
     "compactkit.builtins.summarizers",
+    "compactkit.builtins.scorers",
 )
 
 T = TypeVar("T")

@@ -198,3 +198,43 @@ def test_many_persistent_compactions_stay_flat_and_recoverable(name: str) -> Non
             history = strategy.compact(history)
     assert _nesting(history.recovery) <= 2
     assert compactkit.recovery.expand(history) == ctx
+
+
+class _TaskLengthScorer:
+    """A third-party scorer: is the task still visible, scored on its own."""
+
+    name = "task-only"
+    description = "the task, alone"
+
+    def score(self, original: Any, compacted: Any, stash: Any = None) -> Any:
+        from compactkit.bench.retention import Fact, score_facts, visible_text
+
+        facts = [Fact("task", " ".join(original.task.split())[:200])]
+        return score_facts(facts, visible_text(compacted)), score_facts(
+            facts, visible_text(compactkit.recovery.expand(compacted))
+        )
+
+
+class _BrokenScorer:
+    name = "broken"
+    description = "raises"
+
+    def score(self, original: Any, compacted: Any, stash: Any = None) -> Any:
+        raise RuntimeError("scorer bug")
+
+
+class _ScorerPlugin:
+    @compactkit.hookimpl
+    def register_scorers(self, register: Any) -> None:
+        register(_TaskLengthScorer())
+        register(_BrokenScorer())
+
+
+def test_scorer_plugins_are_reported_and_cannot_break_a_run() -> None:
+    registry = make_registry(entry_points=False, plugins=[_ScorerPlugin()])
+    assert registry.scorers.names() == ["broken", "facts", "task-only"]
+    report = run_bench([str(sample("sphinx-doc"))], SPECS[1:], trigger=20_000, registry=registry)
+    for session in report["sessions"]:
+        assert session["scores"]["task-only"]["retention"]["share"] == 1.0
+        assert "scorer bug" in session["scores"]["broken"]["error"]
+        assert "facts" not in session["scores"]  # the built-in one fills `retention` itself

@@ -57,6 +57,7 @@ class SessionResult:
     recoverability: dict[str, Any] = field(default_factory=dict)
     violations: int = 0
     violation_samples: list[str] = field(default_factory=list)
+    scores: dict[str, Any] = field(default_factory=dict)
     compactions: int = 0
     seconds: float = 0.0
     error: str | None = None
@@ -78,6 +79,7 @@ class SessionResult:
             "recoverability": self.recoverability,
             "violations": self.violations,
             "violation_samples": self.violation_samples,
+            "scores": self.scores,
             "seconds": round(self.seconds, 4),
             "error": self.error,
         }
@@ -154,8 +156,13 @@ def run_session(
     profiles: Sequence[PricingProfile],
     *,
     trigger: int = 60_000,
+    scorers: Sequence[Any] = (),
 ) -> SessionResult:
-    """Measure `pipeline` on `ctx` (see the module docs for the modes)."""
+    """Measure `pipeline` on `ctx` (see the module docs for the modes).
+
+    `scorers` are retention scorers besides the built-in `facts` one (`register_scorers`); each
+    one's figures land in `scores[name]`, and one that raises is reported there, never fatal.
+    """
     checker = _Checker()
     start = time.perf_counter()
     before = counter.context(ctx)
@@ -171,6 +178,17 @@ def run_session(
     retained, recovered = FactRetention().score(ctx, final)
     result.retention = retained.as_json()
     result.recoverability = recovered.as_json()
+    for scorer in scorers:
+        if scorer.name == FactRetention.name:
+            continue
+        try:
+            kept, back = scorer.score(ctx, final)
+            result.scores[scorer.name] = {
+                "retention": kept.as_json(),
+                "recoverability": back.as_json(),
+            }
+        except Exception as exc:  # a broken scorer plugin never breaks a benchmark
+            result.scores[scorer.name] = {"error": f"{type(exc).__name__}: {exc}"}
     result.violations = checker.count
     result.violation_samples = checker.samples
     result.seconds = time.perf_counter() - start

@@ -121,11 +121,19 @@ def run_job(job: Job, registry: Registry | None = None) -> JobResult:
         pipelines = [_pipeline(s, registry, job.tokenizer) for s in job.specs]
         profiles = [get_profile(p) for p in job.profiles]
         counter = TokenCounter(registry.tokenizers.get(job.tokenizer))
+        scorers = [scorer for _, scorer in registry.scorers.items()]
         for name, ctx in named:
             for pipeline in pipelines:
                 out.results.append(
                     run_session(
-                        name, ctx, pipeline, job.mode, counter, profiles, trigger=job.trigger
+                        name,
+                        ctx,
+                        pipeline,
+                        job.mode,
+                        counter,
+                        profiles,
+                        trigger=job.trigger,
+                        scorers=scorers,
                     )
                 )
     except CompactkitError as exc:

@@ -1,0 +1,15 @@
+"""The built-in retention scorer, registered exactly as a third-party scorer would be."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..bench.retention import FactRetention
+from ..hookspecs import hookimpl
+
+
+@hookimpl
+def register_scorers(register: Callable[[Any], None]) -> None:
+    """Register `facts`: task, user messages, last instruction, file paths and errors."""
+    register(FactRetention())
