@@ -126,3 +126,20 @@ def test_plugins_observe_through_the_hook_and_cannot_break_a_run(
     assert plugin.kinds == ["started", "applied", "finished"]
     assert "observer bug" in capsys.readouterr().err
     assert compactkit.count_tokens(out) < compactkit.count_tokens(CTX)
+
+
+def hostile(ctx: AgentContext) -> AgentContext:
+    """Mutates what it was given (frozen models still hold dicts) and returns it."""
+    ctx.metadata["owned"] = True
+    ctx.messages[0].metadata["owned"] = True
+    return ctx
+
+
+def test_a_strategy_mutating_its_input_cannot_corrupt_the_callers_context() -> None:
+    snapshot = CTX.to_json()
+    with pytest.raises(
+        ContractViolation, match="'hostile' broke the contract: it mutated its input"
+    ):
+        Pipeline([hostile]).compact(CTX)
+    assert CTX.to_json() == snapshot
+    assert "owned" not in CTX.metadata
