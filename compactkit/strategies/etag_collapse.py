@@ -137,6 +137,7 @@ class _Base:
 
     tool: str
     message: int
+    call_id: str
     fields: dict[str, str]  # key -> canonical JSON of the value
     dirty: set[str] = field(default_factory=set)  # keys some later version changed
 
@@ -168,6 +169,7 @@ class _Pass:
             b.id: b for m in ctx.messages for b in m.content if isinstance(b, ToolCallBlock)
         }
         self.full_at: dict[str, int] = {}  # etag -> message of its first full copy
+        self.full_call: dict[str, str] = {}  # etag -> tool call id of its first full copy
         self.version: dict[str, str] = {}  # call key -> etag of the content it returned last
         self.bases: dict[str, _Base] = {}  # base key -> latest full JSON-object result
         # etag -> position of the last full copy in the input (whole markers name a full copy)
@@ -260,13 +262,14 @@ class _Pass:
                 return _with_parts(result, collapsed)
         # stays in full: the first copy of its etag, the newest version of its call
         self.full_at.setdefault(etag, i)
+        self.full_call.setdefault(etag, result.tool_call_id)
         self.waiting.discard(etag)
         self.version[keys.call] = etag
         obj = json_object(parts)
         if obj is None:
             self.bases.pop(keys.base, None)
         else:
-            self.bases[keys.base] = _Base(keys.tool, i, _canonical_fields(obj))
+            self.bases[keys.base] = _Base(keys.tool, i, result.tool_call_id, _canonical_fields(obj))
         return None
 
     def later_version(
@@ -298,9 +301,9 @@ class _Pass:
         latest = self.version.get(keys.call)
         if latest is not None and latest != etag:
             return None  # the call returned something else in between: a new version
-        marker = CollapsedBlock(
-            etag=etag, path=keys.path or None, unchanged=True, label=f"same as message {first}"
-        )
+        # named by call id, which stays true when other strategies drop or merge messages
+        label = f"same as the result of call {self.full_call[etag]}"
+        marker = CollapsedBlock(etag=etag, path=keys.path or None, unchanged=True, label=label)
         if self.counter.block(marker) >= tokens:
             return None
         put(self.store, parts)
@@ -315,7 +318,7 @@ class _Pass:
         obj = json_object(parts)
         if obj is None or len(obj) < 2:
             return None
-        label = f"same as message {base.message}"
+        label = f"same as the result of call {base.call_id}"
         markers: list[CollapsedBlock] = []
         kept: dict[str, Any] = {}
         for key, value in obj.items():
@@ -337,9 +340,9 @@ class _Pass:
             return None
         carrier = ElidedBlock(
             etag=etag,
-            ref=f"message {base.message}",
+            ref=f"the result of call {base.call_id}",
             text=json.dumps(kept, ensure_ascii=False),
-            label=f"fields changed since message {base.message}",
+            label=f"fields changed since the result of call {base.call_id}",
         )
         split: tuple[ContentPart, ...] = (carrier, *markers)
         if sum(self.counter.block(p) for p in split) >= tokens:

@@ -78,7 +78,10 @@ def test_files_read_again_unchanged_collapse_to_the_first_copy() -> None:
             assert marker is None
             continue
         assert marker == CollapsedBlock(
-            etag=payload_etag(first.content), path=path, unchanged=True, label="same as message 8"
+            etag=payload_etag(first.content),
+            path=path,
+            unchanged=True,
+            label=f"same as the result of call {first.tool_call_id}",
         )
     counter = get_counter()
     saved = sum(
@@ -106,7 +109,10 @@ def test_a_tau_bench_lookup_repeated_unchanged_collapses() -> None:
     assert first.content == again.content
     marker = collapsed(out.messages[16].tool_results[0])
     assert marker == CollapsedBlock(
-        etag=payload_etag(first.content), path=None, unchanged=True, label="same as message 4"
+        etag=payload_etag(first.content),
+        path=None,
+        unchanged=True,
+        label=f"same as the result of call {first.tool_call_id}",
     )
     counter = get_counter()
     assert counter.block(again) - counter.block(out.messages[16].tool_results[0]) > 250
@@ -172,7 +178,8 @@ def test_a_file_that_changed_back_is_a_new_version_and_stays_full() -> None:
     assert kinds[:3] == [None, None, None]  # A, then B (changed), then A again: a new version
     marker = kinds[3]
     assert marker is not None and marker.path == "src/app.py" and marker.unchanged
-    assert marker.label == "same as message 2"  # the first full copy of A
+    first_a = results(ctx)[0][1]  # the first full copy of A
+    assert marker.label == f"same as the result of call {first_a.tool_call_id}"
     assert check_strategy(EtagCollapse(), ctx) == []
 
 
@@ -188,7 +195,7 @@ def test_another_call_with_identical_output_collapses() -> None:
     assert markers[0] is None and markers[2] is None
     assert markers[1] is not None and markers[1].path == "src/app.py"
     assert markers[3] is not None and markers[3].path is None
-    assert markers[3].label == "same as message 6"
+    assert markers[3].label == f"same as the result of call {results(ctx)[2][1].tool_call_id}"
 
 
 def test_small_repeats_stay() -> None:
@@ -225,7 +232,8 @@ def test_a_json_result_with_one_changed_field_resends_only_that_field() -> None:
     assert out.messages[2] is ctx.messages[2]
     parts = out.messages[4].tool_results[0].content
     carrier, *fields = parts
-    assert isinstance(carrier, ElidedBlock) and carrier.ref == "message 2"
+    base_call = ctx.messages[2].tool_results[0].tool_call_id  # the full JSON it changed from
+    assert isinstance(carrier, ElidedBlock) and carrier.ref == f"the result of call {base_call}"
     shown = json.loads(carrier.text)
     assert shown["status"] == "cancelled"
     assert "flights" not in shown and "passengers" not in shown
