@@ -11,6 +11,8 @@ import pytest
 import compactkit
 from compactkit import AgentContext
 from compactkit.registry import Registry, make_registry
+from compactkit.strategy import Strategy
+from compactkit.testing import check_strategy
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "examples" / "sessions"
@@ -49,6 +51,15 @@ def every_conversation() -> list[tuple[str, AgentContext]]:
         for n, ctx in enumerate(compactkit.load(path)):
             out.append((f"{path.parent.name}/{path.name}#{n}", ctx))
     return out
+
+
+def contract_failures(strategy: Strategy) -> list[str]:
+    """Every contract violation of `strategy` over every sample and corpus conversation."""
+    return [
+        f"{name}: {problem}"
+        for name, ctx in every_conversation()
+        for problem in check_strategy(strategy, ctx)
+    ]
 
 
 CORPUS = corpus_dir()

@@ -10,7 +10,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import Summarizer, SummaryRequest, api_key, failure, import_sdk, sdk_errors
+from .base import (
+    Summarizer,
+    SummaryRequest,
+    api_key,
+    client_options,
+    failure,
+    import_sdk,
+    sdk_errors,
+)
 
 ENV_KEY = "ANTHROPIC_API_KEY"
 DEFAULT_MODEL = "claude-haiku-4-5"
@@ -27,9 +35,7 @@ class AnthropicSummarizer(Summarizer):
         sdk = import_sdk("anthropic", "anthropic", self.name)
         key = api_key(ENV_KEY, self.name)
         model = request.model or self.default_model
-        kwargs: dict[str, Any] = {"api_key": key, "timeout": request.timeout, "max_retries": 0}
-        if request.base_url:
-            kwargs["base_url"] = request.base_url
+        kwargs = client_options(request, key)
         transcript = request.transcript
         create_kwargs: dict[str, Any] = {
             "model": model,

@@ -476,3 +476,12 @@ def sdk_errors(
             f"check that base_url= serves {api}",
             key,
         ) from None
+
+
+def client_options(request: SummaryRequest, key: str) -> dict[str, Any]:
+    """Keyword arguments for an official SDK client: the key, the timeout, no retries (a failed
+    call fails once, clearly), and `base_url` when the request names one."""
+    options: dict[str, Any] = {"api_key": key, "timeout": request.timeout, "max_retries": 0}
+    if request.base_url:
+        options["base_url"] = request.base_url
+    return options

@@ -10,7 +10,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import Summarizer, SummaryRequest, api_key, failure, import_sdk, sdk_errors
+from .base import (
+    Summarizer,
+    SummaryRequest,
+    api_key,
+    client_options,
+    failure,
+    import_sdk,
+    sdk_errors,
+)
 
 ENV_KEY = "OPENAI_API_KEY"
 DEFAULT_MODEL = "gpt-4o-mini"
@@ -29,9 +37,7 @@ class OpenAISummarizer(Summarizer):
         sdk = import_sdk("openai", "openai", self.name)
         key = api_key(ENV_KEY, self.name)
         model = request.model or self.default_model
-        kwargs: dict[str, Any] = {"api_key": key, "timeout": request.timeout, "max_retries": 0}
-        if request.base_url:
-            kwargs["base_url"] = request.base_url
+        kwargs = client_options(request, key)
         transcript = request.transcript
         with sdk_errors(
             sdk,

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from compactkit import AgentContext
+import json
+from pathlib import Path
+from typing import Any
+
+import compactkit
+from compactkit import AgentContext, Format
+from compactkit.formats.base import read_document
+
+from ..conftest import corpus_files
 
 
 def pairing_problems(ctx: AgentContext) -> list[str]:
@@ -32,3 +40,22 @@ def pairing_problems(ctx: AgentContext) -> list[str]:
             if index != last_assistant:
                 problems.append(f"message {index}: tool call {call_id} never answered")
     return problems
+
+
+def load_single(path: Path) -> AgentContext:
+    """The one conversation a session file holds (fails the test if it holds several)."""
+    contexts = compactkit.load(path)
+    assert len(contexts) == 1
+    return contexts[0]
+
+
+def raw_json(path: Path) -> Any:
+    """A session file's JSON, parsed independently of compactkit."""
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def assert_sniffs_only_its_own(fmt: Format, folder: str, prefix: str) -> None:
+    """`fmt` recognises exactly the corpus files of its folder (and bundled samples named `prefix*`)."""
+    for path in corpus_files():
+        expected = path.parent.name == folder or path.name.startswith(prefix)
+        assert fmt.sniff(read_document(path)) is expected, path.name

@@ -12,13 +12,12 @@ import pytest
 import compactkit
 from compactkit import AgentContext
 from compactkit.errors import BadInputError
-from compactkit.formats.base import read_document
 from compactkit.formats.claude_code import ClaudeCodeFormat
 from compactkit.recovery import expand
 from compactkit.validate import validate
 
 from ..conftest import CORPUS, corpus_file, corpus_files, sample, sample_files
-from ._checks import pairing_problems
+from ._checks import assert_sniffs_only_its_own, pairing_problems
 
 FOLDER = "claude_code_jsonl"
 SAMPLE = "claude-code-viewer_sample-project_1af7fc5e"
@@ -148,10 +147,7 @@ def test_first_user_message_is_the_raw_text(path: Path) -> None:
 
 
 def test_only_claude_code_files_sniff() -> None:
-    fmt = ClaudeCodeFormat()
-    for path in corpus_files():
-        expected = path.parent.name == FOLDER or path.name.startswith("claude-code")
-        assert fmt.sniff(read_document(path)) is expected, path.name
+    assert_sniffs_only_its_own(ClaudeCodeFormat(), FOLDER, "claude-code")
 
 
 # --------------------------------------------------------------------------- particular files

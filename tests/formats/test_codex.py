@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 import compactkit
-from compactkit import AgentContext
 from compactkit.errors import BadInputError
 from tests.conftest import corpus_files, sample
+from tests.formats._checks import load_single as load
 from tests.formats._checks import pairing_problems
 
 CALL_TYPES = {"function_call", "custom_tool_call", "web_search_call", "local_shell_call"}
@@ -33,12 +33,6 @@ def items(records: list[dict[str, Any]], *types: str) -> list[dict[str, Any]]:
         for r in records
         if r["type"] == "response_item" and r["payload"].get("type") in types
     ]
-
-
-def load(path: Path) -> AgentContext:
-    contexts = compactkit.load(path)
-    assert len(contexts) == 1
-    return contexts[0]
 
 
 @pytest.mark.corpus

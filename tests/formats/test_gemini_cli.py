@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 import compactkit
-from compactkit import AgentContext
 from compactkit.errors import BadInputError
 from tests.conftest import corpus_files, sample
+from tests.formats._checks import load_single as load
 from tests.formats._checks import pairing_problems
 
 
@@ -23,12 +23,6 @@ def sessions() -> list[Path]:
 def raw(path: Path) -> dict[str, Any]:
     data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     return data
-
-
-def load(path: Path) -> AgentContext:
-    contexts = compactkit.load(path)
-    assert len(contexts) == 1
-    return contexts[0]
 
 
 @pytest.mark.corpus

@@ -14,23 +14,16 @@ from compactkit.errors import BadInputError
 from compactkit.formats.base import read_document
 from compactkit.io import detect_format
 from tests.conftest import corpus_files, sample
-from tests.formats._checks import pairing_problems
+from tests.formats._checks import load_single, pairing_problems, raw_json
 
 FILES = [p for p in corpus_files() if p.name.endswith(".traj.json")]
 BASH = re.compile(r"```bash\s*\n(.*?)\n```", re.DOTALL)
 
 
-def _raw(path: Path) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    return data
-
-
 @pytest.fixture(scope="module", params=FILES, ids=[p.name for p in FILES])
 def loaded(request: pytest.FixtureRequest) -> tuple[dict[str, Any], Any]:
     path: Path = request.param
-    contexts = load(path)
-    assert len(contexts) == 1
-    return _raw(path), contexts[0]
+    return raw_json(path), load_single(path)
 
 
 def test_corpus_has_the_files() -> None:

@@ -13,7 +13,6 @@ import compactkit
 from compactkit import AgentContext
 from compactkit.context import SummaryBlock
 from compactkit.errors import BadInputError
-from compactkit.formats.base import read_document
 from compactkit.formats.pi import (
     COMPACTION_SUMMARY_PREFIX,
     COMPACTION_SUMMARY_SUFFIX,
@@ -25,7 +24,7 @@ from compactkit.recovery import expand
 from compactkit.validate import validate
 
 from ..conftest import CORPUS, corpus_file, corpus_files, sample, sample_files
-from ._checks import pairing_problems
+from ._checks import assert_sniffs_only_its_own, pairing_problems
 
 FOLDER = "pi_session"
 SAMPLE = "pi-mono_before-compaction.head150"
@@ -137,10 +136,7 @@ def test_assistant_metadata_as_recorded(path: Path) -> None:
 
 
 def test_only_pi_files_sniff() -> None:
-    fmt = PiSessionFormat()
-    for path in corpus_files():
-        expected = path.parent.name == FOLDER or path.name.startswith("pi-mono")
-        assert fmt.sniff(read_document(path)) is expected, path.name
+    assert_sniffs_only_its_own(PiSessionFormat(), FOLDER, "pi-mono")
 
 
 # --------------------------------------------------------------------------- compaction

@@ -29,7 +29,7 @@ from compactkit.testing.generate import contexts
 from compactkit.tokens import get_counter
 from compactkit.validate import validate
 
-from ..conftest import ROOT, corpus_file, every_conversation, sample
+from ..conftest import ROOT, contract_failures, corpus_file, sample
 
 GEMINI = "codemie_gemini_session"
 FOLDER = "/Users/Jane_Smith/Documents/projects/epm-cdme/assistants/"
@@ -49,11 +49,7 @@ def collapsed(result: ToolResultBlock) -> CollapsedBlock | None:
     "options", [{}, {"min_tokens": 0, "per_field": False}], ids=["default", "non-default"]
 )
 def test_every_sample_and_corpus_conversation_keeps_the_contract(options: dict[str, Any]) -> None:
-    strategy = EtagCollapse(**options)
-    failures: list[str] = []
-    for name, ctx in every_conversation():
-        failures.extend(f"{name}: {p}" for p in check_strategy(strategy, ctx))
-    assert failures == []
+    assert contract_failures(EtagCollapse(**options)) == []
 
 
 @settings(max_examples=60, deadline=None)
