@@ -106,6 +106,12 @@ def _render_inspect(report: dict[str, Any], title: str) -> None:
     )
     if report["task"]:
         console.print(f"task: {report['task']}")
+    origins = "".join(f", {n} {o}" for o, n in report["user_role_messages_by_origin"].items())
+    console.print(f"user messages: {report['user_messages']} in the user's words{origins}")
+    skipped = report["skipped_records"]
+    if skipped:
+        listed = ", ".join(f"{kind} {n}" for kind, n in skipped.items())
+        console.print(f"records skipped at load ({sum(skipped.values())}): {listed}")
     sizes = Table(title="tokens by role and block kind", show_edge=False)
     sizes.add_column("role")
     sizes.add_column("tokens", justify="right")

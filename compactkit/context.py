@@ -171,6 +171,20 @@ Block = Annotated[
 ]
 
 MARKER_TYPES = ("collapsed", "elided", "masked", "summary", "omitted")
+
+ORIGIN_KEY = "origin"
+"""Message metadata naming where a user-role message came from when it is not the human's own words.
+
+Absent means the human typed (or attached) it. Adapters set one of `ORIGINS` on every other user-role
+message, so summaries, retention and the validator can tell the user's words from what an agent
+harness put in a user turn."""
+
+ORIGINS = {
+    "summary": "a summary the source agent wrote itself (Claude Code /compact, pi, Codex compaction)",
+    "demonstration": "a worked example shown to the model before the task (SWE-agent demos)",
+    "tool-output": "tool output the agent carried in a user turn (no tool call to pair it with)",
+    "harness": "text the agent harness injected: reminders, environment details, command output",
+}
 Marker = CollapsedBlock | ElidedBlock | MaskedBlock | SummaryBlock | OmittedBlock
 
 
@@ -187,6 +201,27 @@ class Message(_Value):
     def text(self) -> str:
         """Text and summary blocks joined with newlines."""
         return "\n".join(b.text for b in self.content if isinstance(b, (TextBlock, SummaryBlock)))
+
+    @cached_property
+    def origin(self) -> str | None:
+        """Where a user-role message came from when it is not the human's words (see `ORIGINS`)."""
+        value = self.metadata.get(ORIGIN_KEY)
+        if isinstance(value, str):
+            return value
+        return "demonstration" if self.metadata.get("is_demo") else None
+
+    @cached_property
+    def is_human(self) -> bool:
+        """A user message holding what the human typed or attached (not harness or tool text)."""
+        return (
+            self.role == "user"
+            and self.origin is None
+            and not self.tool_results
+            and any(
+                (isinstance(b, TextBlock) and b.text.strip()) or isinstance(b, ImageBlock)
+                for b in self.content
+            )
+        )
 
     @cached_property
     def tool_calls(self) -> tuple[ToolCallBlock, ...]:
@@ -256,10 +291,20 @@ class AgentContext(_Value):
 
     @property
     def first_user_index(self) -> int | None:
+        """The first message in the human's words; failing that, the first user text that is not
+        a demonstration (a session that starts from a summary has its task there)."""
+        fallback: int | None = None
         for i, msg in enumerate(self.messages):
-            if msg.role == "user" and msg.text.strip() and not msg.metadata.get("is_demo"):
+            if msg.is_human:
                 return i
-        return None
+            if (
+                fallback is None
+                and msg.role == "user"
+                and msg.text.strip()
+                and msg.origin != "demonstration"
+            ):
+                fallback = i
+        return fallback
 
     @property
     def task(self) -> str:

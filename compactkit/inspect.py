@@ -32,6 +32,14 @@ def _payload_label(block: Block, names: dict[str, str], calls: dict[str, ToolCal
     return block.type
 
 
+def _skipped(ctx: AgentContext) -> dict[str, int]:
+    """Records the loader read and left out, by type (see `formats._util.note_skipped`)."""
+    raw = ctx.metadata.get("skipped_records")
+    if not isinstance(raw, dict):
+        return {}
+    return {str(k): v for k, v in raw.items() if isinstance(v, int)}
+
+
 def inspect_context(
     ctx: AgentContext, counter: TokenCounter, *, top: int = 5, fmt: str | None = None
 ) -> dict[str, Any]:
@@ -112,6 +120,11 @@ def inspect_context(
         "tool_errors": errors,
         "has_system_instruction": ctx.system_instruction is not None,
         "task": _preview(ctx.task, 120),
+        "user_messages": sum(1 for m in ctx.messages if m.is_human),
+        "user_role_messages_by_origin": dict(
+            sorted(Counter(m.origin for m in ctx.messages if m.role == "user" and m.origin).items())
+        ),
+        "skipped_records": dict(_skipped(ctx)),
         "largest_blocks": largest,
         "repeated_payloads": repeated[:top],
         "redundant_tokens": sum(int(r["redundant_tokens"]) for r in repeated),

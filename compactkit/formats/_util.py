@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from ..context import Block, ContentPart, ImageBlock, TextBlock, ThinkingBlock
@@ -164,3 +165,15 @@ def image_from_url(url: Any) -> ImageBlock:
     if match:
         return ImageBlock(media_type=match.group("type") or None, data=match.group("data"))
     return ImageBlock(url=text or None)
+
+
+SKIPPED_KEY = "skipped_records"
+"""Context metadata: how many records of each type the loader read and left out, so that a silent
+drop shows in `compactkit inspect` (`{"event_msg/token_count": 41, ...}`)."""
+
+
+def note_skipped(meta: dict[str, Any], skipped: Mapping[str, int]) -> None:
+    """Write the skipped-record counts into context metadata (sorted, zero counts left out)."""
+    counts = {kind: n for kind, n in sorted(skipped.items()) if n}
+    if counts:
+        meta[SKIPPED_KEY] = counts

@@ -34,8 +34,9 @@ class SlidingWindowOptions(TokenizerOption):
 
 
 def _is_summary(msg: Message) -> bool:
+    """A summary of earlier turns: compactkit's marker, or one the source agent wrote itself."""
     marker = message_marker(msg)
-    return marker is not None and marker.type == "summary"
+    return (marker is not None and marker.type == "summary") or msg.origin == "summary"
 
 
 class SlidingWindow(Strategy):
