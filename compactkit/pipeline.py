@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from typing import Any
 
-from .context import AgentContext, Message, ToolResultBlock
+from .context import AgentContext, Message, ToolCallBlock, ToolResultBlock
 from .errors import CompactkitError, ContractViolation, StrategyError
 from .events import (
     Change,
@@ -20,6 +20,7 @@ from .events import (
     StrategyApplied,
 )
 from .recovery import is_marker, message_marker
+from .registry import current_registry, use_registry
 from .strategy import Strategy, StrategyOptions, parse_spec
 from .tokens import DEFAULT_TOKENIZER, TokenCounter, get_counter
 from .validate import validate
@@ -141,8 +142,62 @@ def _trusted(strat: Strategy) -> bool:
     return type(strat).__module__.startswith("compactkit.strategies.")
 
 
+def _json_copy(value: Any) -> Any:
+    """A copy of a JSON value's mutable containers (strings and numbers are shared)."""
+    if isinstance(value, dict):
+        return {k: _json_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_copy(v) for v in value]
+    return value
+
+
+def _copy_block(block: Any) -> Any:
+    # blocks are frozen; the only mutable thing a block holds is a tool call's parsed input
+    if isinstance(block, ToolCallBlock) and isinstance(block.input, (dict, list)):
+        return ToolCallBlock.model_construct(
+            id=block.id, name=block.name, input=_json_copy(block.input)
+        )
+    return block
+
+
 def _private_copy(ctx: AgentContext) -> AgentContext:
-    return AgentContext.from_native(ctx.to_native())
+    """A copy sharing nothing mutable with `ctx` (dicts and lists copied, frozen blocks shared),
+    built without re-validation: far cheaper than a JSON round trip."""
+    messages = tuple(
+        Message.model_construct(
+            role=m.role,
+            content=tuple(_copy_block(b) for b in m.content),
+            name=m.name,
+            metadata=_json_copy(m.metadata),
+        )
+        for m in ctx.messages
+    )
+    return AgentContext.model_construct(
+        system_instruction=ctx.system_instruction,
+        messages=messages,
+        activated_skills=dict(ctx.activated_skills),
+        metadata=_json_copy(ctx.metadata),
+        recovery=dict(ctx.recovery),
+    )
+
+
+def _reuse_originals(
+    out: AgentContext, given: AgentContext, original: AgentContext
+) -> AgentContext:
+    """`out` with every message of the private copy it kept (or rebuilt equal to the message at the
+    same place) replaced by the caller's original object, so that unchanged messages keep their
+    identity: change reports stay exact and per-message caches (token counts) stay warm."""
+    copies = {id(m): k for k, m in enumerate(given.messages)}
+    messages = list(out.messages)
+    swapped = False
+    for i, msg in enumerate(messages):
+        k = copies.get(id(msg))
+        if k is None and i < len(original.messages) and msg == original.messages[i]:
+            k = i
+        if k is not None and messages[i] is not original.messages[k]:
+            messages[i] = original.messages[k]
+            swapped = True
+    return out.with_messages(messages) if swapped else out
 
 
 def _as_strategy(item: Strategy | Callable[[AgentContext], AgentContext]) -> Strategy:
@@ -209,17 +264,16 @@ class Pipeline(Strategy):
 
                 print(f"compactkit: {problem}", file=sys.stderr)
 
-    def _counter(self) -> TokenCounter:
-        if self.registry is not None:
-            return TokenCounter(self.registry.tokenizers.get(self.tokenizer))
-        return get_counter(self.tokenizer)
-
     def compact(self, ctx: AgentContext) -> AgentContext:
         return self.run(ctx).context
 
     def run(self, ctx: AgentContext, counter: TokenCounter | None = None) -> RunResult:
         """Compact `ctx`, returning the result with per-strategy figures."""
-        counter = counter or self._counter()
+        # strategies, counters and summarizer lookups inside see this pipeline's registry
+        with use_registry(self.registry):
+            return self._run(ctx, counter or get_counter(self.tokenizer))
+
+    def _run(self, ctx: AgentContext, counter: TokenCounter) -> RunResult:
         start = time.perf_counter()
         tokens_before = counter.context(ctx)
         self._emit(
@@ -240,7 +294,7 @@ class Pipeline(Strategy):
             given = _private_copy(current) if guarded else current
             try:
                 out = strat.compact(given)
-                if guarded and given.to_native() != current.to_native():
+                if guarded and given != current:
                     raise ContractViolation(
                         f"strategy {strat.name!r} broke the contract: it mutated its input"
                     )
@@ -259,6 +313,12 @@ class Pipeline(Strategy):
                 )
                 self._fail(strat, error2)
                 raise error2
+            if guarded:
+                out = (
+                    current
+                    if out is given or out == current
+                    else (_reuse_originals(out, given, current))
+                )
             if self.check:
                 problems = validate(out, current)
                 if problems:
@@ -305,9 +365,7 @@ class Pipeline(Strategy):
 
 def get_strategy(name: str, registry: Any | None = None, /, **options: Any) -> Strategy:
     """An instance of the registered strategy `name` with `options` (validated)."""
-    from .registry import get_registry
-
-    reg = registry or get_registry()
+    reg = registry or current_registry()
     cls = reg.strategies.get(name)
     instance: Strategy = cls(**options)
     return instance
@@ -325,9 +383,7 @@ def build_pipeline(
     strategies = []
     for spec in specs:
         name, options = parse_spec(spec)
-        from .registry import get_registry
-
-        cls = (registry or get_registry()).strategies.get(name)
+        cls = (registry or current_registry()).strategies.get(name)
         if budget is not None and cls.budget_option and cls.budget_option not in options:
             options[cls.budget_option] = budget
         if "tokenizer" in cls.Options.model_fields and "tokenizer" not in options:

@@ -12,7 +12,9 @@ import importlib
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any, Generic, TypeVar
@@ -139,6 +141,8 @@ class Registry:
         self.pm = pm
         self.plugins = plugins
         self.tables: dict[str, Table[Any]] = {kind: Table(kind) for kind in KINDS.values()}
+        self._counters: dict[str, Any] = {}
+        self._counters_lock = threading.Lock()
         for info in plugins:
             if info.ok or info.hooks:
                 self._collect(info)
@@ -224,6 +228,19 @@ class Registry:
     @property
     def has_event_hooks(self) -> bool:
         return bool(self.pm.hook.compaction_event.get_hookimpls())
+
+    # ----------------------------------------------------------------- shared per registry
+
+    def counter(self, tokenizer: str) -> Any:
+        """The caching `TokenCounter` for a tokenizer registered here (one per name)."""
+        with self._counters_lock:
+            counter = self._counters.get(tokenizer)
+            if counter is None:
+                from .tokens import TokenCounter
+
+                counter = TokenCounter(self.tokenizers.get(tokenizer))
+                self._counters[tokenizer] = counter
+            return counter
 
 
 def _allowed(env: Mapping[str, str]) -> set[str] | None:
@@ -339,6 +356,29 @@ def set_registry(registry: Registry | None) -> None:
     global _default
     with _lock:
         _default = registry
+
+
+_active: ContextVar[Registry | None] = ContextVar("compactkit_active_registry", default=None)
+
+
+def current_registry() -> Registry:
+    """The registry of the pipeline running in this context (see `use_registry`), else the
+    process-wide one. Strategies, counters and summarizer lookups go through this, so a pipeline
+    built with `registry=` never reaches another registry."""
+    return _active.get() or get_registry()
+
+
+@contextmanager
+def use_registry(registry: Registry | None) -> Iterator[None]:
+    """Make `registry` the current one for the code run inside (a no-op for None)."""
+    if registry is None:
+        yield
+        return
+    token = _active.set(registry)
+    try:
+        yield
+    finally:
+        _active.reset(token)
 
 
 def call_safely(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:

@@ -332,22 +332,15 @@ class TokenCounter:
         return self.preamble(ctx) + sum(self.messages(ctx.messages))
 
 
-_counters: dict[str, TokenCounter] = {}
-_counters_lock = threading.Lock()
-
-
 def get_counter(tokenizer: str | Tokenizer = DEFAULT_TOKENIZER) -> TokenCounter:
-    """The shared, caching counter for a tokenizer name (looked up in the plugin registry)."""
+    """The shared, caching counter for a tokenizer name, looked up in the current registry (the
+    running pipeline's, else the process-wide one)."""
     if not isinstance(tokenizer, str):
         return TokenCounter(tokenizer)
-    with _counters_lock:
-        counter = _counters.get(tokenizer)
-        if counter is None:
-            from .registry import get_registry
+    from .registry import current_registry
 
-            counter = TokenCounter(get_registry().tokenizers.get(tokenizer))
-            _counters[tokenizer] = counter
-        return counter
+    counter: TokenCounter = current_registry().counter(tokenizer)
+    return counter
 
 
 def count_tokens(

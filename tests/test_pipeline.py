@@ -143,3 +143,44 @@ def test_a_strategy_mutating_its_input_cannot_corrupt_the_callers_context() -> N
         Pipeline([hostile]).compact(CTX)
     assert CTX.to_json() == snapshot
     assert "owned" not in CTX.metadata
+
+
+def cap_first_tool_output(ctx: AgentContext) -> AgentContext:
+    """An outside strategy that changes exactly one message (it rebuilds that one only)."""
+    index = next(i for i, m in enumerate(ctx.messages) if m.tool_results)
+    msg = ctx.messages[index]
+    result = msg.tool_results[0].model_copy(update={"content": (compactkit.TextBlock(text="…"),)})
+    messages = list(ctx.messages)
+    messages[index] = msg.model_copy(update={"content": (result, *msg.content[1:])})
+    return ctx.with_messages(messages)
+
+
+def rebuild_everything(ctx: AgentContext) -> AgentContext:
+    """An outside strategy that returns an equal context made of new objects."""
+    return AgentContext.from_native(ctx.to_native())
+
+
+def test_an_outside_strategy_is_reported_by_what_it_changed_not_by_object_identity() -> None:
+    pipeline = Pipeline([cap_first_tool_output, rebuild_everything])
+    result = pipeline.run(CTX)
+    first, second = result.steps
+    assert [c.message for c in first.changes] == [
+        next(i for i, m in enumerate(CTX.messages) if m.tool_results)
+    ]
+    assert all(c.action == "changed" for c in first.changes)
+    assert second.changes == []  # an equal context rebuilt from scratch changed nothing
+    # messages the strategies left alone are the caller's own objects (warm caches, no copies)
+    untouched = [i for i, m in enumerate(result.context.messages) if i != first.changes[0].message]
+    assert all(result.context.messages[i] is CTX.messages[i] for i in untouched)
+
+
+def test_a_pipeline_built_with_a_registry_uses_it_inside_its_strategies() -> None:
+    """A tokenizer that only the explicit registry knows is found by the strategies it runs."""
+    from tests.fixture_plugins import words_tokenizer
+
+    registry = make_registry(entry_points=False, plugins=[words_tokenizer])
+    pipeline = build_pipeline(["sliding-window"], budget=5000, registry=registry, tokenizer="words")
+    out = pipeline.run(CTX)
+    assert out.tokens_after <= 5000 < out.tokens_before  # counted in words
+    with pytest.raises(ConfigError, match="unknown tokenizer 'words'"):
+        build_pipeline(["sliding-window"], budget=5000, tokenizer="words").run(CTX)

@@ -322,9 +322,9 @@ def _builtin(name: str) -> type[Summarizer] | None:
 def get_summarizer(name: str) -> Summarizer:
     """The backend registered as `name` (a `ConfigError` listing the known ones when there is
     none). The built-in backends are found even in a registry built without them."""
-    from ..registry import get_registry
+    from ..registry import current_registry
 
-    table = get_registry().summarizers
+    table = current_registry().summarizers
     try:
         found = table.get(name)
     except ConfigError:
