@@ -134,6 +134,44 @@ def _name_of(obj: Any) -> str:
     return name
 
 
+def _is_class_of(obj: Any, dotted: str) -> bool:
+    module, _, name = dotted.rpartition(".")
+    base = getattr(importlib.import_module(module), name)
+    return isinstance(obj, type) and issubclass(obj, base)
+
+
+def check_registered(kind: str, obj: Any, name: str) -> None:
+    """Raise a `PluginError` saying what to register instead when `obj` is not what a
+    `register_*` hook of `kind` takes (a class where an instance belongs, or the reverse)."""
+    if kind == "strategy":
+        if _is_class_of(obj, "compactkit.strategy.Strategy"):
+            return
+        if isinstance(obj, type) or not callable(getattr(obj, "compact", None)):
+            problem = "is not a Strategy subclass"
+        else:
+            problem = "is an instance"
+        raise PluginError(
+            f"strategy {name!r} {problem}: register the class (register(MyStrategy)) or a function "
+            "decorated with @compactkit.strategy"
+        )
+    if kind == "summarizer":
+        if _is_class_of(obj, "compactkit.summarize.base.Summarizer"):
+            return
+        if not isinstance(obj, type) and callable(getattr(obj, "summarize", None)):
+            return  # a ready-made backend instance works too
+        raise PluginError(
+            f"summarizer {name!r} is not a Summarizer subclass: register the class "
+            "(register(MyBackend)), whose summarize(request) returns the summary text"
+        )
+    needs = {"format": ("sniff", "load"), "tokenizer": ("count",), "scorer": ("score",)}[kind]
+    example = {"format": "MyFormat()", "tokenizer": "MyTokenizer()", "scorer": "MyScorer()"}[kind]
+    if isinstance(obj, type):
+        raise PluginError(f"{kind} {name!r} is a class: register an instance, register({example})")
+    missing = [m for m in needs if not callable(getattr(obj, m, None))]
+    if missing:
+        raise PluginError(f"{kind} {name!r} has no {', '.join(missing)} method(s)")
+
+
 class Registry:
     """Formats, tokenizers, strategies, summarizers and scorers from every loaded plugin."""
 
@@ -142,6 +180,7 @@ class Registry:
         self.plugins = plugins
         self.tables: dict[str, Table[Any]] = {kind: Table(kind) for kind in KINDS.values()}
         self._counters: dict[str, Any] = {}
+        self._observers: list[tuple[str, Any]] | None = None
         self._counters_lock = threading.Lock()
         for info in plugins:
             if info.ok or info.hooks:
@@ -149,33 +188,39 @@ class Registry:
 
     # ----------------------------------------------------------------- collection
 
+    def _caller(self, hook_name: str, plugin: object) -> Any:
+        """A caller of `hook_name` that runs only `plugin`'s implementation, through pluggy (so
+        `COMPACTKIT_TRACE_HOOKS` traces it) and one plugin at a time (so one failure is contained)."""
+        others = [p for p in self.pm.get_plugins() if p is not plugin]
+        return self.pm.subset_hook_caller(hook_name, remove_plugins=others)
+
     def _collect(self, info: PluginInfo) -> None:
         plugin = self.pm.get_plugin(info.name)
         if plugin is None:
             return
         for hook_name, kind in KINDS.items():
-            caller = getattr(self.pm.hook, hook_name)
-            for impl in caller.get_hookimpls():
-                if impl.plugin is not plugin:
-                    continue
-                collected: list[Any] = []
+            hook = getattr(self.pm.hook, hook_name)
+            if not any(impl.plugin is plugin for impl in hook.get_hookimpls()):
+                continue
+            collected: list[Any] = []
+            try:
+                self._caller(hook_name, plugin)(register=collected.append)
+            except Exception as exc:  # a broken hook must not break the others
+                info.errors.append(f"{hook_name} raised {type(exc).__name__}: {exc}")
+                continue
+            for obj in collected:
                 try:
-                    impl.function(register=collected.append)
-                except Exception as exc:  # a broken hook must not break the others
-                    info.errors.append(f"{hook_name} raised {type(exc).__name__}: {exc}")
+                    name = _name_of(obj)
+                    check_registered(kind, obj, name)
+                except PluginError as exc:
+                    info.errors.append(f"{hook_name}: {exc}")
                     continue
-                for obj in collected:
-                    try:
-                        name = _name_of(obj)
-                    except PluginError as exc:
-                        info.errors.append(f"{hook_name}: {exc}")
-                        continue
-                    problem = self.tables[kind].add(name, obj, info.name)
-                    if problem:
-                        info.errors.append(problem)
-                        self._mark_conflict(name, kind)
-                    else:
-                        info.provides.setdefault(kind, []).append(name)
+                problem = self.tables[kind].add(name, obj, info.name)
+                if problem:
+                    info.errors.append(problem)
+                    self._mark_conflict(name, kind)
+                else:
+                    info.provides.setdefault(kind, []).append(name)
 
     def _mark_conflict(self, name: str, kind: str) -> None:
         for other in self.plugins:
@@ -216,13 +261,19 @@ class Registry:
     # ----------------------------------------------------------------- hook calls
 
     def emit(self, event: Any) -> list[str]:
-        """Call `compaction_event` on every plugin; return the errors raised (never raise)."""
+        """Call `compaction_event` on every plugin, one at a time; return the errors raised
+        (never raise)."""
+        if self._observers is None:
+            self._observers = [
+                (impl.plugin_name, self._caller("compaction_event", impl.plugin))
+                for impl in self.pm.hook.compaction_event.get_hookimpls()
+            ]
         problems: list[str] = []
-        for impl in self.pm.hook.compaction_event.get_hookimpls():
+        for plugin_name, caller in self._observers:
             try:
-                impl.function(event=event)
+                caller(event=event)
             except Exception as exc:
-                problems.append(f"{impl.plugin_name}: compaction_event raised {exc!r}")
+                problems.append(f"{plugin_name}: compaction_event raised {exc!r}")
         return problems
 
     @property

@@ -11,6 +11,7 @@ from click.testing import CliRunner
 import compactkit
 from compactkit.cli import make_cli
 from compactkit.errors import PluginError
+from compactkit.pipeline import build_pipeline
 from compactkit.registry import make_registry
 
 from .conftest import sample
@@ -103,3 +104,63 @@ def test_trace_env_var_traces_hook_calls(
     reg = make_registry(entry_points=False, env={"COMPACTKIT_TRACE_HOOKS": "1"})
     reg.pm.hook.register_formats(register=lambda fmt: None)
     assert "register_formats" in capsys.readouterr().err
+
+
+class _InstanceNotClass:
+    """Registers a strategy instance (and a format class): both are the wrong kind of object."""
+
+    @compactkit.hookimpl
+    def register_strategies(self, register):  # type: ignore[no-untyped-def]
+        from compactkit.strategies.sliding_window import SlidingWindow
+
+        class Mine(SlidingWindow):
+            name = "mine"
+
+        register(Mine())
+
+    @compactkit.hookimpl
+    def register_formats(self, register):  # type: ignore[no-untyped-def]
+        class MyFormat(compactkit.Format):
+            name = "my-format"
+
+        register(MyFormat)
+
+
+def test_what_a_hook_registers_is_checked_at_load_with_what_to_register_instead() -> None:
+    reg = make_registry(entry_points=False, plugins=[_InstanceNotClass()])
+    errors = [error for plugin, error in reg.errors if plugin == "_InstanceNotClass"]
+    assert any(
+        "'mine' is an instance: register the class (register(MyStrategy))" in e for e in errors
+    )
+    assert any(
+        "'my-format' is a class: register an instance, register(MyFormat())" in e for e in errors
+    )
+    assert "mine" not in reg.strategies and "my-format" not in reg.formats
+    result = CliRunner().invoke(
+        make_cli(lambda: make_registry(entry_points=False, plugins=[_InstanceNotClass()])),
+        ["plugins"],
+    )
+    assert "register the class" in result.output
+
+
+class _Observer:
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    @compactkit.hookimpl
+    def compaction_event(self, event):  # type: ignore[no-untyped-def]
+        self.seen.append(event.kind)
+
+
+def test_hooks_go_through_pluggy_so_tracing_shows_every_call(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    observer = _Observer()
+    reg = make_registry(entry_points=False, plugins=[observer], env={"COMPACTKIT_TRACE_HOOKS": "1"})
+    err = capsys.readouterr().err
+    assert "register_strategies" in err and "register_formats" in err
+    assert "sliding-window" in reg.strategies  # traced and still collected
+    pipeline = build_pipeline(["sliding-window"], budget=3000, registry=reg)
+    pipeline.run(compactkit.load_one(sample("test-repo-i1")))
+    assert "compaction_event" in capsys.readouterr().err
+    assert observer.seen == ["started", "applied", "finished"]
