@@ -2,12 +2,28 @@
 
 A rollout is one session: a `session_meta` record (session id, cwd, the base instructions), one
 `turn_context` per user turn (model, policies), `response_item` records holding exactly what went
-to and came from the model (messages, reasoning, function calls and their outputs) and `event_msg`
-records for the UI (duplicated messages, exec/patch events, token counts).
+to and came from the model (messages, reasoning, function calls and their outputs), `compacted`
+records (the summary a compaction put in place of the history) and `event_msg` records for the UI.
+Upstream: openai/codex `codex-rs/protocol/src/protocol.rs` (`RolloutItem`, `RolloutLine`,
+`EventMsg::UserMessage`, `CompactedItem`), `codex-rs/protocol/src/models.rs` (`ResponseItem`),
+`codex-rs/core/src/rollout/policy.rs` (what is persisted) and `codex-rs/core/src/context/`
+(`is_contextual_user_fragment`: the harness text Codex writes as user messages).
+
+What the user typed or attached is in two records of one turn: the `response_item` user message
+(what the model got: `input_text` / `input_image` parts) and `event_msg` `user_message`
+(`message`, `images` URLs, `local_images` paths; older versions also a `kind`). Codex Desktop and
+some versions write only the event. Each pair becomes one user message: the response item when
+present, the event otherwise (its images as image blocks), never both.
 
 Mapping:
 - `session_meta.payload.base_instructions.text` -> `system_instruction`;
 - developer messages -> `Message(role="system")` in place, user messages -> user;
+- user messages Codex wrote itself (`<environment_context>`, AGENTS.md / `<user_instructions>`,
+  `<user_shell_command>`, `<turn_aborted>`, `<skill>`, `<hook_prompt>`, ... and events of
+  `kind` user_instructions / environment_context) -> user, `metadata["origin"] = "harness"`;
+- `compacted` -> a user message with the recorded summary text, and one per user message of its
+  `replacement_history` (earlier requests Codex carried over), all `metadata["origin"] =
+  "summary"` and plain text (no recovery entry: `expand` leaves them as loaded);
 - reasoning, assistant text and the tool calls of one model response -> one assistant message
   (a response ends at its `token_count` event or at the next non-assistant item); its
   `last_token_usage` becomes the message's `metadata["usage"]`;
@@ -19,19 +35,25 @@ Mapping:
   message metadata `{"synthesized": true}`, after the tool messages that follow its call), except
   the calls of the last assistant message when nothing but tool messages follows it (a run may
   end on a call);
-- every other `event_msg` is UI only and skipped.
+- every other record (UI events such as `event_msg/agent_message` or `exec_command_end`, ghost
+  snapshots, encrypted `compaction` items, a resumed session's repeated `session_meta`, unknown
+  future types) is counted in `metadata["skipped_records"]`.
 """
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from typing import Any
 
 from pydantic import JsonValue
 
 from ..context import (
+    ORIGIN_KEY,
     AgentContext,
     Block,
     ContentPart,
+    ImageBlock,
     Role,
     TextBlock,
     ThinkingBlock,
@@ -40,12 +62,42 @@ from ..context import (
 )
 from ..errors import BadInputError
 from ._pairing import Turn, repair_pairing
-from ._util import as_text, nonempty_parts, parse_arguments, parts_from_content
+from ._util import (
+    as_text,
+    image_from_url,
+    nonempty_parts,
+    note_skipped,
+    parse_arguments,
+    parts_from_content,
+)
 from .base import Document, Format
 
 _RECORD_TYPES = {"session_meta", "response_item", "turn_context", "event_msg", "compacted"}
 _CALL_ITEMS = {"function_call", "custom_tool_call", "local_shell_call", "web_search_call"}
 _OUTPUT_ITEMS = {"function_call_output", "custom_tool_call_output"}
+
+# user-role text Codex injects itself (codex-rs/core/src/context: each fragment's start/end marker)
+_HARNESS_TAGS = (
+    "environment_context",
+    "user_instructions",
+    "user_shell_command",
+    "turn_aborted",
+    "subagent_notification",
+    "skill",
+    "hook_prompt",
+    "hook_context",
+    "extension_context",
+)
+_HARNESS_PREFIXES = (
+    "<environment_context>",  # older versions test the opening tag only
+    "<user_instructions>",
+    "warning: your account was flagged for potentially high-risk cyber activity",
+    "warning: the maximum number of unified exec processes you can keep open is",
+    "warning: apply_patch was requested via ",
+)
+_WRAPPED = re.compile(r"^<([a-z]+(?:_[a-z]+)+)(?:\s[^>]*)?>.*</\1>$", re.DOTALL | re.IGNORECASE)
+_IMAGE_TAG = re.compile(r"^</?(?:local_)?image\b[^>]*>$", re.IGNORECASE)
+_HARNESS_EVENT_KINDS = {"user_instructions", "environment_context"}  # older `UserMessageEvent.kind`
 
 
 # --------------------------------------------------------------------------- the format
@@ -70,6 +122,35 @@ def _output_parts(output: Any) -> tuple[tuple[ContentPart, ...], bool]:
     return (TextBlock(text=as_text(output)),), is_error
 
 
+def is_harness_text(text: str) -> bool:
+    """Whether a user-role text is one Codex wrote itself (Codex's own test: a known start and end
+    marker, AGENTS.md instructions, legacy warnings; any other snake_case tag wrapping all of it)."""
+    stripped = text.strip()
+    lowered = stripped.lower()
+    if lowered.startswith("# agents.md instructions for ") and lowered.endswith("</instructions>"):
+        return True
+    if lowered.startswith(_HARNESS_PREFIXES):
+        return True
+    for tag in _HARNESS_TAGS:
+        opened = lowered.startswith(f"<{tag}") and lowered[len(tag) + 1 : len(tag) + 2] in "> \n"
+        if opened and lowered.endswith(f"</{tag}>"):
+            return True
+    return bool(_WRAPPED.match(stripped))
+
+
+def _user_key(blocks: list[Block]) -> str:
+    """What a user message says, for telling a turn's response item and event apart from others."""
+    texts = [
+        b.text for b in blocks if isinstance(b, TextBlock) and not _IMAGE_TAG.match(b.text.strip())
+    ]
+    return " ".join(" ".join(texts).split())
+
+
+def _same_input(a: str, b: str) -> bool:
+    # old versions put a preamble ("## My request for Codex:") before the text the event repeats
+    return a == b or (bool(a) and bool(b) and (a.endswith(b) or b.endswith(a)))
+
+
 class _Builder:
     def __init__(self) -> None:
         self.turns: list[Turn] = []
@@ -79,11 +160,82 @@ class _Builder:
         self.orphans = 0
         self.model: str | None = None
         self.web_search_ids: list[tuple[Any, str]] = []  # (action, call_id) from web_search_end
+        # the user message one of a turn's two records made, until the other one arrives
+        self.unpaired: tuple[str, Turn, str] | None = None  # (record kind, turn, _user_key)
 
     def close(self) -> None:
         self.current = None
 
+    def user_item(self, blocks: list[Block], timestamp: Any) -> None:
+        """A `response_item` user message (what the model got)."""
+        key = _user_key(blocks)
+        harness = any(isinstance(b, TextBlock) and is_harness_text(b.text) for b in blocks)
+        pending = self.unpaired
+        if pending is not None and pending[0] == "event" and _same_input(pending[2], key):
+            turn = pending[1]
+            images = [b for b in turn.blocks if isinstance(b, ImageBlock)]
+            has_images = any(isinstance(b, ImageBlock) for b in blocks)
+            turn.blocks[:] = [*blocks, *([] if has_images else images)]
+            turn.metadata.pop("recorded_as", None)
+            if harness:
+                turn.metadata[ORIGIN_KEY] = "harness"
+            self.unpaired = None
+            return
+        extra: dict[str, JsonValue] = {ORIGIN_KEY: "harness"} if harness else {}
+        self.plain("user", blocks, timestamp, **extra)
+        self.unpaired = ("response_item", self.turns[-1], key)
+
+    def user_event(self, payload: dict[str, Any], timestamp: Any) -> None:
+        """An `event_msg` `user_message`: the same input as the turn's response item, if any."""
+        message = as_text(payload.get("message"))
+        images: list[Block] = [image_from_url(u) for u in payload.get("images") or [] if u]
+        images += [
+            ImageBlock(url=as_text(p))
+            for p in payload.get("local_images") or []
+            if isinstance(p, str)
+        ]
+        blocks: list[Block] = [TextBlock(text=message)] if message.strip() else []
+        key = _user_key(blocks)
+        pending = self.unpaired
+        if pending is not None and pending[0] == "response_item" and _same_input(pending[2], key):
+            turn = pending[1]
+            if images and not any(isinstance(b, ImageBlock) for b in turn.blocks):
+                turn.blocks.extend(images)
+            self.unpaired = None
+            return
+        if not blocks and not images:
+            return
+        harness = payload.get("kind") in _HARNESS_EVENT_KINDS or is_harness_text(message)
+        extra: dict[str, JsonValue] = {"recorded_as": "event_msg"}
+        if harness:
+            extra[ORIGIN_KEY] = "harness"
+        self.plain("user", [*blocks, *images], timestamp, **extra)
+        self.unpaired = ("event", self.turns[-1], key)
+
+    def compacted(self, payload: dict[str, Any], timestamp: Any) -> bool:
+        """A compaction: the summary (and carried-over requests) the model got instead of the
+        history before it, as plain user text. False when it holds no readable text."""
+        self.unpaired = None
+        texts: list[str] = []
+        history = payload.get("replacement_history")
+        for item in history if isinstance(history, list) else []:
+            if not isinstance(item, dict) or item.get("type") != "message":
+                continue
+            if item.get("role") != "user":
+                continue
+            parts = [b for b in nonempty_parts(item.get("content")) if isinstance(b, TextBlock)]
+            if parts and not any(is_harness_text(b.text) for b in parts):
+                texts.append("\n".join(b.text for b in parts))
+        message = as_text(payload.get("message"))
+        if message and message not in texts:
+            texts.append(message)
+        for text in texts:
+            extra: dict[str, JsonValue] = {ORIGIN_KEY: "summary", "compacted": True}
+            self.plain("user", [TextBlock(text=text)], timestamp, **extra)
+        return bool(texts)
+
     def assistant(self, timestamp: Any) -> Turn:
+        self.unpaired = None
         if self.current is None:
             meta: dict[str, JsonValue] = {}
             if isinstance(timestamp, str):
@@ -142,6 +294,7 @@ class _Builder:
         turn.blocks.append(call)
 
     def add_output(self, payload: dict[str, Any], timestamp: Any) -> None:
+        self.unpaired = None
         call_id = payload.get("call_id")
         parts, is_error = _output_parts(payload.get("output"))
         if not isinstance(call_id, str) or call_id not in self.known_calls:
@@ -201,15 +354,19 @@ class CodexRolloutFormat(Format):
         b = _Builder()
         system: str | None = None
         meta: dict[str, JsonValue] = {"source_format": self.name}
+        skipped: Counter[str] = Counter()
         for record in records:
             if not _is_record(record):
+                kind = record.get("type") if isinstance(record, dict) else None
+                skipped[kind if isinstance(kind, str) and kind else "unknown"] += 1
                 continue
             kind = record["type"]
             payload: dict[str, Any] = record["payload"]
             ts = record.get("timestamp")
             if kind == "session_meta":
                 if "session_id" in meta:
-                    continue  # a resumed/forked session repeats its parent's header
+                    skipped["session_meta"] += 1  # a resumed/forked session repeats its header
+                    continue
                 if isinstance(payload.get("id"), str):
                     meta["session_id"] = payload["id"]
                 if isinstance(payload.get("cwd"), str):
@@ -225,17 +382,20 @@ class CodexRolloutFormat(Format):
                     b.model = payload["model"]
                     meta.setdefault("model", b.model)
             elif kind == "event_msg":
-                if payload.get("type") == "token_count":
+                event = payload.get("type")
+                if event == "user_message":
+                    b.user_event(payload, ts)
+                elif event == "token_count":
                     b.add_usage(payload.get("info"))
-                elif payload.get("type") == "web_search_end" and isinstance(
-                    payload.get("call_id"), str
-                ):
+                elif event == "web_search_end" and isinstance(payload.get("call_id"), str):
                     b.web_search_ids.append((payload.get("action"), payload["call_id"]))
+                else:
+                    skipped[f"event_msg/{event}"] += 1
             elif kind == "compacted":
-                text = as_text(payload.get("message"))
-                b.plain("user", [TextBlock(text=text)], ts, compacted=True)
-            else:
-                self._response_item(b, payload, ts)
+                if not b.compacted(payload, ts):
+                    skipped["compacted"] += 1
+            elif not self._response_item(b, payload, ts):
+                skipped[f"response_item/{payload.get('type')}"] += 1
         repaired = repair_pairing(
             [t.freeze() for t in b.turns],
             close="unless_answered",
@@ -246,6 +406,7 @@ class CodexRolloutFormat(Format):
             meta["synthesized_results"] = repaired.synthesized_results
         if b.orphans:
             meta["orphan_results"] = b.orphans
+        note_skipped(meta, skipped)
         return [
             AgentContext(
                 system_instruction=system, messages=tuple(repaired.messages), metadata=meta
@@ -253,24 +414,30 @@ class CodexRolloutFormat(Format):
         ]
 
     @staticmethod
-    def _response_item(b: _Builder, payload: dict[str, Any], ts: Any) -> None:
+    def _response_item(b: _Builder, payload: dict[str, Any], ts: Any) -> bool:
+        """Add one response item; False for those left out (ghost snapshots, encrypted
+        compactions, empty messages, unknown future items)."""
         kind = payload.get("type")
         if kind == "message":
             role = payload.get("role")
             blocks = nonempty_parts(payload.get("content"))
+            if not blocks:
+                return False
             if role == "assistant":
                 b.assistant(ts).blocks.extend(blocks)
             elif role in ("developer", "system"):
                 b.plain("system", blocks, ts)
             else:
-                b.plain("user", blocks, ts)
+                b.user_item(blocks, ts)
         elif kind == "reasoning":
             b.assistant(ts).blocks.append(_thinking(payload))
         elif kind in _CALL_ITEMS:
             b.add_call(payload, ts)
         elif kind in _OUTPUT_ITEMS:
             b.add_output(payload, ts)
-        # other item types (ghost snapshots, unknown future items) carry no conversation content
+        else:
+            return False
+        return True
 
 
 def _thinking(payload: dict[str, Any]) -> ThinkingBlock:

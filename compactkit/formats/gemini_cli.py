@@ -1,24 +1,43 @@
-"""Gemini CLI chat session JSON (`~/.gemini/tmp/<project>/chats/session-*.json`).
+"""Gemini CLI chat sessions (`~/.gemini/tmp/<project>/chats/session-*.json` / `.jsonl`).
 
-`{"sessionId", "projectHash", "startTime", "lastUpdated", "messages": [...]}`; each message has
-`type` user / gemini / info / error / warning. A gemini message holds the model's text
-(`content`), its thoughts (`thoughts[]` of `{subject, description}`), its token counts (`tokens`)
-and the tool calls it made (`toolCalls[]` of `{id, name, args, result, status}`), each call's
-`result` being the Gemini API parts sent back (`functionResponse.response.output` / `.error`).
+Upstream: google-gemini/gemini-cli `packages/core/src/services/chatRecordingService.ts` and
+`chatRecordingTypes.ts` (`ConversationRecord`, `MessageRecord`, `ToolCallRecord`,
+`loadConversationRecord`). Two shapes:
 
-Mapping: user -> user; gemini -> assistant (thoughts as thinking blocks, then text, then calls),
-followed by one tool message with the results of its calls; info / error / warning messages are
-shown in the terminal only (never sent to the model) and are skipped. A call with no result gets
-a synthesized error result (`"[no result recorded]"`), except the calls of a final gemini message.
+* older versions write one JSON `ConversationRecord`: `{"sessionId", "projectHash", "startTime",
+  "lastUpdated", "summary"?, "messages": [...]}`;
+* newer versions append JSONL records: a metadata line (`sessionId`, `projectHash`, ...), message
+  records (a message written again under the same `id` replaces the earlier copy in place),
+  `{"$set": {...}}` metadata updates (a `messages` list replaces the history, e.g. after a
+  compression) and `{"$rewindTo": id}` (the user rewound: that message and all after it go).
+
+Each message has `type` user / gemini / info / error / warning. A user message's `content` is
+what the model got (Gemini API parts: text, inline images, files; `displayContent` is only what
+the terminal showed). A gemini message holds the model's text (`content`), its thoughts
+(`thoughts[]` of `{subject, description}`), its token counts (`tokens`) and the tool calls it made
+(`toolCalls[]` of `{id, name, args, result, status}`), each call's `result` being the Gemini API
+parts sent back (`functionResponse.response.output` / `.error`).
+
+Mapping: user -> user (each exactly once; a user turn that a `$set` history brought in with a new
+id, such as a compression's summary, gets `metadata["origin"] = "summary"`; `functionResponse`
+parts answer the calls they name, or are left out when the call already has its result); gemini
+-> assistant (thoughts as thinking blocks, then text, then calls), followed by one tool message
+with the results of its calls. info / error / warning messages are shown in the terminal only
+(never sent to the model): they are left out and counted in `metadata["skipped_records"]`, as are
+rewound messages (`"<type> (rewound)"`), unknown record types and `functionResponse` copies. A
+call with no result gets a synthesized error result (`"[no result recorded]"`), except the calls of
+a final gemini message.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from pydantic import JsonValue
 
 from ..context import (
+    ORIGIN_KEY,
     AgentContext,
     Block,
     ContentPart,
@@ -31,7 +50,7 @@ from ..context import (
 )
 from ..errors import BadInputError
 from ._pairing import repair_pairing
-from ._util import as_text
+from ._util import as_text, note_skipped
 from .base import Document, Format
 
 _UI_TYPES = {"info", "error", "warning"}
@@ -130,41 +149,46 @@ class GeminiCliFormat(Format):
 
     def sniff(self, doc: Document) -> bool:
         data = doc.data
-        if doc.kind != "json" or not isinstance(data, dict):
+        if doc.kind == "jsonl":
+            head = data[0] if isinstance(data, list) and data else None
+            return _is_header(head)
+        if not isinstance(data, dict):
             return False
         messages = data.get("messages")
         if not isinstance(messages, list):
-            return False
+            return _is_header(data)  # a JSONL session holding only its metadata line
         if "sessionId" in data and "projectHash" in data:
             return True
         return any(isinstance(m, dict) and m.get("type") == "gemini" for m in messages[:50])
 
     def load(self, doc: Document) -> list[AgentContext]:
-        data = doc.data
-        if not self.sniff(doc) or not isinstance(data, dict):
+        if not self.sniff(doc):
             raise BadInputError(
                 "not a Gemini CLI session (no sessionId/projectHash, no gemini messages)",
                 path=doc.path,
-                hint="expected ~/.gemini/tmp/<project>/chats/session-*.json",
+                hint="expected ~/.gemini/tmp/<project>/chats/session-*.json or .jsonl",
             )
-        messages: list[Any] = data["messages"]
+        skipped: Counter[str] = Counter()
+        if doc.kind == "jsonl" or not isinstance(doc.data.get("messages"), list):
+            data, messages = _replay(doc.records if doc.kind == "jsonl" else [doc.data], skipped)
+        else:
+            data, messages = doc.data, list(doc.data["messages"])
         out: list[Message] = []
         n_calls = 0
         model: str | None = None
+        unanswered: set[str] = set()
         for msg in messages:
             if not isinstance(msg, dict):
+                skipped["invalid"] += 1
                 continue
             kind = msg.get("type")
-            if kind in _UI_TYPES:
+            if kind in _UI_TYPES or (kind != "gemini" and kind != "user"):
+                skipped[as_text(kind) or "unknown"] += 1
                 continue
-            if kind != "gemini":
-                out.append(
-                    Message(
-                        role="user",
-                        content=tuple(_parts(msg.get("content"))),
-                        metadata=_meta(msg, "id", "timestamp"),
-                    )
-                )
+            if kind == "user":
+                added = _user(msg, unanswered, out)
+                if not added:
+                    skipped["user"] += 1
                 continue
             if model is None and isinstance(msg.get("model"), str):
                 model = msg["model"]
@@ -192,7 +216,8 @@ class GeminiCliFormat(Format):
                 )
                 result = call.get("result")
                 if result is None:
-                    continue  # never answered: repair_pairing decides
+                    unanswered.add(call_id)  # a later functionResponse, or repair_pairing, answers
+                    continue
                 parts, is_error = _result_parts(result)
                 results.append(
                     ToolResultBlock(
@@ -227,4 +252,84 @@ class GeminiCliFormat(Format):
             meta["model"] = model
         if repaired.synthesized_results:
             meta["synthesized_results"] = repaired.synthesized_results
+        note_skipped(meta, skipped)
         return [AgentContext(messages=tuple(repaired.messages), metadata=meta)]
+
+
+def _is_header(record: Any) -> bool:
+    return (
+        isinstance(record, dict)
+        and isinstance(record.get("sessionId"), str)
+        and isinstance(record.get("projectHash"), str)
+    )
+
+
+def _user(msg: dict[str, Any], unanswered: set[str], out: list[Message]) -> bool:
+    """A user message (and the results of any `functionResponse` parts it carries); False when
+    it adds nothing."""
+    content = msg.get("content")
+    items = content if isinstance(content, list) else [content]
+    responses = [i for i in items if isinstance(i, dict) and "functionResponse" in i]
+    rest = [i for i in items if not (isinstance(i, dict) and "functionResponse" in i)]
+    added = False
+    results: list[ToolResultBlock] = []
+    for item in responses:
+        response = item["functionResponse"]
+        call_id = response.get("id") if isinstance(response, dict) else None
+        if isinstance(call_id, str) and call_id in unanswered:
+            parts, is_error = _function_response(response)
+            results.append(
+                ToolResultBlock(tool_call_id=call_id, content=tuple(parts), is_error=is_error)
+            )
+            unanswered.discard(call_id)
+    if results:
+        out.append(Message(role="tool", content=tuple(results)))
+        added = True
+    parts = _parts(rest if isinstance(content, list) else content) if rest else []
+    if parts:
+        meta = _meta(msg, "id", "timestamp")
+        if msg.get("_synthetic"):
+            meta[ORIGIN_KEY] = "summary"
+        out.append(Message(role="user", content=tuple(parts), metadata=meta))
+        added = True
+    return added
+
+
+def _replay(records: list[Any], skipped: Counter[str]) -> tuple[dict[str, Any], list[Any]]:
+    """The conversation a JSONL session file holds, replayed as `loadConversationRecord` does:
+    metadata lines and `$set` merged, messages upserted by id, `$rewindTo` truncating. A `$set`
+    message list replaces the history; the messages it drops (what a compression summarized)
+    are kept before it, so no user message is lost, and user turns it brings in under new ids
+    are marked synthetic."""
+    meta: dict[str, Any] = {}
+    messages: dict[str, dict[str, Any]] = {}
+    for record in records:
+        if not isinstance(record, dict):
+            skipped["invalid"] += 1
+        elif isinstance(record.get("$rewindTo"), str):
+            ids = list(messages)
+            cut = ids.index(record["$rewindTo"]) if record["$rewindTo"] in ids else 0
+            for gone in ids[cut:]:
+                skipped[f"{as_text(messages.pop(gone).get('type'))} (rewound)"] += 1
+        elif isinstance(record.get("$set"), dict):
+            update = dict(record["$set"])
+            history = update.pop("messages", None)
+            meta.update(update)
+            if isinstance(history, list) and history:
+                kept = {k: v for k, v in messages.items()}
+                replaced: dict[str, dict[str, Any]] = {}
+                for msg in history:
+                    if not isinstance(msg, dict) or not isinstance(msg.get("id"), str):
+                        continue
+                    if msg["id"] not in kept and msg.get("type") == "user":
+                        msg = {**msg, "_synthetic": True}
+                    replaced[msg["id"]] = msg
+                dropped = {k: v for k, v in kept.items() if k not in replaced}
+                messages = {**dropped, **replaced}
+        elif isinstance(record.get("id"), str) and "type" in record:
+            messages[record["id"]] = record  # a rewrite keeps the first position
+        elif _is_header(record):
+            meta.update({k: v for k, v in record.items() if k != "messages"})
+        else:
+            skipped["unknown"] += 1
+    return meta, list(messages.values())

@@ -1,5 +1,9 @@
 """pi coding-agent session JSONL (pi-mono `~/.pi/agent/sessions/--<cwd>--/<time>_<id>.jsonl`).
 
+Upstream: badlogic/pi-mono `packages/coding-agent/src/core/session-manager.ts` (entry types,
+`buildSessionContext`, the v1 -> v2 -> v3 migrations) and `src/core/messages.ts` (`convertToLlm`,
+the summary framing).
+
 The first record is the session header (`type: "session"`: id, cwd, provider, modelId, ...). Every
 other record is an entry: `message` (role user / assistant / toolResult / bashExecution / custom),
 `compaction`, `branch_summary`, `custom_message`, `model_change`, `thinking_level_change`, and
@@ -14,44 +18,53 @@ How a file becomes one context (mirroring pi's `buildSessionContext` and `conver
   `metadata["skipped_empty_assistant"]`) and keep those with partial content, marked by their
   `stop_reason`. A tool call without a recorded result gets a synthesized error result, as pi
   itself does (`metadata["synthesized_results"]`).
-* `bashExecution` messages (`!cmd` run by the user) become user text exactly as pi renders them
-  for the model; `custom` messages and `custom_message` entries become user messages.
-* Each `compaction` entry becomes, at its position, a user message holding a `SummaryBlock`
-  (`backend="pi"`; its etag keys, in `recovery`, the text block pi actually sent: the summary in
-  pi's `<summary>` framing, so `expand` restores it) with `metadata["pi_compaction"]`:
-  `first_kept_message` (index of the message where pi's kept tail starts), `tokens_before`, and
-  the entry reference. All messages are kept, so the context is the full history;
-  `pi_model_view(ctx)` gives what pi's model saw after the latest compaction (the summary, then
-  the kept tail, then everything after).
-* A `branch_summary` entry becomes a user `SummaryBlock` message
+* What the user typed or attached is a `message` of role `user` (text and `image` parts): a user
+  message, each exactly once. `bashExecution` messages (`!cmd` run by the user) become user text
+  exactly as pi renders them for the model; `custom` (v2 `hookMessage`) messages and
+  `custom_message` entries, which extensions inject, become user messages. Both carry
+  `metadata["origin"] = "harness"`: they are not the user's words.
+* Each `compaction` entry becomes, at its position, a user message holding the text pi sent the
+  model in its place (the summary in pi's `<summary>` framing) as a plain text block, with
+  `metadata["origin"] = "summary"` and `metadata["pi_compaction"]`: `first_kept_message` (index of
+  the message where pi's kept tail starts), `summarized_messages`, `tokens_before`, and the entry
+  reference. It is part of the original, so it has no recovery entry and `expand` leaves it as
+  loaded. All messages are kept, so the context is the full history; `pi_model_view(ctx)` gives
+  what pi's model saw after the latest compaction (the summary, then the kept tail, then
+  everything after).
+* A `branch_summary` entry becomes a user text message in pi's framing, `origin` "summary"
   (`metadata["pi_branch_summary"]`).
 * `model_change` / `thinking_level_change` entries go to the metadata of the next message
-  (`pi_model_change`, `pi_thinking_level`).
+  (`pi_model_change`, `pi_thinking_level`); `session_info` names the session (`title`).
+* Counted in `metadata["skipped_records"]`: `custom` and `label` entries (never sent to a model),
+  `!!cmd` runs (`excludeFromContext`), empty aborted responses, a second result for one call,
+  unknown entry types and roles, and the entries of branches the session left (named
+  `"<type> (other branch)"`).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from pydantic import JsonValue
 
 from ..context import (
+    ORIGIN_KEY,
     AgentContext,
     Block,
     ContentPart,
     ImageBlock,
     Message,
     Role,
-    SummaryBlock,
     TextBlock,
     ThinkingBlock,
     ToolCallBlock,
     ToolResultBlock,
 )
 from ..errors import BadInputError
-from ..recovery import prune, put
+from ..recovery import prune
 from ._pairing import NO_RESULT_TEXT, synthesized_results
-from ._util import as_text, parse_arguments
+from ._util import as_text, note_skipped, parse_arguments
 from .base import Document, Format
 
 # how pi frames summaries for the model (coding-agent `messages.ts`, `convertToLlm`)
@@ -105,18 +118,27 @@ class PiSessionFormat(Format):
         header: dict[str, Any] = records[0]
         entries = [(i, r) for i, r in enumerate(records) if i > 0 and isinstance(r, dict)]
         builder = _Builder()
-        for key, entry in _active_path(entries):
+        builder.skipped["invalid"] = sum(1 for r in records[1:] if not isinstance(r, dict))
+        path = _active_path(entries)
+        on_path = {id(entry) for _, entry in path}
+        for _, entry in entries:
+            if id(entry) not in on_path:
+                builder.skipped[f"{_kind(entry)} (other branch)"] += 1
+        for key, entry in path:
             builder.add(key, entry)
         if not builder.messages:
             return []
         builder.close_calls(final=True)
-        return [
-            AgentContext(
-                messages=tuple(builder.messages),
-                metadata=_metadata(header, builder),
-                recovery=builder.recovery,
-            )
-        ]
+        return [AgentContext(messages=tuple(builder.messages), metadata=_metadata(header, builder))]
+
+
+def _kind(entry: dict[str, Any]) -> str:
+    """An entry's kind for `skipped_records`: its type, and a message's role."""
+    kind = as_text(entry.get("type")) or "unknown"
+    message = entry.get("message")
+    if kind == "message" and isinstance(message, dict):
+        return f"message/{as_text(message.get('role'))}"
+    return kind
 
 
 def _entry_key(index: int, entry: dict[str, Any]) -> str:
@@ -149,7 +171,7 @@ def _active_path(entries: list[tuple[int, dict[str, Any]]]) -> list[tuple[str, d
 class _Builder:
     def __init__(self) -> None:
         self.messages: list[Message] = []
-        self.recovery: dict[str, str] = {}
+        self.skipped: Counter[str] = Counter()
         self.pending_meta: dict[str, JsonValue] = {}
         self.open_calls: dict[str, None] = {}
         self.answered: set[str] = set()
@@ -169,19 +191,23 @@ class _Builder:
         self.waiting_keys.append(key)
         kind = entry.get("type")
         if kind == "message" and isinstance(entry.get("message"), dict):
-            self._message(entry, entry["message"])
+            if not self._message(entry, entry["message"]):
+                self.skipped[_kind(entry)] += 1
         elif kind == "compaction":
             self._compaction(key, entry)
-        elif kind == "branch_summary" and isinstance(entry.get("summary"), str):
-            if entry["summary"]:
-                meta: dict[str, JsonValue] = {"pi_branch_summary": {"from_id": entry.get("fromId")}}
-                block = self._summary(
-                    entry["summary"], BRANCH_SUMMARY_PREFIX, BRANCH_SUMMARY_SUFFIX
-                )
-                self._emit("user", [block], entry, meta)
+        elif (
+            kind == "branch_summary" and isinstance(entry.get("summary"), str) and entry["summary"]
+        ):
+            meta: dict[str, JsonValue] = {
+                ORIGIN_KEY: "summary",
+                "pi_branch_summary": {"from_id": entry.get("fromId")},
+            }
+            block = _framed(entry["summary"], BRANCH_SUMMARY_PREFIX, BRANCH_SUMMARY_SUFFIX)
+            self._emit("user", [block], entry, meta)
         elif kind == "custom_message":
-            meta = {"pi_custom_type": as_text(entry.get("customType"))}
-            self._emit("user", _user_blocks(entry.get("content")), entry, meta)
+            meta = {ORIGIN_KEY: "harness", "pi_custom_type": as_text(entry.get("customType"))}
+            if not self._emit("user", _user_blocks(entry.get("content")), entry, meta):
+                self.skipped["custom_message"] += 1
         elif kind == "model_change":
             change: dict[str, JsonValue] = {
                 "provider": entry.get("provider"),
@@ -193,42 +219,50 @@ class _Builder:
         elif kind == "thinking_level_change" and isinstance(entry.get("thinkingLevel"), str):
             self.pending_meta["pi_thinking_level"] = entry["thinkingLevel"]
             self.thinking_level = entry["thinkingLevel"]
-        elif kind == "session_info" and isinstance(entry.get("name"), str):
-            self.title = entry["name"]
+        elif kind == "session_info":
+            if isinstance(entry.get("name"), str):
+                self.title = entry["name"]
+        else:  # custom (extension state), label, unknown future types: never sent to a model
+            self.skipped[_kind(entry)] += 1
 
-    def _message(self, entry: dict[str, Any], message: dict[str, Any]) -> None:
+    def _message(self, entry: dict[str, Any], message: dict[str, Any]) -> bool:
+        """Add one message entry; False when nothing of it reaches the context."""
         role = message.get("role")
         if role == "user":
-            self._emit("user", _user_blocks(message.get("content")), entry)
-        elif role == "assistant":
-            self._assistant(entry, message)
-        elif role == "toolResult":
-            self._tool_result(entry, message)
-        elif role == "bashExecution":
+            return self._emit("user", _user_blocks(message.get("content")), entry)
+        if role == "assistant":
+            return self._assistant(entry, message)
+        if role == "toolResult":
+            return self._tool_result(entry, message)
+        if role == "bashExecution":
             if message.get("excludeFromContext") is True:
-                return
-            meta: dict[str, JsonValue] = {"pi_role": "bashExecution"}
-            text = bash_execution_text(message)
-            self._emit("user", [TextBlock(text=text)], entry, meta)
-        elif role in ("custom", "hookMessage"):
-            meta = {"pi_role": "custom", "pi_custom_type": as_text(message.get("customType"))}
-            self._emit("user", _user_blocks(message.get("content")), entry, meta)
-        elif role in ("branchSummary", "compactionSummary") and message.get("summary"):
+                return False
+            meta: dict[str, JsonValue] = {ORIGIN_KEY: "harness", "pi_role": "bashExecution"}
+            return self._emit("user", [TextBlock(text=bash_execution_text(message))], entry, meta)
+        if role in ("custom", "hookMessage"):
+            meta = {
+                ORIGIN_KEY: "harness",
+                "pi_role": "custom",
+                "pi_custom_type": as_text(message.get("customType")),
+            }
+            return self._emit("user", _user_blocks(message.get("content")), entry, meta)
+        if role in ("branchSummary", "compactionSummary") and message.get("summary"):
             prefix, suffix = (
                 (BRANCH_SUMMARY_PREFIX, BRANCH_SUMMARY_SUFFIX)
                 if role == "branchSummary"
                 else (COMPACTION_SUMMARY_PREFIX, COMPACTION_SUMMARY_SUFFIX)
             )
-            block = self._summary(as_text(message["summary"]), prefix, suffix)
-            self._emit("user", [block], entry, {"pi_role": role})
+            block = _framed(as_text(message["summary"]), prefix, suffix)
+            return self._emit("user", [block], entry, {ORIGIN_KEY: "summary", "pi_role": role})
+        return False
 
-    def _assistant(self, entry: dict[str, Any], message: dict[str, Any]) -> None:
+    def _assistant(self, entry: dict[str, Any], message: dict[str, Any]) -> bool:
         blocks = _assistant_blocks(message.get("content"))
         stop = message.get("stopReason")
         if not blocks:
             if stop in ("aborted", "error"):
                 self.skipped_empty_assistant += 1
-            return
+            return False
         meta: dict[str, JsonValue] = {}
         for source, target in (
             ("model", "model"),
@@ -247,12 +281,13 @@ class _Builder:
         for block in blocks:
             if isinstance(block, ToolCallBlock):
                 self.open_calls[block.id] = None
+        return True
 
-    def _tool_result(self, entry: dict[str, Any], message: dict[str, Any]) -> None:
+    def _tool_result(self, entry: dict[str, Any], message: dict[str, Any]) -> bool:
         call_id = as_text(message.get("toolCallId"))
         tool_name = as_text(message.get("toolName"))
         if call_id in self.answered:
-            return  # a second result for one call: pi would send it, but it pairs with nothing
+            return False  # a second result for one call: pi would send it; it pairs with nothing
         if call_id not in self.open_calls:
             self.close_calls()
             self._emit(
@@ -271,6 +306,7 @@ class _Builder:
         self._emit("tool", [block], entry, meta)
         self.open_calls.pop(call_id, None)
         self.answered.add(call_id)
+        return True
 
     def _compaction(self, key: str, entry: dict[str, Any]) -> None:
         summary = as_text(entry.get("summary"))
@@ -290,19 +326,14 @@ class _Builder:
             info["tokens_before"] = entry["tokensBefore"]
         if entry.get("fromHook") is True:
             info["from_hook"] = True
-        summarized = sum(1 for m in self.messages[:kept_from] if "pi_compaction" not in m.metadata)
-        block = self._summary(
-            summary, COMPACTION_SUMMARY_PREFIX, COMPACTION_SUMMARY_SUFFIX, summarized
+        info["summarized_messages"] = sum(
+            1 for m in self.messages[:kept_from] if "pi_compaction" not in m.metadata
         )
-        self._emit("user", [block], entry, {"pi_compaction": info})
+        block = _framed(summary, COMPACTION_SUMMARY_PREFIX, COMPACTION_SUMMARY_SUFFIX)
+        self._emit("user", [block], entry, {ORIGIN_KEY: "summary", "pi_compaction": info})
         self.compactions += 1
 
     # ----------------------------------------------------------------- output
-
-    def _summary(self, text: str, prefix: str, suffix: str, summarized: int = 0) -> SummaryBlock:
-        """A summary marker; `recovery` holds, under its etag, the text pi sent the model."""
-        etag = put(self.recovery, [TextBlock(text=prefix + text + suffix)])
-        return SummaryBlock(text=text, etag=etag, summarized_messages=summarized, backend="pi")
 
     def _emit(
         self,
@@ -310,9 +341,9 @@ class _Builder:
         blocks: list[Block],
         entry: dict[str, Any],
         extra: dict[str, JsonValue] | None = None,
-    ) -> None:
+    ) -> bool:
         if not blocks:
-            return
+            return False
         if role != "tool":
             self.close_calls()
         meta: dict[str, JsonValue] = {}
@@ -327,6 +358,7 @@ class _Builder:
             self.first_message.setdefault(key, len(self.messages))
         self.waiting_keys = []
         self.messages.append(Message(role=role, content=tuple(blocks), metadata=meta))
+        return True
 
     def close_calls(self, final: bool = False) -> None:
         """Give every open call a synthesized error result (pi does the same before a model
@@ -376,7 +408,13 @@ def _metadata(header: dict[str, Any], builder: _Builder) -> dict[str, JsonValue]
     ):
         if value:
             meta[key] = value
+    note_skipped(meta, builder.skipped)
     return meta
+
+
+def _framed(summary: str, prefix: str, suffix: str) -> TextBlock:
+    """A summary as the text pi sends its model (`convertToLlm`)."""
+    return TextBlock(text=prefix + summary + suffix)
 
 
 def bash_execution_text(message: dict[str, Any]) -> str:

@@ -96,8 +96,10 @@ def test_rollout_instructions_text_and_reasoning(path: Path) -> None:
     assert [m.text for m in ctx.messages if m.role == "system"] == developer
     users = [text_of(m) for m in messages if m["role"] == "user"]
     assert [m.text for m in ctx.messages if m.role == "user"] == users
-    first_user = ctx.messages[ctx.first_user_index or 0]
-    assert first_user.text == users[0]
+    # AGENTS.md and <environment_context> are user messages Codex wrote: not the task
+    typed = [u for u in users if not u.startswith(("# AGENTS.md", "<environment_context>"))]
+    assert [m.text for m in ctx.messages if m.is_human] == typed
+    assert ctx.task == typed[0]
     assistant_text = [text_of(m) for m in messages if m["role"] == "assistant"]
     got = [
         b.text for m in ctx.messages if m.role == "assistant" for b in m.content if b.type == "text"

@@ -11,7 +11,7 @@ import pytest
 
 import compactkit
 from compactkit import AgentContext
-from compactkit.context import SummaryBlock
+from compactkit.context import TextBlock
 from compactkit.errors import BadInputError
 from compactkit.formats.pi import (
     COMPACTION_SUMMARY_PREFIX,
@@ -75,7 +75,10 @@ def test_loads_by_detection_and_pairs(path: Path) -> None:
     assert ctx.metadata["cwd"] == header["cwd"]
     assert ctx.system_instruction is None  # pi does not store its system prompt
     assert pairing_problems(ctx) == []
-    assert validate(ctx) == []  # includes: every summary marker is recoverable
+    assert validate(ctx) == []
+    # pi's own summaries are part of the original: nothing for expand to restore
+    assert ctx.recovery == {}
+    assert expand(ctx) == ctx
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name[:40])
@@ -105,9 +108,9 @@ def test_text_and_thinking_kept(path: Path) -> None:
     ctx = _load(path)
     raw_users = _raw_messages(path, "user")
     assert ctx.task == raw_users[0]["content"][0]["text"]
-    users = [m.text for m in ctx.messages if m.role == "user" and "pi_role" not in m.metadata]
+    # each user message once, and nothing else counts as the user's words
     assert [u["content"][0]["text"] for u in raw_users] == [
-        t for t in users if not t.startswith("# Context Checkpoint")
+        m.text for m in ctx.messages if m.is_human
     ]
     raw_thinking = [
         (b["thinking"], b["thinkingSignature"] or None)  # "" when aborted early
@@ -151,15 +154,11 @@ def test_compactions_become_summary_messages() -> None:
     assert len(summaries) == len(compactions) == 2
     assert ctx.metadata["compactions"] == 2
     for (raw_index, record), (index, message) in zip(compactions, summaries, strict=True):
-        (block,) = message.content
-        assert isinstance(block, SummaryBlock)
-        assert block.text == record["summary"]
-        assert block.backend == "pi"
-        # expanding the marker gives the text pi sent the model in its place
+        # the text pi sent the model in place of the history, as loaded and after expand
         sent = COMPACTION_SUMMARY_PREFIX + record["summary"] + COMPACTION_SUMMARY_SUFFIX
-        (restored,) = expand(ctx).messages[index].content
-        assert restored.type == "text"
-        assert restored.text == sent
+        assert message.content == (TextBlock(text=sent),)
+        assert message.origin == "summary" and not message.is_human
+        assert expand(ctx).messages[index] == message
         info = message.metadata["pi_compaction"]
         assert isinstance(info, dict)
         assert info["tokens_before"] == record["tokensBefore"]
@@ -178,7 +177,9 @@ def test_model_view_after_latest_compaction() -> None:
     view = pi_model_view(ctx)
     raw = _raw(path)
     latest = [r for r in raw if r["type"] == "compaction"][-1]
-    assert view.messages[0].text == latest["summary"]
+    assert view.messages[0].text == (
+        COMPACTION_SUMMARY_PREFIX + latest["summary"] + COMPACTION_SUMMARY_SUFFIX
+    )
     assert (
         view.messages[1].text == raw[latest["firstKeptEntryIndex"]]["message"]["content"][0]["text"]
     )
@@ -187,7 +188,7 @@ def test_model_view_after_latest_compaction() -> None:
     assert view.messages[-1] == ctx.messages[-1]
     assert pairing_problems(view) == []
     assert validate(view) == []
-    assert len(view.recovery) == 1  # the earlier summary's entry went with it
+    assert view.recovery == {}
 
 
 def test_bash_execution_is_user_text_as_pi_sends_it() -> None:
@@ -196,6 +197,10 @@ def test_bash_execution_is_user_text_as_pi_sends_it() -> None:
     runs = _raw_messages(path, "bashExecution")
     texts = [m.text for m in ctx.messages if m.metadata.get("pi_role") == "bashExecution"]
     assert len(texts) == len(runs) == 3
+    # the command's output is the harness's text, not the user's words
+    assert all(
+        m.origin == "harness" for m in ctx.messages if m.metadata.get("pi_role") == "bashExecution"
+    )
     assert texts[0] == f"Ran `ls`\n```\n{runs[0]['output']}\n```"
 
 
