@@ -1,10 +1,27 @@
 """Claude Code session JSONL (~/.claude/projects/*/<uuid>.jsonl).
 
+Built from what Claude Code writes and sends, read in its public source and in readers of the
+format (checked for versions 1.0.x to 2.1.x):
+
+* record types: d-kimuson/claude-code-viewer `src/lib/conversation-schema/` (zod schemas of every
+  entry: user, assistant, system with its subtypes, summary, file-history-snapshot,
+  queue-operation, progress, custom-title, agent-name, pr-link, last-prompt, attachment);
+* what reaches the model: Claude Code 2.1 `src/utils/sessionStorage.ts` (`isTranscriptMessage`:
+  user, assistant, attachment and system records are the transcript; progress is UI only),
+  `src/utils/messages.ts` (`normalizeMessagesForAPI` sends user and assistant records, turns
+  `system` records of subtype `local_command` into user messages and drops every other system
+  record; attachments become user messages, a `queued_command` one holding the prompt the user
+  typed while the model worked), `src/utils/messageQueueManager.ts` (the `queue-operation`
+  records: `enqueue` with the text, `dequeue` when it becomes the next prompt record, `remove`
+  when a running turn absorbs it, `popAll` when it goes back to the input box) and
+  `src/constants/xml.ts` (the tags of command and terminal text), read in public copies of the
+  2.1.88 source;
+* newer writers: `remove` carries `content` and `reason: "absorbed_mid_turn"` (2.1.246 on) and
+  the absorbed prompt is also an `attachment` record of type `queued_command`
+  (`commandMode`, `origin`, `prompt` as a string or content blocks).
+
 How a file becomes contexts:
 
-* Records without a `uuid` (`summary` titles, `file-history-snapshot`, `queue-operation`) are not
-  conversation content. `system` and `progress` records are UI events the model never sees; they
-  are skipped too (a `compact_boundary` record only links the chain across a /compact).
 * Records with `isSidechain: true` belong to subagents (the Task tool). Each sidechain tree (one
   root) is its own conversation; the main conversation is every non-sidechain record. A file with
   several conversations sets `metadata["conversation"]`; a sidechain also records `sidechain`,
@@ -15,46 +32,93 @@ How a file becomes contexts:
   the root, plus the records hanging off that path that belong to the same turns: newer Claude
   Code versions write each block of one API response as its own record (same `message.id`) and
   parent each parallel tool result on the record holding its call, so the "path" alone would
-  lose them. Records on other branches (rewound or edited turns) are dropped and counted in
-  `metadata["off_path_records"]`. Kept records are read in file order.
+  lose them. User and assistant records on other branches (rewound or edited turns) are dropped
+  and counted in `metadata["off_path_records"]`. Kept records are read in file order.
 * Assistant records with one `message.id` merge into one assistant message (thinking, text and
   tool calls in file order; `usage`/`stop_reason` from the last record, which is the final one).
 * User records holding `tool_result` blocks become `tool` messages (one per record); the
-  `toolUseResult` sidecar duplicates them and is ignored. Other user records (prompts, command
-  echoes, `isMeta` caveats and expanded skill/command prompts, which Claude Code sends to the
-  model) stay user messages; a `/compact` summary (`isCompactSummary`) becomes a `SummaryBlock`
-  whose etag keys, in `recovery`, the text the model was sent (so `expand` restores it).
-* A prompt the user queued while the model worked and that Claude Code delivered mid-turn (a
-  `queue-operation` `enqueue` later consumed by `remove`) is not stored as a user record; the
-  model saw it, so it is added as a user message (`metadata["queued_command"] = True`) before the
-  next assistant message.
-* Claude Code does not store its system prompt: `system_instruction` stays None.
+  `toolUseResult` sidecar duplicates them and is ignored.
+
+Where the user's words are, each loaded as one user message exactly once:
+
+* a `user` record's text and images (`content` a string, or `text`/`image`/`document` parts:
+  a pasted image stays an `ImageBlock`); a slash command the user typed (`<command-name>`,
+  `<command-args>`) and a `!` shell command (`<bash-input>`) are the user's words too;
+* a `system` record of subtype `local_command` (a local slash command and its output, as newer
+  versions write them; the model sees them as user messages);
+* a prompt typed while the model worked and absorbed into the running turn: an `attachment`
+  record of type `queued_command` (2.1), else, for versions that write only the queue records,
+  a `queue-operation` `enqueue` later retired by `remove` (`metadata["queued_command"] = True`,
+  placed before the next assistant message). The queue is replayed to know which prompt each
+  `remove` retired; one that an attachment also holds (same text) is not added again. A queued
+  prompt retired by `dequeue` comes back as an ordinary `user` record and is read there.
+
+A user-role message that is not the user's words has `metadata["origin"]`: `"harness"` for what
+Claude Code wrote itself (`isMeta` records such as the local-command caveat and expanded
+skill/command prompts; text that is only `<local-command-stdout>`/`-stderr>`, `<bash-stdout>`,
+`<system-reminder>`, `<task-notification>`, IDE context or an `[Request interrupted by user]`
+notice; records or queued commands whose `origin.kind` is not `human`), `"summary"` for a
+`/compact` summary (`isCompactSummary`, also `metadata["compact_summary"] = True`), kept as the
+plain text Claude Code sent its model (no recovery entry: a loaded session is a fixed point of
+`expand`). A message holding both the user's text and injected text counts as the user's.
+
+Everything else is counted by kind in `metadata["skipped_records"]` (see `note_skipped`):
+`summary` titles (the title still goes to `metadata["title"]`), `file-history-snapshot`, other
+`system/<subtype>` records (`compact_boundary`, `turn_duration`, `api_error`, `informational`,
+`stop_hook_summary`...), `progress`, `attachment/<type>` other than `queued_command` (hook
+output, file and memory context Claude Code rebuilds each turn), queue records that delivered
+nothing (`queue-operation/popAll`, an `enqueue` taken back or never delivered), and any record
+type this loader does not know. Records without a `uuid` count toward the main conversation.
+Claude Code does not store its system prompt: `system_instruction` stays None.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import JsonValue
 
 from ..context import (
+    ORIGIN_KEY,
     AgentContext,
     Block,
     ContentPart,
-    SummaryBlock,
+    ImageBlock,
     TextBlock,
     ThinkingBlock,
     ToolCallBlock,
     ToolResultBlock,
 )
 from ..errors import BadInputError
-from ..recovery import put
 from ._pairing import NO_RESULT_TEXT, Repaired, Turn, repair_pairing
-from ._util import as_text, image_from, parts_from_content
+from ._util import as_text, image_from, note_skipped, parts_from_content
 from .base import Document, Format
 
 _SNIFF_LIMIT = 50
+
+_HARNESS_PREFIXES = (
+    # src/constants/xml.ts: terminal output and the local-command caveat, not a user prompt
+    "<local-command-stdout>",
+    "<local-command-stderr>",
+    "<local-command-caveat>",
+    "Caveat: The messages below were generated by the user while running local commands",
+    "<bash-stdout>",
+    "<bash-stderr>",
+    "<system-reminder>",
+    "<task-notification>",
+    "<teammate-message",
+    "<new-diagnostics>",
+    "<ide_opened_file>",
+    "<ide_selection>",
+    "[Request interrupted by user",  # INTERRUPT_MESSAGE, INTERRUPT_MESSAGE_FOR_TOOL_USE
+)
+"""How text Claude Code wrote into a user turn begins (a user's command, `<command-name>` or
+`<bash-input>`, is the user's words)."""
+
+_ABSORBED = (None, "absorbed_mid_turn")
+"""`remove` reasons that mean the running turn took the queued prompt (none before 2.1.246)."""
 
 
 def _records(doc: Document) -> list[dict[str, Any]]:
@@ -75,6 +139,30 @@ def _is_message_record(record: dict[str, Any]) -> bool:
         and "parentUuid" in record
         and ("sessionId" in record or "isSidechain" in record)
     )
+
+
+def _kind(record: dict[str, Any]) -> str:
+    """How a record is named in `skipped_records`: its type, plus its subtype where it has one."""
+    kind = record.get("type")
+    name = kind if isinstance(kind, str) and kind else "unknown"
+    sub: Any = None
+    if kind == "system":
+        sub = record.get("subtype")
+    elif kind == "attachment":
+        sub = _dict(record.get("attachment")).get("type")
+    elif kind == "queue-operation":
+        sub = record.get("operation")
+    return f"{name}/{sub}" if isinstance(sub, str) and sub else name
+
+
+def _is_content_record(record: dict[str, Any]) -> bool:
+    """A record that can become a message (counted as off the path when its branch is dropped)."""
+    kind = _kind(record)
+    return kind in ("user", "assistant", "system/local_command", "attachment/queued_command")
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 class ClaudeCodeFormat(Format):
@@ -193,7 +281,7 @@ class _Loader:
                     calls.update(_call_ids(record))
                     answered.update(_result_ids(record))
                     changed = True
-        off_path = sum(1 for i in messages if i not in kept)
+        off_path = sum(1 for i in group if i not in kept and _is_content_record(self.records[i]))
         return sorted(kept), off_path
 
     def contexts(self) -> list[AgentContext]:
@@ -207,17 +295,43 @@ class _Loader:
             and isinstance(r.get("leafUuid"), str)
             and isinstance(r.get("summary"), str)
         }
+        in_tree = {i for g in groups for i in g}
         queue_ops = [i for i, r in enumerate(self.records) if r.get("type") == "queue-operation"]
+        # records outside every conversation tree: titles, snapshots, queue records, duplicates
+        loose = Counter(
+            _kind(r)
+            for i, r in enumerate(self.records)
+            if i not in in_tree and r.get("type") != "queue-operation"
+        )
+        absorbed = Counter(
+            _queued_text(_dict(r.get("attachment")).get("prompt"))
+            for r in self.records
+            if _kind(r) == "attachment/queued_command"
+        )
+        owner = next(
+            (n for n, g in enumerate(groups) if self.records[g[0]].get("isSidechain") is not True),
+            0,
+        )  # the main conversation (else the first) gets the records of the whole file
         out: list[AgentContext] = []
         for number, group in enumerate(groups):
             kept, off_path = self.active(group)
             sidechain = self.records[group[0]].get("isSidechain") is True
-            stream = kept if sidechain else sorted(kept + queue_ops)
-            builder = _Builder()
+            owns_file_records = number == owner
+            stream = sorted(kept + queue_ops) if owns_file_records else kept
+            builder = _Builder(absorbed)
             for i in stream:
                 builder.add(self.records[i])
             repaired = builder.finish()
             messages = repaired.messages
+            skipped = builder.skipped
+            kept_set = set(kept)
+            skipped.update(
+                _kind(self.records[i])
+                for i in group
+                if i not in kept_set and not _is_content_record(self.records[i])
+            )
+            if owns_file_records:
+                skipped.update(loose)
             meta = self._metadata(group, kept, titles)
             if len(groups) > 1:
                 meta["conversation"] = number
@@ -235,9 +349,8 @@ class _Loader:
                 meta["synthesized_calls"] = repaired.synthesized_calls
             if builder.queued_commands:
                 meta["queued_commands"] = builder.queued_commands
-            out.append(
-                AgentContext(messages=tuple(messages), metadata=meta, recovery=builder.recovery)
-            )
+            note_skipped(meta, skipped)
+            out.append(AgentContext(messages=tuple(messages), metadata=meta))
         return out
 
     def _task_prompts(self, group: list[int]) -> dict[str, str]:
@@ -346,40 +459,121 @@ def _only_tool_results(record: dict[str, Any]) -> bool:
 # --------------------------------------------------------------------------- records -> messages
 
 
+@dataclass
+class _Queued:
+    """A prompt waiting in Claude Code's command queue (from an `enqueue` record)."""
+
+    blocks: list[Block]
+    text: str
+    timestamp: Any = None
+
+    @property
+    def later(self) -> bool:
+        """Task notifications wait behind prompts (priority 'later' against 'next')."""
+        return self.text.lstrip().startswith("<task-notification>")
+
+
 class _Builder:
     """Turns the kept records of one conversation, in file order, into messages."""
 
-    def __init__(self) -> None:
+    def __init__(self, absorbed: Counter[str]) -> None:
         self.drafts: list[Turn] = []
-        self.recovery: dict[str, str] = {}
         self.open_response: tuple[int, str] | None = None  # (draft index, message.id)
-        self.queue: list[str] = []
-        self.injections: list[tuple[str, Any]] = []  # (text, timestamp)
+        self.queue: list[_Queued] = []
+        self.injections: list[Turn] = []  # queued prompts the running turn took
+        self.absorbed = Counter(absorbed)  # queued_command attachment texts not yet matched
         self.queued_commands = 0
+        self.skipped: Counter[str] = Counter()
 
     def add(self, record: dict[str, Any]) -> None:
-        kind = record.get("type")
-        if kind == "queue-operation":
-            self._queue(record)
+        kind = _kind(record)
+        if kind.startswith("queue-operation"):
+            self._queue(record, kind)
         elif kind == "assistant" and isinstance(record.get("message"), dict):
             self._assistant(record)
         elif kind == "user" and isinstance(record.get("message"), dict):
             self._user(record)
+        elif kind == "system/local_command":
+            self._local_command(record)
+        elif kind == "attachment/queued_command":
+            self._queued_attachment(record)
+        else:  # UI events, snapshots, context Claude Code rebuilds, unknown types
+            self.skipped[kind] += 1
 
     # ----------------------------------------------------------------- queued prompts
 
-    def _queue(self, record: dict[str, Any]) -> None:
+    def _queue(self, record: dict[str, Any], kind: str) -> None:
         operation = record.get("operation")
         content = record.get("content")
-        if operation == "enqueue" and isinstance(content, str):
-            self.queue.append(content)
-        elif operation == "dequeue" and self.queue:
-            self.queue.pop(0)  # delivered as an ordinary prompt record
-        elif operation == "popAll":
-            self.queue.clear()  # taken back into the input box, not sent
-        elif operation == "remove" and self.queue:
-            # delivered to the model mid-turn, not stored as a user record
-            self.injections.append((self.queue.pop(0), record.get("timestamp")))
+        if operation == "enqueue":
+            blocks = _user_blocks(content)
+            self.queue.append(_Queued(blocks, _queued_text(content), record.get("timestamp")))
+            return
+        item = self._take(content)
+        if operation == "dequeue" and item is not None:
+            return  # comes back as the next prompt record, read there
+        if operation == "remove" and record.get("reason") in _ABSORBED:
+            if item is None and isinstance(content, (str, list)):  # its enqueue is missing
+                item = _Queued(_user_blocks(content), _queued_text(content))
+            if item is not None:
+                self._absorb(item, record.get("timestamp"))
+                return
+        self.skipped[kind] += 1  # popAll (back to the input box), or nothing to take
+        if item is not None:
+            self.skipped["queue-operation/enqueue"] += 1
+
+    def _take(self, content: Any) -> _Queued | None:
+        """The queued prompt an operation retires: the one with its text, else the next in line."""
+        if not self.queue:
+            return None
+        if isinstance(content, (str, list)):
+            text = _queued_text(content)
+            for index, item in enumerate(self.queue):
+                if item.text == text:
+                    return self.queue.pop(index)
+        index = next((i for i, q in enumerate(self.queue) if not q.later), 0)
+        return self.queue.pop(index)
+
+    def _absorb(self, item: _Queued, timestamp: Any) -> None:
+        """A prompt the running turn took, with no record of its own in older versions."""
+        if self.absorbed[item.text] > 0:  # the queued_command attachment holds it
+            self.absorbed[item.text] -= 1
+            return
+        if not item.blocks:
+            self.skipped["queue-operation/enqueue"] += 1  # a prompt Claude Code did not log
+            return
+        meta: dict[str, JsonValue] = {"queued_command": True}
+        _put(meta, "timestamp", timestamp if timestamp is not None else item.timestamp)
+        if _harness_blocks(item.blocks):
+            meta[ORIGIN_KEY] = "harness"
+        self.injections.append(Turn("user", item.blocks, meta))
+
+    def _queued_attachment(self, record: dict[str, Any]) -> None:
+        attachment = _dict(record.get("attachment"))
+        blocks = _user_blocks(attachment.get("prompt"))
+        if not blocks:
+            self.skipped["attachment/queued_command"] += 1
+            return
+        meta: dict[str, JsonValue] = {"queued_command": True}
+        _put(meta, "uuid", record.get("uuid"))
+        _put(meta, "timestamp", record.get("timestamp"))
+        _put(meta, "command_mode", attachment.get("commandMode"))
+        origin = _dict(attachment.get("origin")).get("kind")
+        if (
+            attachment.get("commandMode") not in (None, "prompt")
+            or origin not in (None, "human")
+            or attachment.get("isMeta") is True
+            or record.get("isMeta") is True
+            or _harness_blocks(blocks)
+        ):
+            meta[ORIGIN_KEY] = "harness"
+        self.injections.append(Turn("user", blocks, meta))
+
+    def _flush_injections(self) -> None:
+        for turn in self.injections:
+            self._append(turn)
+            self.queued_commands += 1
+        self.injections.clear()
 
     # ----------------------------------------------------------------- assistant records
 
@@ -396,14 +590,10 @@ class _Builder:
             _update_response_metadata(draft.metadata, record)
             return
         if not blocks:
+            self.skipped["assistant"] += 1
             return
-        for text, timestamp in self.injections:
-            meta: dict[str, JsonValue] = {"queued_command": True}
-            _put(meta, "timestamp", timestamp)
-            self._append(Turn("user", [TextBlock(text=text)], meta))
-            self.queued_commands += 1
-        self.injections.clear()
-        meta = {}
+        self._flush_injections()
+        meta: dict[str, JsonValue] = {}
         if response_id:
             meta["id"] = response_id
         _put(meta, "uuid", record.get("uuid"))
@@ -426,10 +616,7 @@ class _Builder:
         results: list[Block] = []
         rest: list[Block] = []
         for item in items:
-            if isinstance(item, str):
-                if item:
-                    rest.append(TextBlock(text=item))
-            elif isinstance(item, dict) and item.get("type") == "tool_result":
+            if isinstance(item, dict) and item.get("type") == "tool_result":
                 results.append(
                     ToolResultBlock(
                         tool_call_id=as_text(item.get("tool_use_id")),
@@ -437,21 +624,38 @@ class _Builder:
                         is_error=item.get("is_error") is True,
                     )
                 )
-            elif isinstance(item, dict) and item.get("type") == "text":
-                rest.append(TextBlock(text=as_text(item.get("text"))))
-            elif isinstance(item, dict) and item.get("type") == "image":
-                rest.append(image_from(item))
-            elif item is not None:
-                rest.append(TextBlock(text=as_text(item)))
+            else:
+                rest.extend(_user_blocks(item))
         if results:
             self._append(Turn("tool", results, dict(meta)), keep_response=True)
-        if rest:
-            if record.get("isCompactSummary") is True:
-                text = "\n".join(b.text for b in rest if isinstance(b, TextBlock))
-                etag = put(self.recovery, [TextBlock(text=text)])  # what the model was sent
-                rest = [SummaryBlock(text=text, etag=etag, backend="claude-code")]
-                meta["compact_summary"] = True
-            self._append(Turn("user", rest, meta))
+        if not rest:
+            if not results:
+                self.skipped["user"] += 1  # an empty prompt
+            return
+        if record.get("isCompactSummary") is True:
+            # Claude Code's own /compact summary: the text its model was sent, kept as it is
+            meta["compact_summary"] = True
+            meta[ORIGIN_KEY] = "summary"
+        elif (
+            record.get("isMeta") is True
+            or _dict(record.get("origin")).get("kind") not in (None, "human")
+            or _harness_blocks(rest)
+        ):
+            meta[ORIGIN_KEY] = "harness"
+        self._append(Turn("user", rest, meta))
+
+    def _local_command(self, record: dict[str, Any]) -> None:
+        """A local slash command or its output, which the model receives as a user message."""
+        blocks = _user_blocks(record.get("content"))
+        if not blocks:
+            self.skipped["system/local_command"] += 1
+            return
+        meta: dict[str, JsonValue] = {"local_command": True}
+        _put(meta, "uuid", record.get("uuid"))
+        _put(meta, "timestamp", record.get("timestamp"))
+        if _harness_blocks(blocks):
+            meta[ORIGIN_KEY] = "harness"
+        self._append(Turn("user", blocks, meta))
 
     # ----------------------------------------------------------------- pairing
 
@@ -468,6 +672,9 @@ class _Builder:
         made yet gets a synthesized call (`name="unknown"`, one message each) just before its
         tool message; a second result for one call is dropped.
         """
+        self._flush_injections()  # a prompt taken by a turn the file ends in
+        self.skipped["queue-operation/enqueue"] += len(self.queue)  # never delivered
+        self.queue.clear()
         return repair_pairing(
             [draft.freeze() for draft in self.drafts],
             close="all",
@@ -477,6 +684,37 @@ class _Builder:
             unknown_tool_name="unknown",
             orphan_results="drop",
         )
+
+
+def _user_blocks(content: Any) -> list[Block]:
+    """What a user turn holds (a string, a content part or a list of them) as blocks: text and
+    images as they are, other parts (a `document`...) as their JSON; empty text left out."""
+    blocks: list[Block] = []
+    for item in content if isinstance(content, list) else [content]:
+        if isinstance(item, str):
+            if item:
+                blocks.append(TextBlock(text=item))
+        elif isinstance(item, dict) and item.get("type") == "text":
+            blocks.append(TextBlock(text=as_text(item.get("text"))))
+        elif isinstance(item, dict) and item.get("type") == "image":
+            blocks.append(image_from(item))
+        elif item is not None:
+            blocks.append(TextBlock(text=as_text(item)))
+    return blocks
+
+
+def _queued_text(content: Any) -> str:
+    """The text of a queued prompt, to match one copy of it with another."""
+    return "\n".join(b.text for b in _user_blocks(content) if isinstance(b, TextBlock))
+
+
+def _harness_blocks(blocks: list[Block]) -> bool:
+    """Whether every block is text Claude Code wrote (no user text, no image)."""
+    return not any(
+        isinstance(b, ImageBlock)
+        or (isinstance(b, TextBlock) and not b.text.lstrip().startswith(_HARNESS_PREFIXES))
+        for b in blocks
+    )
 
 
 def _result_parts(content: Any) -> tuple[ContentPart, ...]:

@@ -11,8 +11,10 @@ import pytest
 
 import compactkit
 from compactkit import AgentContext
+from compactkit.context import ImageBlock
 from compactkit.errors import BadInputError
 from compactkit.formats.claude_code import ClaudeCodeFormat
+from compactkit.io import read_document
 from compactkit.recovery import expand
 from compactkit.validate import validate
 
@@ -301,15 +303,19 @@ def test_compact_boundary_keeps_history_and_marks_the_summary(tmp_path: Path) ->
     marker = ctx.messages[-2]
     assert marker.role == "user"
     assert marker.metadata["compact_summary"] is True
+    assert marker.origin == "summary"
+    assert not marker.is_human  # Claude Code wrote it, not the user
     (block,) = marker.content
-    assert block.type == "summary"
+    assert block.type == "text"  # exactly the text Claude Code sent its model
     assert block.text == summary
     assert ctx.messages[-1].text == "thanks"
     assert "off_path_records" not in ctx.metadata
+    assert ctx.metadata["skipped_records"] == {"system/compact_boundary": 1}
     assert validate(ctx) == []
-    (restored,) = expand(ctx).messages[-2].content
-    assert restored.type == "text"  # what the model was sent
-    assert restored.text == summary
+    # part of the original: nothing to restore, so expand leaves the session as it was loaded
+    assert ctx.recovery == {}
+    assert expand(ctx) == ctx
+    assert ctx.task == before.task
 
 
 def test_truncated_file_is_bad_input(tmp_path: Path) -> None:
@@ -327,3 +333,388 @@ def test_other_jsonl_is_not_claude_code(tmp_path: Path) -> None:
     other.write_text(pi.read_text(encoding="utf-8"), encoding="utf-8")
     with pytest.raises(BadInputError, match="not a Claude Code session"):
         compactkit.load(other, format="claude-code")
+
+
+# --------------------------------------------------------------------------- records after the schema
+# Records shaped as Claude Code writes them (claude-code-viewer's zod schemas, Claude Code 2.1
+# sessionStorage/messageQueueManager): 1.0.x (local commands as user records, no queue records),
+# 2.0.x (queue-operation without attachments) and 2.1.x (queued_command attachments, system
+# local_command records, remove with content and reason).
+
+SESSION = "5e55e55e-0000-4000-8000-000000000000"
+PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+
+
+class _Session:
+    """Writes a chain of records the way Claude Code does (each parented on the one before)."""
+
+    def __init__(self, version: str) -> None:
+        self.version = version
+        self.records: list[dict[str, Any]] = []
+        self.last: str | None = None
+        self.clock = 0
+
+    def _stamp(self) -> str:
+        self.clock += 1
+        return f"2026-01-02T10:{self.clock // 60:02d}:{self.clock % 60:02d}.000Z"
+
+    def node(self, kind: str, **fields: Any) -> dict[str, Any]:
+        uuid = f"00000000-0000-4000-8000-{len(self.records):012d}"
+        record = {
+            "parentUuid": self.last,
+            "isSidechain": False,
+            "userType": "external",
+            "cwd": "/home/dev/app",
+            "sessionId": SESSION,
+            "version": self.version,
+            "gitBranch": "main",
+            "type": kind,
+            "uuid": uuid,
+            "timestamp": self._stamp(),
+            **fields,
+        }
+        self.records.append(record)
+        self.last = uuid
+        return record
+
+    def user(self, content: Any, **fields: Any) -> dict[str, Any]:
+        return self.node("user", message={"role": "user", "content": content}, **fields)
+
+    def assistant(self, *blocks: dict[str, Any], stop: str = "end_turn") -> dict[str, Any]:
+        message = {
+            "id": f"msg_{len(self.records):04d}",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-sonnet-4-5-20250929",
+            "content": list(blocks),
+            "stop_reason": stop,
+            "usage": {"input_tokens": 10, "output_tokens": 5},
+        }
+        return self.node("assistant", message=message, requestId=f"req_{len(self.records)}")
+
+    def call(self, call_id: str, command: str) -> None:
+        self.assistant(
+            {"type": "tool_use", "id": call_id, "name": "Bash", "input": {"command": command}},
+            stop="tool_use",
+        )
+        self.user(
+            [{"type": "tool_result", "tool_use_id": call_id, "content": "ok", "is_error": False}],
+            toolUseResult={"stdout": "ok", "stderr": "", "interrupted": False},
+        )
+
+    def loose(self, kind: str, **fields: Any) -> None:
+        """A record outside the uuid chain (queue records, snapshots, titles)."""
+        self.records.append({"type": kind, **fields})
+
+    def queue(self, operation: str, content: Any = None, **fields: Any) -> None:
+        extra = {"content": content} if content is not None else {}
+        self.loose(
+            "queue-operation",
+            operation=operation,
+            timestamp=self._stamp(),
+            sessionId=SESSION,
+            **extra,
+            **fields,
+        )
+
+    def load(self, tmp_path: Path) -> list[AgentContext]:
+        path = tmp_path / f"{SESSION}.jsonl"
+        path.write_text("".join(json.dumps(r) + "\n" for r in self.records), encoding="utf-8")
+        return ClaudeCodeFormat().load(read_document(path))
+
+
+def _text(s: str) -> dict[str, Any]:
+    return {"type": "text", "text": s}
+
+
+def _human(ctx: AgentContext) -> list[str]:
+    return [m.text for m in ctx.messages if m.is_human]
+
+
+def _by_origin(ctx: AgentContext, origin: str) -> list[str]:
+    return [m.text for m in ctx.messages if m.role == "user" and m.origin == origin]
+
+
+def test_v1_prompts_commands_and_images_once(tmp_path: Path) -> None:
+    s = _Session("1.0.98")
+    s.user(
+        "Caveat: The messages below were generated by the user while running local commands. "
+        "DO NOT respond to these messages or otherwise consider them in your response unless "
+        "the user explicitly asks you to.",
+        isMeta=True,
+    )
+    s.user(
+        "<command-name>/model</command-name>\n<command-message>model</command-message>\n"
+        "<command-args>opus</command-args>"
+    )
+    s.user("<local-command-stdout>Set model to opus</local-command-stdout>")
+    s.user("fix the failing test in parser.py")
+    s.call("toolu_01", "pytest -q")
+    s.user([_text("[Request interrupted by user for tool use]")])
+    s.user(
+        [
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}},
+            _text("this is the error I get [Image #1]"),
+        ]
+    )
+    s.assistant(_text("The traceback shows a KeyError."))
+    s.user("<bash-input>git status</bash-input>")
+    s.user("<bash-stdout>nothing to commit</bash-stdout><bash-stderr></bash-stderr>")
+    s.user(
+        [
+            _text("<ide_opened_file>The user opened parser.py in the IDE.</ide_opened_file>"),
+            _text("now add a regression test"),
+        ]
+    )
+    s.assistant(_text("Added."))
+    s.loose("summary", summary="Fix parser test", leafUuid=s.last)
+    (ctx,) = s.load(tmp_path)
+
+    assert _human(ctx) == [
+        "<command-name>/model</command-name>\n<command-message>model</command-message>\n"
+        "<command-args>opus</command-args>",
+        "fix the failing test in parser.py",
+        "this is the error I get [Image #1]",
+        "<bash-input>git status</bash-input>",
+        "<ide_opened_file>The user opened parser.py in the IDE.</ide_opened_file>\n"
+        "now add a regression test",
+    ]
+    assert [t[:30] for t in _by_origin(ctx, "harness")] == [
+        "Caveat: The messages below wer",
+        "<local-command-stdout>Set mode",
+        "[Request interrupted by user f",
+        "<bash-stdout>nothing to commit",
+    ]
+    pasted = next(m for m in ctx.messages if "[Image #1]" in m.text)
+    assert [b.type for b in pasted.content] == ["image", "text"]
+    image = pasted.content[0]
+    assert isinstance(image, ImageBlock)
+    assert (image.media_type, image.data) == ("image/png", PNG)
+    assert ctx.task == _human(ctx)[0]  # the user's own command, not the caveat before it
+    assert ctx.metadata["title"] == "Fix parser test"
+    assert ctx.metadata["skipped_records"] == {"summary": 1}
+    assert pairing_problems(ctx) == []
+    assert expand(ctx) == ctx
+
+
+def test_v2_0_queued_prompts_once(tmp_path: Path) -> None:
+    # 2.0.x writes queue records only: a prompt typed while the model works is `enqueue`d; a
+    # `dequeue` turns it into the next prompt record, a `remove` means the running turn took it
+    # (no record of its own), `popAll` puts it back in the input box.
+    s = _Session("2.0.76")
+    s.loose("file-history-snapshot", messageId="m0", snapshot={"trackedFileBackups": {}})
+    s.user("migrate the config loader to pydantic")
+    s.assistant(
+        _text("Looking."),
+        {"type": "tool_use", "id": "toolu_01", "name": "Read", "input": {"file_path": "config.py"}},
+        stop="tool_use",
+    )
+    s.queue("enqueue", "also keep the env overrides")
+    s.user([{"type": "tool_result", "tool_use_id": "toolu_01", "content": "..."}])
+    s.queue("remove")  # absorbed mid-turn: delivered with the tool result
+    s.assistant(_text("Keeping env overrides too."))
+    s.queue("enqueue", "and update the README")
+    s.queue("dequeue")
+    s.user("and update the README")  # the same prompt, delivered between turns
+    s.assistant(_text("README updated."))
+    s.queue("enqueue", "run teh tests")
+    s.queue("popAll", "run teh tests")  # taken back to fix the typo
+    s.queue("enqueue", "run the tests")
+    s.queue("remove")
+    s.call("toolu_02", "pytest")
+    s.assistant(_text("All green."))
+    s.queue("enqueue", "then push")  # the session ended with this still queued
+    (ctx,) = s.load(tmp_path)
+
+    assert _human(ctx) == [
+        "migrate the config loader to pydantic",
+        "also keep the env overrides",
+        "and update the README",
+        "run the tests",
+    ]
+    absorbed = [i for i, m in enumerate(ctx.messages) if m.metadata.get("queued_command")]
+    assert len(absorbed) == 2 and ctx.metadata["queued_commands"] == 2
+    first = absorbed[0]
+    assert ctx.messages[first - 1].role == "tool"  # after the result the turn was waiting for
+    assert ctx.messages[first + 1].text == "Keeping env overrides too."
+    assert ctx.metadata["skipped_records"] == {
+        "file-history-snapshot": 1,
+        "queue-operation/enqueue": 2,  # "run teh tests" taken back, "then push" never sent
+        "queue-operation/popAll": 1,
+    }
+    assert pairing_problems(ctx) == []
+
+
+def test_v2_1_attachments_local_commands_and_skipped_kinds(tmp_path: Path) -> None:
+    s = _Session("2.1.263")
+    s.user("refactor the exporter")
+    s.node(
+        "attachment",
+        attachment={
+            "type": "deferred_tools_delta",
+            "addedNames": ["WebFetch"],
+            "addedLines": [],
+            "removedNames": [],
+        },
+    )
+    s.assistant(
+        {"type": "tool_use", "id": "toolu_01", "name": "Read", "input": {"file_path": "export.py"}},
+        stop="tool_use",
+    )
+    s.node("progress", data={"type": "hook_progress"}, toolUseID="toolu_01")
+    s.queue("enqueue", "keep the old CLI flags")
+    s.user([{"type": "tool_result", "tool_use_id": "toolu_01", "content": "..."}])
+    s.queue("remove", "keep the old CLI flags", reason="absorbed_mid_turn")  # before the attachment
+    s.node(
+        "attachment",
+        attachment={
+            "type": "queued_command",
+            "prompt": "keep the old CLI flags",
+            "commandMode": "prompt",
+            "origin": {"kind": "human"},
+            "source_uuid": "q-1",
+        },
+    )
+    s.queue(
+        "enqueue",
+        [
+            _text("like this one"),
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}},
+        ],
+    )
+    s.node(
+        "attachment",
+        attachment={
+            "type": "queued_command",
+            "commandMode": "prompt",
+            "prompt": [
+                _text("like this one"),
+                {
+                    "type": "image",
+                    "source": {"type": "base64", "media_type": "image/png", "data": PNG},
+                },
+            ],
+        },
+    )
+    s.queue("remove", [_text("like this one")], reason="absorbed_mid_turn")
+    s.node(
+        "attachment",
+        attachment={
+            "type": "queued_command",
+            "commandMode": "task-notification",
+            "prompt": "<task-notification><task-id>b1</task-id><status>completed</status>"
+            "</task-notification>",
+        },
+    )
+    s.node(
+        "attachment",
+        attachment={
+            "type": "hook_additional_context",
+            "content": ["ctx"],
+            "hookName": "UserPromptSubmit",
+        },
+    )
+    s.assistant(_text("Done; old flags kept."))
+    s.node("system", subtype="turn_duration", durationMs=1200, isMeta=False)
+    s.node(
+        "system",
+        subtype="local_command",
+        level="info",
+        isMeta=False,
+        content="<command-name>/cost</command-name>\n<command-message>cost</command-message>\n"
+        "<command-args></command-args>",
+    )
+    s.node(
+        "system",
+        subtype="local_command",
+        level="info",
+        isMeta=False,
+        content="<local-command-stdout>Total cost: $0.12</local-command-stdout>",
+    )
+    s.node(
+        "system",
+        subtype="api_error",
+        level="error",
+        retryAttempt=1,
+        maxRetries=10,
+        retryInMs=500,
+        error={"status": 529},
+    )
+    s.user("now the docs")
+    s.assistant(_text("Docs updated."))
+    s.node("system", subtype="informational", level="info", content="Hook ran")
+    s.loose("last-prompt", lastPrompt="now the docs", leafUuid=s.last, sessionId=SESSION)
+    s.loose("custom-title", customTitle="exporter", sessionId=SESSION)
+    s.loose("future-record-type", payload=1)
+    (ctx,) = s.load(tmp_path)
+
+    assert _human(ctx) == [
+        "refactor the exporter",
+        "keep the old CLI flags",  # once: the attachment, not again from the queue records
+        "like this one",
+        "<command-name>/cost</command-name>\n<command-message>cost</command-message>\n"
+        "<command-args></command-args>",
+        "now the docs",
+    ]
+    queued = [m for m in ctx.messages if m.metadata.get("queued_command")]
+    assert [m.origin for m in queued] == [None, None, "harness"]  # the task notification
+    assert [b.type for b in queued[1].content] == ["text", "image"]
+    assert (
+        _by_origin(ctx, "harness")[1]
+        == "<local-command-stdout>Total cost: $0.12</local-command-stdout>"
+    )
+    assert ctx.messages[-3].metadata["local_command"] is True
+    assert ctx.metadata["skipped_records"] == {
+        "attachment/deferred_tools_delta": 1,
+        "attachment/hook_additional_context": 1,
+        "custom-title": 1,
+        "future-record-type": 1,
+        "last-prompt": 1,
+        "progress": 1,
+        "system/api_error": 1,
+        "system/informational": 1,
+        "system/turn_duration": 1,
+    }
+    assert pairing_problems(ctx) == []
+    assert validate(ctx) == []
+    assert expand(ctx) == ctx
+
+
+def test_v2_1_absorbed_prompt_without_attachment_is_kept(tmp_path: Path) -> None:
+    # either copy alone is enough: a remove whose attachment is missing still delivers the words,
+    # and a remove whose enqueue is missing carries the text itself (2.1.246 on)
+    s = _Session("2.1.250")
+    s.user("bump the version")
+    s.assistant(
+        {"type": "tool_use", "id": "toolu_01", "name": "Edit", "input": {}}, stop="tool_use"
+    )
+    s.queue("enqueue", "to 3.0, not 2.5")
+    s.user([{"type": "tool_result", "tool_use_id": "toolu_01", "content": "ok"}])
+    s.queue("remove", "to 3.0, not 2.5", reason="absorbed_mid_turn")
+    s.queue("remove", "and tag it", reason="absorbed_mid_turn")
+    (ctx,) = s.load(tmp_path)
+    assert _human(ctx) == ["bump the version", "to 3.0, not 2.5", "and tag it"]
+    assert "skipped_records" not in ctx.metadata
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name[:40])
+def test_every_typed_prompt_loads_once(path: Path) -> None:
+    raw = _raw(path)
+    typed: list[str] = [
+        r["message"]["content"]
+        for r in raw
+        if r.get("type") == "user"
+        and not r.get("isMeta")
+        and isinstance(r["message"]["content"], str)
+        and not r["message"]["content"].lstrip().startswith(("<local-command", "Caveat:"))
+    ]
+    human = [m.text for ctx in _load(path) for m in ctx.messages if m.is_human]
+    for text in typed:
+        assert human.count(text) == typed.count(text), text[:60]
+    enqueued = {r["content"] for r in raw if r.get("operation") == "enqueue"}
+    withdrawn = {r["content"] for r in raw if r.get("operation") == "popAll"}
+    for text in enqueued - withdrawn:
+        assert human.count(text) == 1, text[:60]
+    for ctx in _load(path):
+        assert expand(ctx) == ctx
+        assert not any(m.metadata.get("compact_summary") and m.is_human for m in ctx.messages)
