@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 
 import compactkit
+from compactkit.context import TextBlock
 from compactkit.errors import BadInputError
+from compactkit.recovery import expand
 from tests.conftest import corpus_files, sample
 from tests.formats._checks import load_single as load
 from tests.formats._checks import pairing_problems
@@ -197,3 +199,240 @@ def test_interrupted_call_gets_a_synthesized_result(tmp_path: Path) -> None:
     assert tool.metadata == {"synthesized": True}
     assert tool.tool_results[0].tool_call_id == call_id and tool.tool_results[0].is_error
     assert (last.role, last.text) == ("user", "stop")
+
+
+# --------------------------------------------------------------------------- records after the
+# upstream schema (openai/codex codex-rs/protocol/src/protocol.rs: RolloutLine, RolloutItem,
+# EventMsg::UserMessage, CompactedItem; models.rs: ResponseItem)
+
+PNG = "data:image/png;base64,iVBORw0KGgo="
+AGENTS = "# AGENTS.md instructions for /repo\n\n<INSTRUCTIONS>\nuse uv\n</INSTRUCTIONS>"
+ENVIRONMENT = "<environment_context>\n  <cwd>/repo</cwd>\n</environment_context>"
+
+
+def line(kind: str, payload: dict[str, Any]) -> dict[str, Any]:
+    return {"timestamp": "2026-01-02T03:04:05.000Z", "type": kind, "payload": payload}
+
+
+def meta_line(**extra: Any) -> dict[str, Any]:
+    payload = {"id": "sess-1", "timestamp": "t", "cwd": "/repo", "originator": "codex_cli_rs"}
+    return line("session_meta", {**payload, "cli_version": "0.80.0", **extra})
+
+
+def turn(model: str = "gpt-5-codex") -> dict[str, Any]:
+    return line("turn_context", {"cwd": "/repo", "approval_policy": "on-request", "model": model})
+
+
+def user_item(*parts: dict[str, Any]) -> dict[str, Any]:
+    return line("response_item", {"type": "message", "role": "user", "content": list(parts)})
+
+
+def text(value: str) -> dict[str, Any]:
+    return {"type": "input_text", "text": value}
+
+
+def user_event(message: str, **extra: Any) -> dict[str, Any]:
+    return line("event_msg", {"type": "user_message", "message": message, **extra})
+
+
+def answer(value: str) -> list[dict[str, Any]]:
+    return [
+        line(
+            "response_item",
+            {
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": value}],
+            },
+        ),
+        line("event_msg", {"type": "agent_message", "message": value}),
+        line("event_msg", {"type": "token_count", "info": None}),
+    ]
+
+
+def load_records(tmp_path: Path, records: list[dict[str, Any]]) -> Any:
+    path = tmp_path / "rollout.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return load(path)
+
+
+def test_event_only_turns_are_the_users_messages(tmp_path: Path) -> None:
+    """Codex Desktop (and some versions) record the request only as an event_msg user_message."""
+    ctx = load_records(
+        tmp_path,
+        [
+            meta_line(),
+            turn(),
+            user_event("why does the build fail?", images=[PNG], local_images=["/tmp/shot.png"]),
+            *answer("Because of a missing import."),
+            turn(),
+            user_event("fix it", images=[], local_images=[], text_elements=[]),
+            *answer("Done."),
+        ],
+    )
+    humans = [m for m in ctx.messages if m.is_human]
+    assert [m.text for m in humans] == ["why does the build fail?", "fix it"]
+    assert ctx.task == "why does the build fail?"
+    images = [b for b in humans[0].content if b.type == "image"]
+    assert [(b.media_type, b.data, b.url) for b in images] == [
+        ("image/png", "iVBORw0KGgo=", None),
+        (None, None, "/tmp/shot.png"),
+    ]
+    assert [m.role for m in ctx.messages] == ["user", "assistant", "user", "assistant"]
+    assert ctx.metadata["skipped_records"] == {"event_msg/agent_message": 2}
+
+
+def test_response_item_and_event_of_a_turn_are_one_message(tmp_path: Path) -> None:
+    """Current CLI: the input as the model got it, then the same input as an event."""
+    ctx = load_records(
+        tmp_path,
+        [
+            meta_line(),
+            line(
+                "response_item",
+                {"type": "message", "role": "developer", "content": [text("<permissions>")]},
+            ),
+            user_item(text(AGENTS), text(ENVIRONMENT)),
+            turn(),
+            user_item(text("fix the bug"), {"type": "input_image", "image_url": PNG}),
+            user_event("fix the bug", images=[PNG], local_images=[]),
+            *answer("Fixed."),
+            line("event_msg", {"type": "turn_aborted", "reason": "interrupted"}),
+            user_item(
+                text("<turn_aborted>\nThe user interrupted the previous turn.\n</turn_aborted>")
+            ),
+            user_item(
+                text("<user_shell_command>\n<command>\nls\n</command>\n</user_shell_command>")
+            ),
+            turn(),
+            user_item(text("and add a test")),
+            user_event("and add a test"),
+            *answer("Added."),
+            line("response_item", {"type": "ghost_snapshot", "ghost_commit": {"id": "abc"}}),
+            line("future_record", {"type": "x"}),
+        ],
+    )
+    humans = [m for m in ctx.messages if m.is_human]
+    assert [m.text for m in humans] == ["fix the bug", "and add a test"]
+    assert [b.type for b in humans[0].content] == ["text", "image"]  # the image once
+    harness = [m for m in ctx.messages if m.origin == "harness"]
+    assert len(harness) == 3
+    assert harness[0].text == f"{AGENTS}\n{ENVIRONMENT}"
+    assert all(m.role == "user" and not m.is_human for m in harness)
+    assert ctx.task == "fix the bug"
+    assert ctx.metadata["skipped_records"] == {
+        "event_msg/agent_message": 2,
+        "event_msg/turn_aborted": 1,
+        "future_record": 1,
+        "response_item/ghost_snapshot": 1,
+    }
+
+
+def test_older_events_with_a_kind(tmp_path: Path) -> None:
+    """Older versions sent harness text as events too, marked by `kind`, after the item."""
+    ctx = load_records(
+        tmp_path,
+        [
+            meta_line(),
+            user_item(text("<user_instructions>\nbe brief\n</user_instructions>")),
+            user_event(
+                "<user_instructions>\nbe brief\n</user_instructions>", kind="user_instructions"
+            ),
+            user_item(text(ENVIRONMENT)),
+            user_event(ENVIRONMENT, kind="environment_context"),
+            turn(),
+            user_item(text("rename foo to bar")),
+            user_event("rename foo to bar", kind="plain"),
+            *answer("Renamed."),
+        ],
+    )
+    users = [m for m in ctx.messages if m.role == "user"]
+    assert [m.origin for m in users] == ["harness", "harness", None]
+    assert [m.text for m in ctx.messages if m.is_human] == ["rename foo to bar"]
+
+
+def test_the_same_words_in_two_turns_stay_two_messages(tmp_path: Path) -> None:
+    ctx = load_records(
+        tmp_path,
+        [
+            meta_line(),
+            turn(),
+            user_item(text("continue")),
+            user_event("continue"),
+            *answer("One."),
+            turn(),
+            user_event("continue"),
+            user_item(text("continue")),  # either order pairs within a turn
+            *answer("Two."),
+        ],
+    )
+    assert [m.text for m in ctx.messages if m.is_human] == ["continue", "continue"]
+
+
+SUMMARY_PREFIX = "Another language model started to solve this problem and produced a summary"
+
+
+def test_compactions_are_plain_summary_text_and_expand_leaves_them(tmp_path: Path) -> None:
+    summary = f"{SUMMARY_PREFIX}:\nwe renamed foo"
+    ctx = load_records(
+        tmp_path,
+        [
+            meta_line(),
+            turn(),
+            user_item(text("rename foo")),
+            user_event("rename foo"),
+            *answer("Renamed."),
+            line("compacted", {"message": summary}),  # local compaction, older versions
+            line("event_msg", {"type": "context_compacted"}),
+            turn(),
+            user_item(text("now bar")),
+            user_event("now bar"),
+            *answer("Done."),
+            line(
+                "compacted",
+                {
+                    "message": "",
+                    "replacement_history": [
+                        user_item(text(ENVIRONMENT))["payload"],
+                        user_item(text("rename foo"))["payload"],
+                        user_item(text("now bar"))["payload"],
+                        {"type": "compaction", "encrypted_content": "gAAAA"},
+                    ],
+                },
+            ),
+            line("compacted", {"message": "", "replacement_history": []}),
+        ],
+    )
+    summaries = [m for m in ctx.messages if m.origin == "summary"]
+    assert [m.text for m in summaries] == [summary, "rename foo", "now bar"]
+    assert all(m.content == (TextBlock(text=m.text),) for m in summaries)
+    assert [m.text for m in ctx.messages if m.is_human] == ["rename foo", "now bar"]
+    assert ctx.recovery == {}
+    assert expand(ctx) == ctx
+    assert ctx.metadata["skipped_records"] == {
+        "compacted": 1,
+        "event_msg/agent_message": 2,
+        "event_msg/context_compacted": 1,
+    }
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("path", rollouts(), ids=lambda p: p.name[:40])
+def test_rollout_user_messages_once_and_skips_counted(path: Path) -> None:
+    ctx = load(path)
+    records = raw_records(path)
+    events = [
+        r["payload"]["message"]
+        for r in records
+        if r["type"] == "event_msg" and r["payload"]["type"] == "user_message"
+    ]
+    assert [m.text for m in ctx.messages if m.is_human] == events
+    assert expand(ctx) == ctx
+    skipped = ctx.metadata.get("skipped_records", {})
+    kinds = {
+        f"event_msg/{r['payload']['type']}"
+        for r in records
+        if r["type"] == "event_msg"
+        and r["payload"]["type"] not in ("user_message", "token_count", "web_search_end")
+    }
+    assert set(skipped) == kinds

@@ -14,6 +14,7 @@ from compactkit import AgentContext
 from compactkit.context import TextBlock
 from compactkit.errors import BadInputError
 from compactkit.formats.pi import (
+    BRANCH_SUMMARY_PREFIX,
     COMPACTION_SUMMARY_PREFIX,
     COMPACTION_SUMMARY_SUFFIX,
     NO_RESULT_TEXT,
@@ -290,3 +291,129 @@ def test_other_jsonl_is_not_pi(tmp_path: Path) -> None:
     header_only.write_text(json.dumps(_raw(sample(SAMPLE))[0]) + "\n", encoding="utf-8")
     with pytest.raises(BadInputError, match="no conversation"):
         compactkit.load(header_only)
+
+
+# --------------------------------------------------------------------------- records after the
+# upstream schema (badlogic/pi-mono packages/coding-agent/src/core/session-manager.ts, messages.ts)
+
+
+def _entry(kind: str, entry_id: str | None, parent: str | None, **fields: Any) -> dict[str, Any]:
+    ids = {} if entry_id is None else {"id": entry_id, "parentId": parent}
+    return {"type": kind, **ids, "timestamp": "2026-01-01T00:00:00.000Z", **fields}
+
+
+def _msg(entry_id: str | None, parent: str | None, role: str, **fields: Any) -> dict[str, Any]:
+    return _entry("message", entry_id, parent, message={"role": role, "timestamp": 1, **fields})
+
+
+def _assistant(entry_id: str | None, parent: str | None, text: str, **fields: Any) -> Any:
+    content = [{"type": "text", "text": text}, *fields.pop("calls", [])]
+    return _msg(entry_id, parent, "assistant", content=content, model="m", stopReason="stop")
+
+
+def _write(tmp_path: Path, records: list[dict[str, Any]]) -> AgentContext:
+    path = tmp_path / "session.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return compactkit.load_one(path)
+
+
+IMAGE = {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}
+
+
+def test_v3_session_every_user_input_once(tmp_path: Path) -> None:
+    call = {"type": "toolCall", "id": "c1", "name": "bash", "arguments": {"command": "ls"}}
+    header = {"type": "session", "version": 3, "id": "s1", "timestamp": "t", "cwd": "/repo"}
+    ctx = _write(
+        tmp_path,
+        [
+            header,
+            _entry("model_change", "a0", None, provider="anthropic", modelId="claude"),
+            _entry("thinking_level_change", "a1", "a0", thinkingLevel="high"),
+            _msg("u1", "a1", "user", content=[{"type": "text", "text": "look"}, IMAGE]),
+            _assistant("r1", "u1", "Running ls.", calls=[call]),
+            _msg("t1", "r1", "toolResult", toolCallId="c1", toolName="bash", content="a b"),
+            _msg("t2", "t1", "toolResult", toolCallId="c1", toolName="bash", content="a b"),
+            _msg("b1", "t2", "bashExecution", command="git status", output="clean", exitCode=0),
+            _msg("b2", "b1", "bashExecution", command="ls", output="x", excludeFromContext=True),
+            _entry("custom", "x1", "b2", customType="todo", data={"n": 1}),
+            _entry("label", "l1", "x1", targetId="u1", label="start"),
+            _entry("session_info", "i1", "l1", name="Renames"),
+            _entry("custom_message", "m1", "i1", customType="hint", content="use rg", display=True),
+            _msg("u2", "m1", "user", content="old question"),  # left by the branch below
+            _entry("branch_summary", "s1", "m1", fromId="u2", summary="asked an old question"),
+            _msg("u3", "s1", "user", content="rename foo"),
+            _assistant("r3", "u3", "Renamed."),
+            _entry(
+                "compaction",
+                "c9",
+                "r3",
+                summary="renamed foo",
+                firstKeptEntryId="u3",
+                tokensBefore=1234,
+            ),
+            _entry("future_entry", "f1", "c9"),
+            _msg("u4", "f1", "user", content=[{"type": "text", "text": "now bar"}]),
+        ],
+    )
+    humans = [m for m in ctx.messages if m.is_human]
+    assert [m.text for m in humans] == ["look", "rename foo", "now bar"]
+    assert [b.type for b in humans[0].content] == ["text", "image"]
+    assert ctx.task == "look"
+    origins = [(m.origin, m.text[:20]) for m in ctx.messages if m.role == "user" and not m.is_human]
+    assert origins == [
+        ("harness", "Ran `git status`\n```"),
+        ("harness", "use rg"),
+        ("summary", BRANCH_SUMMARY_PREFIX[:20]),
+        ("summary", COMPACTION_SUMMARY_PREFIX[:20]),
+    ]
+    assert ctx.recovery == {} and expand(ctx) == ctx
+    compaction = next(m for m in ctx.messages if "pi_compaction" in m.metadata)
+    assert compaction.text == COMPACTION_SUMMARY_PREFIX + "renamed foo" + COMPACTION_SUMMARY_SUFFIX
+    assert ctx.metadata["title"] == "Renames"
+    assert ctx.metadata["skipped_records"] == {
+        "custom": 1,
+        "future_entry": 1,
+        "label": 1,
+        "message/bashExecution": 1,
+        "message/toolResult": 1,
+        "message/user (other branch)": 1,
+    }
+    view = pi_model_view(ctx)
+    assert [m.text for m in view.messages if m.is_human] == ["rename foo", "now bar"]
+
+
+def test_v1_session_with_hook_messages(tmp_path: Path) -> None:
+    """Version 1: no ids, compactions point at an entry index; v2 custom messages were
+    `hookMessage`."""
+    header = {"type": "session", "id": "s1", "timestamp": "t", "cwd": "/repo"}
+    ctx = _write(
+        tmp_path,
+        [
+            header,
+            _msg(None, None, "user", content="first"),
+            _assistant(None, None, "One."),
+            _msg(None, None, "hookMessage", customType="lint", content="2 warnings", display=True),
+            _msg(None, None, "user", content="second"),
+            _entry(
+                "compaction", None, None, summary="did one", firstKeptEntryIndex=4, tokensBefore=10
+            ),
+            _msg(None, None, "user", content=[{"type": "text", "text": "third"}, IMAGE]),
+        ],
+    )
+    assert [m.text for m in ctx.messages if m.is_human] == ["first", "second", "third"]
+    summary = next(m for m in ctx.messages if m.origin == "summary")
+    assert summary.metadata["pi_compaction"] == {
+        "first_kept_message": 3,
+        "first_kept_entry_index": 4,
+        "summarized_messages": 3,
+        "tokens_before": 10,
+    }
+    assert [m.origin for m in ctx.messages if m.role == "user"] == [
+        None,
+        "harness",
+        None,
+        "summary",
+        None,
+    ]
+    assert expand(ctx) == ctx
+    assert "skipped_records" not in ctx.metadata
