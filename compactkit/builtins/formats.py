@@ -7,6 +7,7 @@ from typing import Any
 
 from ..formats.anthropic_messages import AnthropicMessagesFormat
 from ..formats.claude_code import ClaudeCodeFormat
+from ..formats.cline import ClineFormat
 from ..formats.codex import CodexRolloutFormat
 from ..formats.gemini_cli import GeminiCliFormat
 from ..formats.mini_swe_agent import MiniSweAgentFormat
@@ -30,6 +31,7 @@ def register_formats(register: Callable[[Any], None]) -> None:
         SweAgentFormat(),
         OpenAIChatFormat(),
         AnthropicMessagesFormat(),
+        ClineFormat(),
         OpenHandsEventsFormat(),
         GeminiCliFormat(),
     ):

@@ -1,0 +1,725 @@
+"""Cline and Roo Code task histories (`<task folder>/api_conversation_history.json`).
+
+Both VS Code agents save the messages they send their model in the task folder
+(`~/.../globalStorage/<extension>/tasks/<task id>/`): a JSON array of Anthropic `MessageParam`s with
+extra keys (`ts`; Cline's `modelInfo`, `metrics`, `id`; Roo Code's `isSummary`, `condenseId`,
+`condenseParent`, `truncationParent`, `isTruncationMarker`, `reasoning_details`, `reasoning_content`,
+standalone `{"type": "reasoning", "encrypted_content"}` items), or, since Roo Code's move to AI SDK
+messages, `{"version": 2, "messages": [...]}` (parts `tool-call`, `tool-result` in `role: tool`
+messages, `reasoning`, `image`, `file`). Built from the writers' source:
+
+- cline/cline `src/core/task/index.ts` (`startTask`: the first user message is `<task>\\n...\\n</task>`
+  plus images and attached files; `resumeTaskFromHistory`: `[TASK RESUMPTION] ...` and
+  `New instructions for task continuation:\\n<user_message>...`; `recursivelyMakeClineRequests`: the
+  environment details are their own text block at the end of every user message; `noToolsUsed`),
+  `src/core/prompts/responses.ts` (`toolDenied`, `toolError`, `noToolsUsed`, `tooManyMistakes`,
+  `toolAlreadyUsed`, `taskResumption`), `src/core/task/tools/utils/ToolResultUtils.ts`
+  (`pushToolResult`: a `"[<tool> for '<arg>'] Result:"` text block, then the result's text and images;
+  `pushAdditionalToolFeedback`: `The user provided the following feedback:\\n<feedback>...`);
+- RooCodeInc/Roo-Code `src/core/task-persistence/apiMessages.ts`, `rooMessage.ts` and
+  `converters/anthropicToRoo.ts` (the legacy array and the version 2 envelope).
+
+Reading:
+- assistant text carrying XML-style tool calls (`<read_file><path>a.ts</path></read_file>`, Cline's and
+  Roo Code's tool names) -> the text around them, then one `ToolCallBlock` per call (name = the tag,
+  input = its child tags as strings; ids `cline-<message>-<n>`); native `tool_use` / `tool-call` blocks
+  pass through, and an assistant message holding them is not searched for XML;
+- a user message -> a tool message with its results, then one user message with the rest, in order.
+  A `[<tool> ...] Result:` text block (and the text/images after it) is the result of the first open
+  call of that tool in the previous assistant message (else of its first open call; with none it stays
+  user text with origin `tool-output`); `Tool [x] was not executed ...` / `Skipping tool [x ...]`
+  notices are error results of such calls; native `tool_result` / `tool-result` blocks pair by id. A
+  result is an error when recorded so, or when its text says the user denied it or the tool failed.
+  What the user wrote inside a result (`<feedback>`, `<answer>`, `<user_message>`: Cline's
+  USER_CONTENT_TAGS) is split off into the user message, from the tag on;
+- `<environment_details>` (and Claude Dev's `<potentially_relevant_details>`) become a text block of
+  their own, verbatim; the task, feedback, answers and plain text stay the human's words (no origin); a
+  user message holding only harness text (environment details, `[TASK RESUMPTION]`, the "You did not
+  use a tool" nag, `<hook_context>`, Roo's truncation markers) gets origin `harness`;
+- a Roo Code condense summary (`isSummary`) -> a user message with its text, origin `summary`;
+- thinking / redacted thinking / `reasoning` blocks and `reasoning_content` / `reasoning_details`
+  -> `ThinkingBlock`s; a standalone encrypted reasoning item joins the next assistant message.
+Skipped and counted: Gemini `thoughtSignature` blocks, items that are no message, roles other than
+user / assistant / tool. `ui_messages.json` (what the chat panel shows) and `task_metadata.json` are
+refused with an error naming `api_conversation_history.json` beside them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import JsonValue
+
+from ..context import (
+    ORIGIN_KEY,
+    AgentContext,
+    Block,
+    ContentPart,
+    ImageBlock,
+    Message,
+    TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
+from ..errors import BadInputError
+from ._chat import context_metadata, message_metadata, repair_chat_pairing
+from ._util import as_text, image_from_url, note_skipped, thinking_from
+from .anthropic_messages import _block as anthropic_block
+from .base import Document, Format
+
+HISTORY_FILE = "api_conversation_history.json"
+
+# Tools Cline and Roo Code describe to the model as XML-style tags (older versions, and every version
+# whose model has no native tool calling).
+TOOL_NAMES = frozenset(
+    {
+        # Cline
+        "execute_command",
+        "read_file",
+        "write_to_file",
+        "replace_in_file",
+        "search_files",
+        "list_files",
+        "list_code_definition_names",
+        "browser_action",
+        "use_mcp_tool",
+        "access_mcp_resource",
+        "ask_followup_question",
+        "plan_mode_respond",
+        "act_mode_respond",
+        "load_mcp_documentation",
+        "attempt_completion",
+        "new_task",
+        "condense",
+        "summarize_task",
+        "report_bug",
+        "new_rule",
+        "web_fetch",
+        "web_search",
+        "apply_patch",
+        "generate_explanation",
+        # Roo Code
+        "apply_diff",
+        "insert_content",
+        "search_and_replace",
+        "search_replace",
+        "edit_file",
+        "switch_mode",
+        "codebase_search",
+        "fetch_instructions",
+        "update_todo_list",
+        "run_slash_command",
+        "generate_image",
+    }
+)
+# Parameters whose value may itself contain tags (file contents, diffs, prose): closed by their last
+# closing tag inside the call, as Cline's parser does for file contents.
+_LONG_PARAMS = frozenset({"content", "diff", "result", "response", "context", "message", "todos"})
+_TOOL_OPEN = re.compile(r"<(" + "|".join(sorted(TOOL_NAMES)) + r")>")
+_PARAM_OPEN = re.compile(r"<([A-Za-z_][\w-]*)>")
+
+_HEADER = re.compile(r"\[(?P<name>[A-Za-z_][\w-]*)(?P<desc>.*?)\] Result:", re.DOTALL)
+_NOT_EXECUTED = re.compile(
+    r"(?:Tool \[(?P<a>[A-Za-z_][\w-]*)[^\]]*\] was (?:not executed|interrupted and not executed)"
+    r"|Skipping tool \[(?P<b>[A-Za-z_][\w-]*))"
+)
+_ENV = re.compile(
+    r"<(environment_details|potentially_relevant_details)>.*?</\1>|"
+    r"<(environment_details|potentially_relevant_details)>.*\Z",
+    re.DOTALL,
+)
+_USER_TAGS = ("<feedback>", "<answer>", "<user_message>")
+_HARNESS_PREFIXES = (
+    "[TASK RESUMPTION]",
+    "[ERROR] You did not use a tool",
+    "<hook_context",
+    "<explicit_instructions",
+    "(The user did not provide a new message",
+    "[NOTE] Some previous conversation history",
+)
+_HUMAN_PREFIXES = (
+    "The user provided the following feedback:",
+    "You seem to be having trouble proceeding.",
+    "New instructions for task continuation:",
+    "New message to respond to",
+)
+_ERROR_STARTS = (
+    "The user denied this operation",
+    "The tool execution failed",
+    "Missing value for required parameter",
+    "This tool cannot be used in PLAN MODE",
+    "Invalid JSON argument",
+    "[ERROR]",
+    "Error:",
+    "Tool [",
+    "Skipping tool",
+)
+_BLOCKED = re.compile(r"^Access to .* is blocked by the \.(?:cline|roo)ignore", re.DOTALL)
+_ROO_KEYS = ("isSummary", "condenseId", "condenseParent", "truncationParent", "isTruncationMarker")
+_ROLES = frozenset({"user", "assistant"})
+
+
+# --------------------------------------------------------------------------- assistant: XML calls
+
+
+def _param_value(name: str, raw: str) -> str:
+    if name in ("content", "diff"):
+        return raw.removeprefix("\n").removesuffix("\n")
+    return raw.strip()
+
+
+def _params(body: str) -> dict[str, JsonValue]:
+    """The child tags of one XML-style call, in order (a repeated tag keeps its first value)."""
+    out: dict[str, JsonValue] = {}
+    pos = 0
+    while (match := _PARAM_OPEN.search(body, pos)) is not None:
+        name = match.group(1)
+        close = f"</{name}>"
+        end = body.rfind(close, match.end()) if name in _LONG_PARAMS else -1
+        if end < 0:
+            end = body.find(close, match.end())
+        if end < 0:  # unterminated (an interrupted stream): the rest is its value
+            out.setdefault(name, _param_value(name, body[match.end() :]))
+            break
+        out.setdefault(name, _param_value(name, body[match.end() : end]))
+        pos = end + len(close)
+    return out
+
+
+def split_tool_calls(text: str) -> list[str | tuple[str, dict[str, JsonValue]]]:
+    """`text` as prose pieces and `(tool name, input)` calls, in order."""
+    out: list[str | tuple[str, dict[str, JsonValue]]] = []
+    pos = 0
+    for match in _TOOL_OPEN.finditer(text):
+        if match.start() < pos:
+            continue
+        name = match.group(1)
+        close = f"</{name}>"
+        end = text.find(close, match.end())
+        body = text[match.end() : end] if end >= 0 else text[match.end() :]
+        params = _params(body)
+        if end >= 0 or params:
+            before = text[pos : match.start()]
+            if before.strip():
+                out.append(before.strip("\n"))
+            out.append((name, params))
+            pos = len(text) if end < 0 else end + len(close)
+    rest = text[pos:]
+    if rest.strip():
+        out.append(rest.strip("\n") if pos else rest)
+    return out
+
+
+# --------------------------------------------------------------------------- user: results and text
+
+
+def _is_error_text(text: str) -> bool:
+    head = text.lstrip()
+    return head.startswith(_ERROR_STARTS) or bool(_BLOCKED.match(head))
+
+
+def _split_user_words(text: str) -> tuple[str, str]:
+    """(result part, the user's words from the first USER_CONTENT_TAG on)."""
+    found = [i for i in (text.find(tag) for tag in _USER_TAGS) if i >= 0]
+    if not found:
+        return text, ""
+    at = min(found)
+    return text[:at].rstrip("\n"), text[at:]
+
+
+def _text_kind(text: str) -> str:
+    """ "harness", "human" or "plain" for a user text block that is no tool result."""
+    head = text.lstrip()
+    if _ENV.fullmatch(head.rstrip()) or head.startswith(_HARNESS_PREFIXES):
+        return "harness"
+    if head.startswith(_HUMAN_PREFIXES) or head.startswith("<task>"):
+        return "human"
+    return "plain"
+
+
+def _env_split(text: str) -> list[str]:
+    """A text block with its environment-details spans cut out as pieces of their own."""
+    pieces: list[str] = []
+    pos = 0
+    for match in _ENV.finditer(text):
+        before = text[pos : match.start()]
+        if before.strip():
+            pieces.append(before.strip("\n"))
+        pieces.append(match.group(0))
+        pos = match.end()
+    if pos == 0:
+        return [text]
+    rest = text[pos:]
+    if rest.strip():
+        pieces.append(rest.strip("\n"))
+    return pieces
+
+
+@dataclass
+class _Result:
+    call_id: str
+    parts: list[ContentPart] = field(default_factory=list)
+    is_error: bool = False
+    orphan: bool = False
+    """A result no call answers: its text stays in the user message as tool output."""
+
+
+@dataclass
+class _UserTurn:
+    """What one saved user message becomes: results, then the rest of its blocks."""
+
+    results: list[_Result] = field(default_factory=list)
+    blocks: list[Block] = field(default_factory=list)
+    human: bool = False
+    tool_output: bool = False
+
+    def add_text(self, text: str, kind: str) -> None:
+        if not text:
+            return
+        self.blocks.append(TextBlock(text=text))
+        if kind in ("human", "plain"):
+            self.human = True
+
+
+def _ai_sdk_output(output: Any) -> tuple[list[ContentPart], bool]:
+    """An AI SDK tool-result `output` ({type: text|json|error-text|error-json|content, value})."""
+    if not isinstance(output, dict):
+        return ([TextBlock(text=as_text(output))] if output is not None else []), False
+    kind = output.get("type")
+    value = output.get("value")
+    error = isinstance(kind, str) and kind.startswith("error")
+    if kind == "content" and isinstance(value, list):
+        parts: list[ContentPart] = []
+        for item in value:
+            if isinstance(item, dict) and item.get("type") == "text":
+                parts.append(TextBlock(text=as_text(item.get("text"))))
+            elif isinstance(item, dict) and item.get("type") in ("media", "image-data"):
+                parts.append(ImageBlock(media_type=item.get("mediaType"), data=item.get("data")))
+            else:
+                parts.append(TextBlock(text=as_text(item)))
+        return parts, error
+    return [TextBlock(text=as_text(value))], error
+
+
+def _image(block: dict[str, Any]) -> ImageBlock:
+    if block.get("type") == "image" and "image" in block:  # AI SDK ImagePart
+        image = image_from_url(block.get("image"))
+        media = block.get("mediaType")
+        if isinstance(media, str) and image.media_type is None:
+            return ImageBlock(media_type=media, url=image.url, data=image.data)
+        return image
+    out = anthropic_block(block)
+    return out if isinstance(out, ImageBlock) else ImageBlock()
+
+
+def _result_parts(content: Any) -> list[ContentPart]:
+    if isinstance(content, str):
+        return [TextBlock(text=content)]
+    parts: list[ContentPart] = []
+    for item in content if isinstance(content, list) else []:
+        if isinstance(item, dict) and item.get("type") == "image":
+            parts.append(_image(item))
+        elif isinstance(item, dict) and item.get("type") == "text":
+            parts.append(TextBlock(text=as_text(item.get("text"))))
+        else:
+            parts.append(TextBlock(text=as_text(item)))
+    return parts
+
+
+class _Reader:
+    """Turns one task history into context messages."""
+
+    def __init__(self) -> None:
+        self.out: list[Message] = []
+        self.skipped: Counter[str] = Counter()
+        self.open_calls: list[tuple[str, str]] = []  # (id, name) of the last assistant's XML calls
+        self.pending_thinking: list[Block] = []
+        self.model: str | None = None
+
+    # ----------------------------------------------------------------- messages
+
+    def message(self, index: int, raw: Any) -> None:
+        if not isinstance(raw, dict):
+            self.skipped["non-object"] += 1
+            return
+        if "role" not in raw and raw.get("type") == "reasoning":
+            self.reasoning_item(raw)
+            return
+        role = raw.get("role")
+        meta = self.metadata(raw)
+        if raw.get("isSummary") is True:
+            text = _plain_text(raw.get("content"))
+            self.out.append(
+                Message(
+                    role="user",
+                    content=(TextBlock(text=text),),
+                    metadata={**meta, ORIGIN_KEY: "summary"},
+                )
+            )
+            return
+        if role == "assistant":
+            self.assistant(index, raw, meta)
+        elif role == "user":
+            self.user(raw, meta)
+        elif role == "tool":
+            self.user({"content": raw.get("content")}, meta)
+        else:
+            self.skipped[f"role/{role}"] += 1
+
+    def metadata(self, raw: dict[str, Any]) -> dict[str, JsonValue]:
+        meta = message_metadata(raw)
+        info = raw.get("modelInfo")
+        if isinstance(info, dict) and isinstance(info.get("modelId"), str):
+            meta["model"] = info["modelId"]
+            if isinstance(info.get("mode"), str):
+                meta["mode"] = info["mode"]
+        if isinstance(raw.get("metrics"), dict):
+            meta["usage"] = raw["metrics"]
+        for key in _ROO_KEYS:
+            if raw.get(key) is not None and key != "isSummary":
+                meta[key] = raw[key]
+        if raw.get("role") == "assistant" and isinstance(meta.get("model"), str):
+            self.model = self.model or str(meta["model"])
+        return meta
+
+    def reasoning_item(self, raw: dict[str, Any]) -> None:
+        summary = raw.get("summary")
+        text = "\n".join(
+            as_text(s.get("text")) for s in summary or [] if isinstance(s, dict) and s.get("text")
+        )
+        sealed = raw.get("encrypted_content")
+        if not text and not isinstance(sealed, str):
+            self.skipped["reasoning"] += 1
+            return
+        self.pending_thinking.append(
+            ThinkingBlock(
+                thinking=text,
+                signature=sealed if isinstance(sealed, str) else None,
+                redacted=not text,
+            )
+        )
+
+    def assistant(self, index: int, raw: dict[str, Any], meta: dict[str, JsonValue]) -> None:
+        content = raw.get("content")
+        items = (
+            [{"type": "text", "text": content}]
+            if isinstance(content, str)
+            else [b for b in content if isinstance(b, dict)]
+            if isinstance(content, list)
+            else []
+        )
+        native = any(b.get("type") in ("tool_use", "tool-call") for b in items)
+        blocks: list[Block] = list(self.pending_thinking)
+        self.pending_thinking = []
+        if not any(b.get("type") in ("thinking", "reasoning") for b in items):
+            blocks.extend(thinking_from(raw))
+        calls: list[tuple[str, str]] = []
+        for item in items:
+            kind = item.get("type")
+            if kind == "text" and not native:
+                for piece in split_tool_calls(as_text(item.get("text"))):
+                    if isinstance(piece, str):
+                        blocks.append(TextBlock(text=piece))
+                        continue
+                    call_id = f"cline-{index}-{len(calls)}"
+                    calls.append((call_id, piece[0]))
+                    blocks.append(ToolCallBlock(id=call_id, name=piece[0], input=piece[1]))
+            elif kind == "tool-call":
+                value = item.get("input")
+                blocks.append(
+                    ToolCallBlock(
+                        id=as_text(item.get("toolCallId")),
+                        name=as_text(item.get("toolName")),
+                        input=value if value is not None else {},
+                    )
+                )
+            elif kind == "reasoning":
+                text = as_text(item.get("text"))
+                if text:
+                    blocks.append(ThinkingBlock(thinking=text))
+            elif kind == "thoughtSignature":
+                self.skipped["thoughtSignature"] += 1
+            else:
+                blocks.append(anthropic_block(item))
+        self.open_calls = calls
+        self.out.append(Message(role="assistant", content=tuple(blocks), metadata=meta))
+
+    def user(self, raw: dict[str, Any], meta: dict[str, JsonValue]) -> None:
+        content = raw.get("content")
+        items: list[Any] = [content] if isinstance(content, str) else list(content or [])
+        turn = _UserTurn()
+        current: _Result | None = None
+        for item in items:
+            if isinstance(item, str):
+                item = {"type": "text", "text": item}
+            if not isinstance(item, dict):
+                continue
+            kind = item.get("type")
+            if kind in ("tool_result", "tool-result"):
+                current = None
+                self.native_result(turn, item)
+            elif kind in ("image", "file"):
+                image = _image(item) if kind == "image" else None
+                if current is not None and current.orphan and image is not None:
+                    turn.blocks.append(image)
+                elif current is not None and image is not None:
+                    current.parts.append(image)
+                elif image is not None:
+                    turn.blocks.append(image)
+                    turn.human = True
+                else:
+                    turn.add_text(as_text(item), "plain")
+            elif kind == "text":
+                current = self.text(turn, current, as_text(item.get("text")))
+            else:
+                current = None
+                turn.add_text(as_text(item), "plain")
+        self.open_calls = []
+        if turn.results:
+            self.out.append(
+                Message(
+                    role="tool",
+                    content=tuple(
+                        ToolResultBlock(
+                            tool_call_id=r.call_id, content=tuple(r.parts), is_error=r.is_error
+                        )
+                        for r in turn.results
+                    ),
+                    metadata=meta,
+                )
+            )
+        if turn.blocks:
+            user_meta: dict[str, JsonValue] = {} if turn.results else dict(meta)
+            if raw.get("isTruncationMarker") is True or not turn.human:
+                user_meta[ORIGIN_KEY] = "tool-output" if turn.tool_output else "harness"
+            self.out.append(Message(role="user", content=tuple(turn.blocks), metadata=user_meta))
+
+    def take_call(self, name: str) -> str | None:
+        for i, (call_id, called) in enumerate(self.open_calls):
+            if called == name:
+                del self.open_calls[i]
+                return call_id
+        if self.open_calls:
+            return self.open_calls.pop(0)[0]
+        return None
+
+    def add_result(self, turn: _UserTurn, call_id: str, text: str, error: bool) -> _Result:
+        part, words = _split_user_words(text)
+        result = _Result(call_id=call_id, is_error=error or _is_error_text(text))
+        if part:
+            result.parts.append(TextBlock(text=part))
+        turn.results.append(result)
+        turn.add_text(words, "human")
+        return result
+
+    def native_result(self, turn: _UserTurn, item: dict[str, Any]) -> None:
+        if item.get("type") == "tool-result":
+            call_id = as_text(item.get("toolCallId"))
+            parts, error = _ai_sdk_output(item.get("output"))
+        else:
+            call_id = as_text(item.get("tool_use_id"))
+            parts, error = _result_parts(item.get("content")), item.get("is_error") is True
+        text = "\n".join(p.text for p in parts if isinstance(p, TextBlock))
+        part, words = _split_user_words(text)
+        if words:
+            images = [p for p in parts if not isinstance(p, TextBlock)]
+            parts = [TextBlock(text=part)] if part else []
+            parts.extend(images)
+        turn.results.append(
+            _Result(call_id=call_id, parts=parts, is_error=error or _is_error_text(text))
+        )
+        turn.add_text(words, "human")
+
+    def text(self, turn: _UserTurn, current: _Result | None, text: str) -> _Result | None:
+        """One user text block; returns the result that later blocks may continue."""
+        for piece in _env_split(text):
+            current = self.text_piece(turn, current, piece)
+        return current
+
+    def text_piece(self, turn: _UserTurn, current: _Result | None, text: str) -> _Result | None:
+        head = text.lstrip()
+        header = _HEADER.match(head)
+        skipped = _NOT_EXECUTED.match(head)
+        if header is not None:
+            call_id = self.take_call(header.group("name"))
+            body = head[header.end() :].removeprefix("\n")
+            if call_id is None:
+                turn.add_text(text, "harness")
+                turn.tool_output = True
+                return _Result(call_id="", orphan=True)
+            return self.add_result(turn, call_id, body, False)
+        if skipped is not None:
+            call_id = self.take_call(skipped.group("a") or skipped.group("b"))
+            if call_id is not None:
+                self.add_result(turn, call_id, text, True)
+                return None
+        kind = _text_kind(text)
+        if current is not None and kind == "plain":
+            if not current.parts and _is_error_text(text):
+                current.is_error = True
+            part, words = _split_user_words(text)
+            if current.orphan:
+                turn.add_text(part, "harness")
+            elif part:
+                current.parts.append(TextBlock(text=part))
+            turn.add_text(words, "human")
+            return current
+        turn.add_text(text, kind)
+        return None
+
+    # ----------------------------------------------------------------- the context
+
+    def context(self, messages: list[Any], path: str) -> AgentContext:
+        for index, raw in enumerate(messages):
+            self.message(index, raw)
+        if self.pending_thinking:
+            self.out.append(Message(role="assistant", content=tuple(self.pending_thinking)))
+        repaired = repair_chat_pairing(self.out)
+        out = [
+            m.model_copy(update={"metadata": {**m.metadata, ORIGIN_KEY: "tool-output"}})
+            if "orphan_tool_result" in m.metadata
+            else m
+            for m in repaired.messages
+        ]
+        meta = context_metadata(CLINE, {}, None, repaired)
+        file = Path(path)
+        if file.name == HISTORY_FILE and file.parent.name:
+            meta["session_id"] = file.parent.name
+        if self.model:
+            meta["model"] = self.model
+        note_skipped(meta, self.skipped)
+        return AgentContext(messages=tuple(out), metadata=meta)
+
+
+def _plain_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            as_text(b.get("text"))
+            for b in content
+            if isinstance(b, dict) and b.get("type") == "text"
+        )
+    return as_text(content)
+
+
+# --------------------------------------------------------------------------- the format
+
+CLINE = "cline"
+
+
+def _messages_of(data: Any) -> list[Any] | None:
+    """The saved messages: the legacy array, or Roo Code's `{"version": 2, "messages"}`."""
+    if isinstance(data, list):
+        return data
+    if (
+        isinstance(data, dict)
+        and data.get("version") == 2
+        and isinstance(data.get("messages"), list)
+    ):
+        return list(data["messages"])
+    return None
+
+
+def _is_ui_messages(data: Any) -> bool:
+    items = data[:20] if isinstance(data, list) else []
+    return bool(items) and all(
+        isinstance(m, dict) and m.get("type") in ("say", "ask") and isinstance(m.get("ts"), int)
+        for m in items
+    )
+
+
+def _is_task_metadata(data: Any) -> bool:
+    return isinstance(data, dict) and "files_in_context" in data and "messages" not in data
+
+
+def _shaped(m: Any, roles: frozenset[str] = _ROLES) -> bool:
+    if not isinstance(m, dict):
+        return False
+    if "role" not in m:
+        return m.get("type") == "reasoning"
+    if m.get("role") not in roles:
+        return False
+    content = m.get("content")
+    return isinstance(content, str) or (
+        isinstance(content, list)
+        and all(isinstance(b, dict) and isinstance(b.get("type"), str) for b in content)
+    )
+
+
+def _all_shaped(data: Any, messages: list[Any]) -> bool:
+    """Every item a message of the legacy array, or (in Roo Code's envelope) of AI SDK messages."""
+    roles = _ROLES | {"tool"} if isinstance(data, dict) else _ROLES
+    return all(_shaped(m, roles) for m in messages)
+
+
+def _user_texts(m: dict[str, Any]) -> Iterator[str]:
+    content = m.get("content")
+    if isinstance(content, str):
+        yield content
+    elif isinstance(content, list):
+        for b in content:
+            if b.get("type") == "text" and isinstance(b.get("text"), str):
+                yield b["text"]
+
+
+def _signed(messages: list[Any]) -> bool:
+    """Something only Cline or Roo Code writes into a saved message array."""
+    for m in messages:
+        if any(key in m for key in ("modelInfo", *_ROO_KEYS)):
+            return True
+        if m.get("role") != "user":
+            continue
+        for text in _user_texts(m):
+            head = text.lstrip()
+            if (
+                "<environment_details>" in text
+                or "<potentially_relevant_details>" in text
+                or head.startswith("[TASK RESUMPTION]")
+                or _HEADER.match(head)
+            ):
+                return True
+    return False
+
+
+class ClineFormat(Format):
+    name = CLINE
+    description = "Cline / Roo Code task history (api_conversation_history.json)"
+    priority = 10
+
+    def sniff(self, doc: Document) -> bool:
+        if doc.kind != "json":
+            return False
+        data = doc.data
+        if _is_ui_messages(data) or _is_task_metadata(data):
+            return True
+        messages = _messages_of(data)
+        if not messages or not _all_shaped(data, messages):
+            return False
+        return isinstance(data, dict) or _signed(messages)
+
+    def load(self, doc: Document) -> list[AgentContext]:
+        data = doc.data
+        if doc.kind == "json" and (_is_ui_messages(data) or _is_task_metadata(data)):
+            which = "ui_messages.json" if isinstance(data, list) else "task_metadata.json"
+            instead = Path(doc.path).with_name(HISTORY_FILE)
+            raise BadInputError(
+                f"this is Cline's {which} (the chat panel's record), not the conversation the "
+                "model saw",
+                path=doc.path,
+                hint=f"load {instead} instead",
+            )
+        messages = _messages_of(data) if doc.kind == "json" else None
+        if messages is None or not _all_shaped(data, messages):
+            raise BadInputError(
+                "not a Cline / Roo Code task history (no array of user / assistant messages)",
+                path=doc.path,
+                hint=f"expected a task folder's {HISTORY_FILE}",
+            )
+        return [_Reader().context(messages, doc.path)]
