@@ -32,8 +32,9 @@ How a file becomes contexts:
   the root, plus the records hanging off that path that belong to the same turns: newer Claude
   Code versions write each block of one API response as its own record (same `message.id`) and
   parent each parallel tool result on the record holding its call, so the "path" alone would
-  lose them. User and assistant records on other branches (rewound or edited turns) are dropped
-  and counted in `metadata["off_path_records"]`. Kept records are read in file order.
+  lose them. Records that would make a message (user, assistant, local command, queued prompt)
+  on other branches (rewound or edited turns) are dropped and counted in
+  `metadata["off_path_records"]`. Kept records are read in file order.
 * Assistant records with one `message.id` merge into one assistant message (thinking, text and
   tool calls in file order; `usage`/`stop_reason` from the last record, which is the final one).
 * User records holding `tool_result` blocks become `tool` messages (one per record); the
@@ -55,12 +56,13 @@ Where the user's words are, each loaded as one user message exactly once:
 
 A user-role message that is not the user's words has `metadata["origin"]`: `"harness"` for what
 Claude Code wrote itself (`isMeta` records such as the local-command caveat and expanded
-skill/command prompts; text that is only `<local-command-stdout>`/`-stderr>`, `<bash-stdout>`,
-`<system-reminder>`, `<task-notification>`, IDE context or an `[Request interrupted by user]`
-notice; records or queued commands whose `origin.kind` is not `human`), `"summary"` for a
-`/compact` summary (`isCompactSummary`, also `metadata["compact_summary"] = True`), kept as the
-plain text Claude Code sent its model (no recovery entry: a loaded session is a fixed point of
-`expand`). A message holding both the user's text and injected text counts as the user's.
+skill/command prompts; `isVisibleInTranscriptOnly` records; text that is only
+`<local-command-stdout>`/`-stderr>`, `<bash-stdout>`, `<system-reminder>`, `<task-notification>`,
+IDE context or an `[Request interrupted by user]` notice; records or queued commands whose
+`origin.kind` is not `human`), `"summary"` for a `/compact` summary (`isCompactSummary`, also
+`metadata["compact_summary"] = True`), kept as the plain text Claude Code sent its model (no
+recovery entry: a loaded session is a fixed point of `expand`). A message holding both the
+user's text and injected text counts as the user's.
 
 Everything else is counted by kind in `metadata["skipped_records"]` (see `note_skipped`):
 `summary` titles (the title still goes to `metadata["title"]`), `file-history-snapshot`, other
@@ -638,6 +640,7 @@ class _Builder:
             meta[ORIGIN_KEY] = "summary"
         elif (
             record.get("isMeta") is True
+            or record.get("isVisibleInTranscriptOnly") is True  # sent as synthetic, not typed
             or _dict(record.get("origin")).get("kind") not in (None, "human")
             or _harness_blocks(rest)
         ):
