@@ -10,6 +10,7 @@ import pytest
 
 import compactkit
 from compactkit.errors import BadInputError
+from compactkit.recovery import expand
 from tests.conftest import corpus_files, sample
 from tests.formats._checks import load_single as load
 from tests.formats._checks import pairing_problems
@@ -33,6 +34,11 @@ def test_session_loads_with_paired_calls(path: Path) -> None:
     assert ctx.metadata["source_format"] == "gemini-cli"
     assert ctx.metadata["session_id"] == data["sessionId"]
     assert pairing_problems(ctx) == []
+    assert expand(ctx) == ctx  # nothing in a loaded session is a marker to restore
+    users = [m["content"] for m in data["messages"] if m["type"] == "user"]
+    assert [m.text for m in ctx.messages if m.is_human] == users
+    ui = [m["type"] for m in data["messages"] if m["type"] in ("info", "error", "warning")]
+    assert sum(ctx.metadata.get("skipped_records", {}).values()) == len(ui)
 
     raw_calls = [c for m in data["messages"] for c in m.get("toolCalls") or []]
     calls = [c for m in ctx.messages for c in m.tool_calls]
@@ -124,3 +130,106 @@ def test_chat_messages_are_not_a_gemini_session(tmp_path: Path) -> None:
     other.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}]}))
     with pytest.raises(BadInputError):
         compactkit.load(other, format="gemini-cli")
+
+
+# --------------------------------------------------------------------------- records after the
+# upstream schema (google-gemini/gemini-cli packages/core/src/services/chatRecordingService.ts,
+# chatRecordingTypes.ts: ConversationRecord, MessageRecord, ToolCallRecord)
+
+HEADER = {"sessionId": "s-1", "projectHash": "abc", "startTime": "t0", "lastUpdated": "t1"}
+PNG = {"inlineData": {"mimeType": "image/png", "data": "iVBORw0KGgo="}}
+
+
+def _message(msg_id: str, kind: str, content: Any, **extra: Any) -> dict[str, Any]:
+    return {"id": msg_id, "timestamp": "t", "type": kind, "content": content, **extra}
+
+
+def _call(call_id: str, output: str | None) -> dict[str, Any]:
+    call: dict[str, Any] = {"id": call_id, "name": "ls", "args": {}, "status": "success"}
+    if output is not None:
+        response = {"id": call_id, "name": "ls", "response": {"output": output}}
+        call["result"] = [{"functionResponse": response}]
+    return call
+
+
+def _gemini(msg_id: str, text: str, *calls: dict[str, Any]) -> dict[str, Any]:
+    return _message(msg_id, "gemini", text, model="gemini-2.5-pro", toolCalls=list(calls))
+
+
+def test_json_session_user_parts_and_ui_messages(tmp_path: Path) -> None:
+    """The older shape: one ConversationRecord JSON."""
+    messages = [
+        _message("u1", "user", [{"text": "what is in"}, PNG], displayContent="what is in @a.png"),
+        _message("i1", "info", "Switched to fallback model."),
+        _gemini("g1", "A diagram.", _call("c1", None)),
+        _message(
+            "u2",
+            "user",
+            [{"functionResponse": {"id": "c1", "name": "ls", "response": {"output": "a.png"}}}],
+        ),
+        _message("e1", "error", "[API Error: quota]"),
+        _message("w1", "warning", "Loop detected."),
+        _message("u3", "user", "thanks"),
+        _message("x1", "future_type", "?"),
+    ]
+    path = tmp_path / "session.json"
+    path.write_text(json.dumps({**HEADER, "messages": messages}), encoding="utf-8")
+    ctx = load(path)
+    humans = [m for m in ctx.messages if m.is_human]
+    assert [m.text for m in humans] == ["what is in", "thanks"]
+    assert [b.type for b in humans[0].content] == ["text", "image"]
+    # the functionResponse answers the call it names instead of becoming user text
+    (result,) = [r for m in ctx.messages for r in m.tool_results]
+    assert (result.tool_call_id, result.text) == ("c1", "a.png")
+    assert pairing_problems(ctx) == []
+    assert ctx.metadata["skipped_records"] == {
+        "error": 1,
+        "future_type": 1,
+        "info": 1,
+        "warning": 1,
+    }
+    assert expand(ctx) == ctx
+
+
+def test_jsonl_session_updates_rewinds_and_compression(tmp_path: Path) -> None:
+    """The newer shape: appended JSONL records (metadata, messages, $set, $rewindTo)."""
+    records = [
+        HEADER,
+        _message("u1", "user", [{"text": "list files"}]),
+        {"$set": {"lastUpdated": "t2"}},
+        _gemini("g1", "", _call("c1", None)),
+        _gemini("g1", "", _call("c1", "a b")),  # rewritten with the result: replaces in place
+        _message("u2", "user", [{"text": "delete everything"}]),
+        _gemini("g2", "Deleting."),
+        {"$rewindTo": "u2"},  # the user rewound: u2 and g2 are gone
+        _message("u3", "user", [{"text": "show a"}]),
+        _gemini("g3", "a is empty."),
+        {
+            "$set": {
+                "summary": "Listing files",
+                "messages": [
+                    _message(
+                        "s1", "user", [{"text": "<state_snapshot>listed a b</state_snapshot>"}]
+                    ),
+                    _gemini("s2", "Got it. Thanks for the additional context!"),
+                    _message("u3", "user", [{"text": "show a"}]),
+                    _gemini("g3", "a is empty."),
+                ],
+            }
+        },
+        _message("u4", "user", [{"text": "and b?"}]),
+        _gemini("g4", "b too."),
+    ]
+    path = tmp_path / "session-2026-01-01T00-00-s1.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    ctx = load(path)
+    assert ctx.metadata["source_format"] == "gemini-cli"
+    assert ctx.metadata["session_id"] == "s-1" and ctx.metadata["title"] == "Listing files"
+    assert [m.text for m in ctx.messages if m.is_human] == ["list files", "show a", "and b?"]
+    assert ctx.task == "list files"
+    (summary,) = [m for m in ctx.messages if m.origin == "summary"]
+    assert summary.text == "<state_snapshot>listed a b</state_snapshot>"
+    assert [r.text for m in ctx.messages for r in m.tool_results] == ["a b"]
+    assert pairing_problems(ctx) == []
+    assert ctx.metadata["skipped_records"] == {"gemini (rewound)": 1, "user (rewound)": 1}
+    assert expand(ctx) == ctx
