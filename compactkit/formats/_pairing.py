@@ -15,7 +15,15 @@ from typing import Literal
 
 from pydantic import JsonValue
 
-from ..context import Block, Message, Role, TextBlock, ToolCallBlock, ToolResultBlock
+from ..context import (
+    ORIGIN_KEY,
+    Block,
+    Message,
+    Role,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
 
 NO_RESULT_TEXT = "[no result recorded]"
 """The text of a synthesized result (`is_error=True`) for a call whose result was never recorded."""
@@ -162,7 +170,8 @@ def repair_pairing(
       with its content and metadata `{"orphan_tool_result": <id>}`; `"user_message_joined"`
       moves those of one tool message to one user message holding their content (none when
       that is empty), with that tool message's metadata plus `{"orphan_result": true}`. Either
-      user message follows the tool message. Dropped and moved results count in `orphan_results`.
+      user message follows the tool message and is marked `metadata["origin"] = "tool-output"`
+      (not the human's words). Dropped and moved results count in `orphan_results`.
     - `rename_reused_ids`: first rename a call id that an earlier call already used to
       `<id>_<n>` (n-th use), and the results after it that name that id.
 
@@ -248,7 +257,7 @@ def repair_pairing(
                 Message(
                     role="user",
                     content=block.content,
-                    metadata={"orphan_tool_result": block.tool_call_id},
+                    metadata={"orphan_tool_result": block.tool_call_id, ORIGIN_KEY: "tool-output"},
                 )
                 for block in orphans
             )
@@ -259,7 +268,7 @@ def repair_pairing(
                     Message(
                         role="user",
                         content=joined,
-                        metadata={**msg.metadata, "orphan_result": True},
+                        metadata={**msg.metadata, "orphan_result": True, ORIGIN_KEY: "tool-output"},
                     )
                 )
     if not open_calls:

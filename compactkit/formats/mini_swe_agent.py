@@ -23,6 +23,21 @@ How the text-based protocol maps onto compactkit's blocks:
 - v2 files (`trajectory_format` "mini-swe-agent-1.1") with native tool calls (`tool_calls` on
   assistant messages, `role: "tool"` results) use the recorded ids; an `exit` message answers a
   still-open call or is dropped (its status is in the context metadata).
+- User messages (upstream: SWE-agent/mini-swe-agent `src/minisweagent/agents/default.py`
+  `run` / `add_messages`, `agents/interactive.py`, `agents/compaction.py`, `exceptions.py`; the
+  format-error and observation messages of `models/utils/actions_*.py`). The first user message
+  is the task (the instance template holding it) and stays the human's message. What the user
+  typed in the interactive agent is a user message of its own, never a call's result:
+  `"Interrupted by user: ..."`, `"The user added a new task: ..."`, `"Command(s) not executed.
+  The user rejected your command(s) with the following message: ..."` (v2 marks them with
+  `extra.interrupt_type` UserInterruption / UserNewTask / UserRejection), and a command run in
+  human mode (`"User command: ..."`, whose output follows as a user message marked
+  `metadata["origin"] = "tool-output"`). A call such a message interrupts gets a synthesized
+  result. Any other user message that answers no call is the harness's (`"harness"`: limit
+  notices, a submission after no call), and a compaction checkpoint
+  (`"<conversation_summary>..."`) is `"summary"`.
+- Skipped (counted in `metadata["skipped_records"]`): an `exit` message that answers no call
+  (`"exit"`) and the empty final notice of a run stopped by its limits (`"user/empty"`).
 - Pairing: a call still open when the next non-tool message starts gets a synthesized error
   result (`"[no result recorded]"`, tool message metadata `{"synthesized": true}`), as do open
   calls at the end unless they are exactly the calls of the last message; results of a tool
@@ -40,6 +55,7 @@ from typing import Any
 from pydantic import JsonValue
 
 from ..context import (
+    ORIGIN_KEY,
     AgentContext,
     Block,
     ContentPart,
@@ -52,6 +68,7 @@ from ._util import (
     as_dict,
     as_text,
     content_text,
+    note_skipped,
     parse_arguments,
     parts_from_content,
     thinking_from,
@@ -63,6 +80,17 @@ _MSWEA_REGEX = r"```mswea_bash_command\s*\n(.*?)\n```"
 _RETURNCODE = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
 _DEFAULT_FORMAT_ERROR = "Please always provide EXACTLY ONE action"
 _DEFAULT_TIMEOUT = "The last command <command>"
+_HUMAN_PREFIXES = (
+    "Interrupted by user:",
+    "The user added a new task:",
+    "Command not executed. The user rejected your command",
+    "Commands not executed. The user rejected your commands",
+    "User command:",
+)
+"""How the interactive agent (`agents/interactive.py`, v1 and v2) frames what the user typed."""
+_HUMAN_INTERRUPTS = ("UserInterruption", "UserNewTask", "UserRejection")
+_SUMMARY_PREFIX = "<conversation_summary>"
+"""How a compaction checkpoint (`agents/compaction.py` `summary_message`) begins."""
 
 
 def text_blocks(content: Any) -> list[Block]:
@@ -132,6 +160,7 @@ class _Builder:
         self.turns: list[Turn] = []
         self.calls = 0
         self.models: Counter[str] = Counter()
+        self.skipped: Counter[str] = Counter()
 
     def _template_prefix(self, key: str, default: str) -> str:
         template = _get(self.config, "agent", key) or _get(self.config, "model", key)
@@ -213,6 +242,28 @@ class _Builder:
             return True
         return final and self.info.get("exit_status") not in (None, "Submitted")
 
+    def user_origin(self, msg: dict[str, Any], text: str, task_seen: bool) -> str | None:
+        """`metadata["origin"]` of a user message that answers no call: None for the task and
+        for what the user typed in the interactive agent, else where it came from."""
+        if not task_seen:
+            return None  # the instance template holding the task
+        if text.lstrip().startswith(_SUMMARY_PREFIX):
+            return "summary"
+        interrupt = as_dict(msg.get("extra")).get("interrupt_type")
+        if text.lstrip().startswith(_HUMAN_PREFIXES) and interrupt in (None, *_HUMAN_INTERRUPTS):
+            return None
+        return "harness"
+
+    def is_human_input(self, msg: dict[str, Any]) -> bool:
+        """A user message carrying what the user typed (interruption, rejection, new task, a
+        command run in human mode): never a call's result."""
+        extra = as_dict(msg.get("extra"))
+        interrupt = extra.get("interrupt_type")
+        if interrupt is not None and interrupt not in _HUMAN_INTERRUPTS:
+            return False
+        text = content_text(msg.get("content")).lstrip()
+        return text.startswith(_HUMAN_PREFIXES)
+
     # ----------------------------------------------------------------- whole file
 
     def build(self, conversation: int | None) -> AgentContext:
@@ -225,6 +276,8 @@ class _Builder:
         open_ids: list[str] = []  # calls of the latest assistant turn still waiting for a result
         rejected: list[str] | None = None  # actions of a latest reply that had no valid one
         last_assistant: Turn | None = None
+        task_seen = False
+        user_ran = False  # a command the user ran in human mode waits for its output
         for index in range(start, len(raw)):
             msg = raw[index]
             if not isinstance(msg, dict):
@@ -237,6 +290,18 @@ class _Builder:
                 self.turns.append(turn)
                 last_assistant = turn
                 open_ids = [b.id for b in turn.blocks if isinstance(b, ToolCallBlock)]
+                user_ran = False
+            elif role == "user" and task_seen and self.is_human_input(msg):
+                # what the user typed; a call it interrupted is closed as unanswered
+                self.turns.append(Turn(role="user", blocks=text_blocks(msg.get("content"))))
+                rejected = None
+                user_ran = content_text(msg.get("content")).lstrip().startswith("User command:")
+            elif role == "user" and user_ran and not open_ids:
+                meta: dict[str, JsonValue] = {ORIGIN_KEY: "tool-output"}
+                self.turns.append(
+                    Turn(role="user", blocks=text_blocks(msg.get("content")), metadata=meta)
+                )
+                user_ran = False
             elif role == "tool":
                 call_id = msg.get("tool_call_id")
                 if not isinstance(call_id, str):
@@ -266,13 +331,21 @@ class _Builder:
                 self.turns.append(self.result(call_id, msg, is_error, metadata))
                 rejected = None
             elif role == "exit":
-                continue  # the run's end; its status is in the context metadata
+                self.skipped["exit"] += 1  # the run's end; its status is in the context metadata
+                continue
             elif role in ("user", "system"):
                 rejected = None
                 blocks = text_blocks(msg.get("content"))
                 if not blocks and final:
-                    continue  # the empty notice of a run stopped by its limits
-                self.turns.append(Turn(role=role, blocks=blocks))
+                    self.skipped[f"{role}/empty"] += 1  # the notice of a run stopped by its limits
+                    continue
+                user_meta: dict[str, JsonValue] = {}
+                if role == "user":
+                    origin = self.user_origin(msg, content_text(msg.get("content")), task_seen)
+                    if origin is not None:
+                        user_meta[ORIGIN_KEY] = origin
+                    task_seen = True
+                self.turns.append(Turn(role=role, blocks=blocks, metadata=user_meta))
             else:
                 raise BadInputError(f"message {index} has unknown role {role!r}")
         repaired = repair_pairing(
@@ -334,6 +407,7 @@ class _Builder:
             meta["orphan_results"] = repaired.orphan_results
         if conversation is not None:
             meta["conversation"] = conversation
+        note_skipped(meta, self.skipped)
         return meta
 
 

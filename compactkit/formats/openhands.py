@@ -1,47 +1,86 @@
-"""OpenHands event stream JSON / eval output.jsonl.
+"""OpenHands event streams: V0 action/observation events and software-agent-sdk (V1) events.
 
-Three shapes hold OpenHands events:
-- an event list (`[event, ...]`, e.g. a saved trajectory): one conversation;
+Shapes that hold OpenHands events:
+- an event list (`[event, ...]`, e.g. a saved trajectory), JSONL with one event per line, or
+  `{"trajectory": [...]}` (the V0 trajectory export) / `{"events"|"items": [...]}` (the V1 agent
+  server's event search page): one conversation;
 - an eval/resolver `output.jsonl`: one run per line (`instruction`, `history[]` of events,
   `instance_id` or `issue`, `metadata`, ...): one conversation per line;
 - a single run object (`{"history": [...], ...}`) as JSON.
 
-An event is an action (`action`: message / system / run / read / edit / think / finish / ...,
-`args`, `source`, `id`) or an observation (`observation`: run / read / edit / error / recall / ...,
-`content`, `extras`, `cause` = the id of the action it answers). Function-calling agents record
-`tool_call_metadata` on both: the tool call id, the function name and the raw model response.
-Older runs (CodeAct 1.x) store flat events with no ids: each observation answers the action
-before it.
+Upstream sources read for the record types (All-Hands-AI/OpenHands, V0):
+`openhands/events/serialization/event.py` (`event_to_dict`: `action` / `observation`, `args`,
+`content`, `extras`, `source` user/agent/environment, `cause`, `tool_call_metadata`),
+`openhands/core/schema/action.py` and `observation.py` (the type names),
+`openhands/events/action/message.py` (`MessageAction`: `content`, `image_urls`, `file_urls`),
+`openhands/events/action/agent.py` (`CondensationAction` with `summary`, `RecallAction`, ...),
+`openhands/memory/conversation_memory.py` (what each event becomes in the model's messages) and
+`evaluation/utils/shared.py` (`codeact_user_response`, the eval harness's fake user reply).
+OpenHands/software-agent-sdk (V1): `openhands-sdk/openhands/sdk/event/` (`base.py`,
+`llm_convertible/{message,action,observation,system}.py`, `condenser.py`, `user_action.py`,
+`conversation_state.py`) and `openhands/sdk/llm/message.py` (`Message`, `TextContent`,
+`ImageContent`, `MessageToolCall`).
 
-Mapping:
-- the `system` action -> `system_instruction`; user message actions -> user messages, agent
-  message actions -> assistant text;
-- an action with `tool_call_metadata` -> a tool call in the assistant message rebuilt from its
+Records that carry what the user typed or attached, each loaded as one user message:
+- V0 `message` action with `source: "user"` (its `content`, its `image_urls` as images, its
+  `file_urls` kept in message metadata `file_urls`); the eval row's `instruction` when the
+  history holds no user message; a user-sourced `run` action (the command the user ran in the
+  terminal: `"User executed the command:\n<command>"`, as the agent was shown it) and other
+  user-sourced actions without tool metadata; a user-sourced `finish` (`/exit`) with text;
+- V1 `MessageEvent` with `source: "user"` and `llm_message.role: "user"` (text and
+  `ImageContent.image_urls`).
+User-role messages that are not the human's words carry `metadata["origin"]`:
+- `"harness"`: `recall` observations (workspace context / microagent knowledge), the eval
+  harness's fake user reply ("Please continue working on the task ..."), a user-role message
+  from another source (V0 `source: "environment"`, V1 `MessageEvent` not from the user), and a V1
+  `MessageEvent`'s `extended_content` (skill knowledge added by the agent context; a user message
+  of its own right after the human's, `metadata["activated_skills"]` naming the skills);
+- `"tool-output"`: an observation that answers no recorded call (e.g. the error for a rejected
+  malformed call, or the output of a command the user ran), with `metadata["observation"]`;
+- `"summary"`: a condensation summary the agent made (V0 `condensation` action with a `summary`,
+  V0 `condense` observation, V1 `Condensation` with a `summary`, V1
+  `CondensationSummaryEvent`): the summary text as it was sent, at the position it was recorded,
+  with `metadata["openhands_condensation"]` (what it replaced); the forgotten events stay loaded.
+
+Mapping of the rest:
+- V0 `system` action / V1 `SystemPromptEvent` -> `system_instruction` (V1: the static prompt,
+  then its `dynamic_context`; the tool names in context metadata `tools`); agent message actions
+  / V1 assistant `MessageEvent`s -> assistant text;
+- V0 action with `tool_call_metadata` -> a tool call in the assistant message rebuilt from its
   model response (text, reasoning and the calls of that response, with its usage); several
-  actions of one response share that message;
-- other actions that execute something -> a tool call named after the action
+  actions of one response share that message. V1 `ActionEvent`s of one `llm_response_id` -> one
+  assistant message (reasoning / thinking blocks, `thought`, the calls);
+- other V0 actions that execute something -> a tool call named after the action
   (`call_{event id}`, or `call_{n}` without ids), its `thought` as text before it;
   `think` without tool metadata -> a thinking block; `finish` without it -> assistant text;
-- an observation answering a call (by tool call id, by `cause`, or, without ids, in order)
-  -> a tool result (`error` observations are errors); an error observation that answers no call
-  (e.g. a rejected malformed call) -> user text, which is what the agent was shown;
-- `recall` observations (workspace context / microagent knowledge) -> user text;
-- bookkeeping (recall actions, agent state changes, null events) is skipped;
+- a V0 observation answering a call (by tool call id, by `cause`, or, without ids, in order) ->
+  a tool result (`error` observations are errors); V1 `ObservationEvent` -> a tool result
+  (`observation.content`, `is_error`), `UserRejectObservation` -> an error result
+  `"Action rejected: <reason>"` (tool message metadata `rejected_by`), `AgentErrorEvent` -> an
+  error result;
 - a call no observation answers gets a synthesized error result (`"[no result recorded]"`),
   except the calls of a final assistant message.
+Skipped, and counted by kind in `metadata["skipped_records"]`: V0 `recall`,
+`change_agent_state`, `null`, `condensation_request`, `pause` / `resume` / `stop` actions, a
+`condensation` action without a summary, `agent_state_changed` / `null` observations, a `recall`
+observation with nothing in it (`"action/<type>"`, `"observation/<type>"`); V1
+`ConversationStateUpdateEvent`, `PauseEvent`, `InterruptEvent`, `CondensationRequest`, a
+`Condensation` without a summary, `TokenEvent`, `LLMCompletionLogEvent`, `HookExecutionEvent`,
+`ConversationErrorEvent` and any other kind the model never sees (by its `kind`).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from pydantic import JsonValue
 
 from ..context import (
+    ORIGIN_KEY,
     AgentContext,
     Block,
     ContentPart,
-    ImageBlock,
     Role,
     TextBlock,
     ThinkingBlock,
@@ -50,11 +89,21 @@ from ..context import (
 )
 from ..errors import BadInputError
 from ._pairing import Turn, repair_pairing
-from ._util import as_text, nonempty_parts, parse_arguments
+from ._util import as_text, image_from_url, nonempty_parts, note_skipped, parse_arguments
 from .base import Document, Format
 
-_SKIP_ACTIONS = {"recall", "change_agent_state", "null", "condensation_request"}
-_SKIP_OBSERVATIONS = {"agent_state_changed", "null", "condensation"}
+_SKIP_ACTIONS = {
+    "recall",
+    "change_agent_state",
+    "null",
+    "condensation_request",
+    "pause",
+    "resume",
+    "stop",
+}
+_SKIP_OBSERVATIONS = {"agent_state_changed", "null"}
+_FAKE_USER_REPLY = "Please continue working on the task on whatever approach you think is suitable"
+"""How the eval harness's `codeact_user_response` (the fake user of benchmark runs) begins."""
 _BOOKKEEPING = {
     "action",
     "action_risk",
@@ -64,6 +113,7 @@ _BOOKKEEPING = {
     "confirmation_state",
     "hidden",
     "id",
+    "file_urls",
     "images_urls",
     "image_urls",
     "impl_source",
@@ -90,15 +140,44 @@ def _is_event(value: Any) -> bool:
     return isinstance(value.get("action"), str) or isinstance(value.get("observation"), str)
 
 
+def _is_sdk_event(value: Any) -> bool:
+    """A software-agent-sdk event: `kind` names its class, plus `id` and `source`."""
+    return (
+        isinstance(value, dict)
+        and isinstance(value.get("kind"), str)
+        and "id" in value
+        and isinstance(value.get("source"), str)
+        and "role" not in value
+    )
+
+
+def _is_any_event(value: Any) -> bool:
+    return _is_event(value) or _is_sdk_event(value)
+
+
 def _events(history: Any) -> list[dict[str, Any]]:
     """The events of a history, flattening the old `[[action, observation], ...]` pairs."""
     out: list[dict[str, Any]] = []
     for item in history if isinstance(history, list) else []:
         if isinstance(item, list):
-            out.extend(e for e in item if _is_event(e))
-        elif _is_event(item):
+            out.extend(e for e in item if _is_any_event(e))
+        elif _is_any_event(item):
             out.append(item)
     return out
+
+
+def _event_list(data: Any) -> list[Any] | None:
+    """The events of a bare event list or of an export wrapping one (`trajectory`, `events`,
+    `items`), when its first items are events; else None."""
+    if isinstance(data, dict):
+        for key in ("trajectory", "events", "items"):
+            if isinstance(data.get(key), list) and "history" not in data:
+                data = data[key]
+                break
+    if not isinstance(data, list) or not data:
+        return None
+    head = data[:10]
+    return data if all(_is_any_event(e) for e in head) else None
 
 
 def _is_run(value: Any) -> bool:
@@ -108,7 +187,7 @@ def _is_run(value: Any) -> bool:
         return False
     history = value["history"]
     head = [e for item in history[:5] for e in (item if isinstance(item, list) else [item])]
-    return all(_is_event(e) for e in head)
+    return all(_is_any_event(e) for e in head)
 
 
 def _args(event: dict[str, Any]) -> dict[str, Any]:
@@ -209,6 +288,12 @@ class _Conversation:
         self.turns: list[Turn] = []
         self.system: str | None = None
         self.model: str | None = None
+        self.tools: list[str] = []
+        self.skipped: Counter[str] = Counter()
+        self.summaries: set[str] = set()
+        self.user_actions: set[int] = (
+            set()
+        )  # ids of actions the user ran (their output is no result)
         self.call_of_action: dict[int, str] = {}
         self.known: set[str] = set()
         self.answered: set[str] = set()
@@ -230,6 +315,19 @@ class _Conversation:
         args = _args(event)
         tcm = event.get("tool_call_metadata")
         if kind in _SKIP_ACTIONS:
+            self.skipped[f"action/{kind}"] += 1
+            return
+        if kind == "condensation":
+            summary = _text(args.get("summary"))
+            if not summary:
+                self.skipped["action/condensation"] += 1
+                return
+            info = {
+                k: v
+                for k, v in args.items()
+                if k not in ("summary", "thought") and v is not None and k not in _BOOKKEEPING
+            }
+            self.summary(event, summary, {"action": "condensation", **info})
             return
         if kind == "system":
             text = _text(args.get("content")) or _text(event.get("message"))
@@ -237,6 +335,9 @@ class _Conversation:
                 self.system = text
             else:
                 self.turns.append(Turn("system", [TextBlock(text=text)], _stamp(event)))
+            return
+        if event.get("source") == "user" and kind != "message" and not isinstance(tcm, dict):
+            self.user_action(event, kind, args)
             return
         if isinstance(tcm, dict) and kind != "message":
             self.tool_call(event, tcm)
@@ -257,6 +358,9 @@ class _Conversation:
         else:
             self.plain_call(event, kind, args)
 
+    def human_said(self) -> bool:
+        return any(t.role == "user" and ORIGIN_KEY not in t.metadata for t in self.turns)
+
     def message(self, event: dict[str, Any], args: dict[str, Any]) -> None:
         source = event.get("source")
         if source is None:  # old flat events: the task first, the agent's replies after it
@@ -266,8 +370,42 @@ class _Conversation:
         blocks: list[Block] = [TextBlock(text=text)]
         urls = args.get("image_urls") or args.get("images_urls")
         if isinstance(urls, list):
-            blocks.extend(ImageBlock(url=u) for u in urls if isinstance(u, str))
-        self.turns.append(Turn(role, blocks, _stamp(event)))
+            blocks.extend(image_from_url(u) for u in urls if isinstance(u, str) and u.strip())
+        meta = _stamp(event)
+        if role == "user":
+            files = args.get("file_urls")
+            if isinstance(files, list) and files:
+                meta["file_urls"] = [f for f in files if isinstance(f, str)]
+            if source != "user" or (text.startswith(_FAKE_USER_REPLY) and self.human_said()):
+                meta[ORIGIN_KEY] = "harness"  # an environment message or the eval's fake user
+        self.turns.append(Turn(role, blocks, meta))
+
+    def user_action(self, event: dict[str, Any], kind: str, args: dict[str, Any]) -> None:
+        """An action the user ran themselves, as the agent was told about it."""
+        if kind == "run":
+            text = f"User executed the command:\n{_text(args.get('command'))}"
+        elif kind == "finish":
+            text = _text(args.get("final_thought")) or _text(args.get("thought"))
+            if not text:
+                self.skipped["action/finish"] += 1  # the user's /exit: nothing was said
+                return
+        else:
+            text = f"User requested {kind}: {as_text(_action_input(args))}"
+        meta = _stamp(event)
+        meta["action"] = kind
+        self.turns.append(Turn("user", [TextBlock(text=text)], meta))
+        if isinstance(event.get("id"), int):
+            self.user_actions.add(event["id"])
+
+    def summary(self, event: dict[str, Any], text: str, info: dict[str, JsonValue]) -> None:
+        """A condensation summary the agent sent its model (once, however many records hold it)."""
+        if text in self.summaries:
+            return
+        self.summaries.add(text)
+        meta = _stamp(event)
+        meta[ORIGIN_KEY] = "summary"
+        meta["openhands_condensation"] = info
+        self.turns.append(Turn("user", [TextBlock(text=text)], meta))
 
     def new_call_id(self, event: dict[str, Any]) -> str:
         self.n_calls += 1
@@ -338,18 +476,28 @@ class _Conversation:
     def observation(self, event: dict[str, Any]) -> None:
         kind = event["observation"]
         if kind in _SKIP_OBSERVATIONS:
+            self.skipped[f"observation/{kind}"] += 1
             return
         if kind == "recall":
             if _recall_text(event).strip():
                 meta = _stamp(event)
                 meta["observation"] = "recall"
+                meta[ORIGIN_KEY] = "harness"
                 self.turns.append(Turn("user", [TextBlock(text=_recall_text(event))], meta))
+            else:
+                self.skipped["observation/recall"] += 1
             return
-        call_id = self.find_call(event)
+        if kind == "condense":
+            self.summary(event, as_text(event.get("content")), {"observation": "condense"})
+            return
+        cause = event.get("cause")
+        call_id = None if cause in self.user_actions else self.find_call(event)
         if call_id is None:
-            self.orphans += 1
+            if cause not in self.user_actions:
+                self.orphans += 1
             meta = _stamp(event)
             meta["observation"] = kind
+            meta[ORIGIN_KEY] = "tool-output"
             self.turns.append(Turn("user", list(_observation_parts(event)), meta))
             return
         self.answered.add(call_id)
@@ -386,6 +534,210 @@ class _Conversation:
         return None
 
 
+# --------------------------------------------------------------------------- software-agent-sdk
+
+
+def _sdk_parts(content: Any) -> list[ContentPart]:
+    """SDK message content (`TextContent` / `ImageContent` dicts, or a string) as parts."""
+    if isinstance(content, str):
+        return [TextBlock(text=content)] if content else []
+    parts: list[ContentPart] = []
+    for item in content if isinstance(content, list) else []:
+        if not isinstance(item, dict):
+            parts.append(TextBlock(text=as_text(item)))
+        elif item.get("type") == "image" or isinstance(item.get("image_urls"), list):
+            urls = item.get("image_urls") or []
+            parts.extend(image_from_url(u) for u in urls if isinstance(u, str) and u.strip())
+        elif "text" in item:
+            parts.append(TextBlock(text=as_text(item.get("text"))))
+        else:
+            parts.append(TextBlock(text=as_text(item)))
+    return parts
+
+
+def _sdk_thinking(event: dict[str, Any]) -> list[Block]:
+    blocks: list[Block] = []
+    for item in event.get("thinking_blocks") or []:
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == "redacted_thinking":
+            blocks.append(
+                ThinkingBlock(thinking="", signature=_text(item.get("data")) or None, redacted=True)
+            )
+        else:
+            blocks.append(
+                ThinkingBlock(
+                    thinking=_text(item.get("thinking")),
+                    signature=_text(item.get("signature")) or None,
+                )
+            )
+    if not blocks and _text(event.get("reasoning_content")):
+        blocks.append(ThinkingBlock(thinking=event["reasoning_content"]))
+    return blocks
+
+
+def _sdk_stamp(event: dict[str, Any]) -> dict[str, JsonValue]:
+    meta: dict[str, JsonValue] = {}
+    for key in ("id", "timestamp"):
+        if isinstance(event.get(key), str):
+            meta[key] = event[key]
+    return meta
+
+
+class _SdkConversation:
+    """Builds one conversation from software-agent-sdk events (`kind` names each event's class)."""
+
+    def __init__(self, events: list[dict[str, Any]]) -> None:
+        self.turns: list[Turn] = []
+        self.system: str | None = None
+        self.model: str | None = None
+        self.tools: list[str] = []
+        self.skipped: Counter[str] = Counter()
+        self.summaries: set[str] = set()
+        self.rebuilt_calls = 0
+        self.orphans = 0
+        for event in events:
+            if not _is_sdk_event(event):
+                self.skipped["action" if "action" in event else "observation"] += 1
+                continue
+            handler = getattr(self, f"on_{event['kind']}", None)
+            if handler is None:
+                self.skipped[event["kind"]] += 1  # state updates, pauses, token logs, ...
+            else:
+                handler(event)
+
+    def on_SystemPromptEvent(self, event: dict[str, Any]) -> None:
+        parts = [
+            _text(p.get("text")) if isinstance(p, dict) else _text(p)
+            for p in (event.get("system_prompt"), event.get("dynamic_context"))
+        ]
+        text = "\n\n".join(p for p in parts if p)
+        for tool in event.get("tools") or []:
+            if isinstance(tool, dict):
+                function = tool.get("function")
+                name = tool.get("name") or (function or {}).get("name")
+                if isinstance(name, str):
+                    self.tools.append(name)
+        if self.system is None and not self.turns:
+            self.system = text
+        else:
+            self.turns.append(Turn("system", [TextBlock(text=text)], _sdk_stamp(event)))
+
+    def on_MessageEvent(self, event: dict[str, Any]) -> None:
+        message = event.get("llm_message")
+        message = message if isinstance(message, dict) else {}
+        meta = _sdk_stamp(event)
+        blocks: list[Block] = list(_sdk_parts(message.get("content")))
+        extended = _sdk_parts(event.get("extended_content"))
+        if isinstance(event.get("sender"), str):
+            meta["sender"] = event["sender"]
+        role = message.get("role")
+        if role == "assistant":
+            blocks = [*_sdk_thinking(message), *blocks, *extended]
+            self.turns.append(Turn("assistant", blocks, meta))
+            return
+        if role == "system":
+            self.turns.append(Turn("system", [*blocks, *extended], meta))
+            return
+        if event.get("source") != "user":
+            meta[ORIGIN_KEY] = "harness"  # a hook, another agent or the environment wrote it
+        self.turns.append(Turn("user", blocks, meta))
+        if extended:  # skill knowledge the agent context appended to the user's message
+            info: dict[str, JsonValue] = {ORIGIN_KEY: "harness"}
+            skills: list[JsonValue] = [
+                s for s in event.get("activated_skills") or [] if isinstance(s, str)
+            ]
+            if skills:
+                info["activated_skills"] = skills
+            self.turns.append(Turn("user", list(extended), info))
+
+    def on_ActionEvent(self, event: dict[str, Any]) -> None:
+        response_id = event.get("llm_response_id")
+        last = self.turns[-1] if self.turns else None
+        if (
+            last is None
+            or last.role != "assistant"
+            or not isinstance(response_id, str)
+            or last.metadata.get("response_id") != response_id
+        ):
+            meta = _sdk_stamp(event)
+            if isinstance(response_id, str):
+                meta["response_id"] = response_id
+            blocks = [*_sdk_thinking(event), *_sdk_parts(event.get("thought"))]
+            last = Turn("assistant", blocks, meta)
+            self.turns.append(last)
+        call = event.get("tool_call")
+        call = call if isinstance(call, dict) else {}
+        function = call["function"] if isinstance(call.get("function"), dict) else {}
+        call_id = _text(call.get("id")) or _text(event.get("tool_call_id"))
+        name = _text(call.get("name")) or _text(function.get("name"))
+        arguments = call.get("arguments", function.get("arguments"))
+        last.blocks.append(
+            ToolCallBlock(
+                id=call_id,
+                name=name or _text(event.get("tool_name")) or "tool",
+                input=parse_arguments(arguments),
+            )
+        )
+
+    def result(
+        self, event: dict[str, Any], parts: list[ContentPart], error: bool, **info: JsonValue
+    ) -> None:
+        block = ToolResultBlock(
+            tool_call_id=_text(event.get("tool_call_id")), content=tuple(parts), is_error=error
+        )
+        last = self.turns[-1] if self.turns else None
+        if last is not None and last.role == "tool" and not info:
+            last.blocks.append(block)
+        else:
+            self.turns.append(Turn("tool", [block], {**_sdk_stamp(event), **info}))
+
+    def on_ObservationEvent(self, event: dict[str, Any]) -> None:
+        observation = event.get("observation")
+        observation = observation if isinstance(observation, dict) else {}
+        parts = _sdk_parts(observation.get("content"))
+        if not parts:  # older SDK observations held their text in `output` / `error`
+            text = _text(observation.get("output")) or _text(observation.get("error"))
+            parts = [TextBlock(text=text or as_text(observation))]
+        parts.extend(_sdk_parts(event.get("extended_content")))
+        error = observation.get("is_error") is True or bool(_text(observation.get("error")))
+        self.result(event, parts, error)
+
+    def on_UserRejectObservation(self, event: dict[str, Any]) -> None:
+        reason = _text(event.get("rejection_reason")) or "User rejected the action"
+        source = _text(event.get("rejection_source")) or "user"
+        self.result(event, [TextBlock(text=f"Action rejected: {reason}")], True, rejected_by=source)
+
+    def on_AgentErrorEvent(self, event: dict[str, Any]) -> None:
+        self.result(event, [TextBlock(text=_text(event.get("error")))], True)
+
+    def summary(self, event: dict[str, Any], text: str, info: dict[str, JsonValue]) -> None:
+        if text in self.summaries:
+            return
+        self.summaries.add(text)
+        meta = _sdk_stamp(event)
+        meta[ORIGIN_KEY] = "summary"
+        meta["openhands_condensation"] = info
+        self.turns.append(Turn("user", [TextBlock(text=text)], meta))
+
+    def on_Condensation(self, event: dict[str, Any]) -> None:
+        text = _text(event.get("summary"))
+        if not text:
+            self.skipped["Condensation"] += 1  # forgetting without a summary adds nothing
+            return
+        forgotten = event.get("forgotten_event_ids")
+        info: dict[str, JsonValue] = {
+            "kind": "Condensation",
+            "forgotten_events": len(forgotten) if isinstance(forgotten, list) else 0,
+        }
+        if isinstance(event.get("summary_offset"), int):
+            info["summary_offset"] = event["summary_offset"]
+        self.summary(event, text, info)
+
+    def on_CondensationSummaryEvent(self, event: dict[str, Any]) -> None:
+        self.summary(event, _text(event.get("summary")), {"kind": "CondensationSummaryEvent"})
+
+
 class OpenHandsEventsFormat(Format):
     name = "openhands-events"
     description = "OpenHands event stream JSON / eval output.jsonl"
@@ -393,22 +745,17 @@ class OpenHandsEventsFormat(Format):
 
     def sniff(self, doc: Document) -> bool:
         data = doc.data
+        if _event_list(data) is not None:
+            return True
         if doc.kind == "json":
-            if isinstance(data, list):
-                head = data[:10]
-                return bool(head) and all(_is_event(e) for e in head)
             return _is_run(data)
         return isinstance(data, list) and bool(data) and _is_run(data[0])
 
     def load(self, doc: Document) -> list[AgentContext]:
         data = doc.data
-        if (
-            doc.kind == "json"
-            and isinstance(data, list)
-            and data
-            and all(_is_event(e) for e in data[:10])
-        ):
-            return [self._context(_events(data), {})]
+        events = _event_list(data)
+        if events is not None:
+            return [self._context(_events(events), {})]
         runs = [data] if doc.kind == "json" else data
         if not isinstance(runs, list) or not runs or not all(_is_run(r) for r in runs):
             raise BadInputError(
@@ -424,20 +771,22 @@ class OpenHandsEventsFormat(Format):
     def _context(
         self, events: list[dict[str, Any]], run: dict[str, Any], number: int | None = None
     ) -> AgentContext:
-        conv = _Conversation(events)
+        sdk = any(_is_sdk_event(e) for e in events)
+        conv = _SdkConversation(events) if sdk else _Conversation(events)
         turns = conv.turns
         instruction = run.get("instruction")
         if (
             isinstance(instruction, str)
             and instruction
-            and not any(t.role == "user" for t in turns)
+            and not any(t.role == "user" and ORIGIN_KEY not in t.metadata for t in turns)
         ):
             turns.insert(0, Turn("user", [TextBlock(text=instruction)]))
         repaired = repair_pairing(
             [t.freeze() for t in turns],
             close="unless_answered",
             keep_pending="last_assistant",
-            orphan_results="keep",  # observations answering no call are user text already
+            # V0 observations answering no call are user text already; V1 results name their call
+            orphan_results="user_message_each",
         )
         meta: dict[str, JsonValue] = {"source_format": self.name}
         if number is not None:
@@ -466,6 +815,11 @@ class OpenHandsEventsFormat(Format):
             meta["rebuilt_calls"] = conv.rebuilt_calls
         if conv.orphans:
             meta["unpaired_observations"] = conv.orphans
+        if repaired.orphan_results:
+            meta["orphan_results"] = repaired.orphan_results
+        if conv.tools:
+            meta["tools"] = list(conv.tools)
+        note_skipped(meta, conv.skipped)
         return AgentContext(
             system_instruction=conv.system, messages=tuple(repaired.messages), metadata=meta
         )

@@ -20,6 +20,20 @@ A `.traj` file is `{"environment", "trajectory": [steps], "history": [chat messa
   that action's result. SWE-agent records no exit code, so results are never marked as errors.
 - 0.x runs do not add the observation of the final `submit` to the history; that call is left
   pending at the end of the context (the submitted patch is `info.submission`).
+
+User messages (upstream: SWE-agent/SWE-agent `sweagent/types.py` `HistoryItem` with
+`message_type` system_prompt / demonstration / observation / action / user, `is_demo`, `agent`,
+`thought`, `action`, `tool_calls`, `tool_call_ids`; `sweagent/agent/agents.py`
+`add_system_message_to_history`, `_add_demonstration_to_history`,
+`add_instance_template_to_history`, `_add_templated_messages_to_history`,
+`get_model_requery_history`; 0.x `history` items carry only role / content / agent / is_demo).
+SWE-agent has no channel for a human to write mid-run (a human "model" answers as the assistant),
+so the only record holding the user's words is the instance template with the problem statement:
+the first user message that is no demonstration is the task and stays the human's (text and any
+image parts). Every other user-role message carries `metadata["origin"]`: `"demonstration"` for
+demonstrations, `"tool-output"` for an observation with no call to answer (after an assistant
+turn), `"harness"` for other templated text. Format-error requeries are not part of the history
+(they live only in the trajectory steps' `query` copies), so nothing is skipped.
 """
 
 from __future__ import annotations
@@ -30,7 +44,7 @@ from typing import Any
 
 from pydantic import JsonValue
 
-from ..context import AgentContext, Block, ToolCallBlock, ToolResultBlock
+from ..context import ORIGIN_KEY, AgentContext, Block, ToolCallBlock, ToolResultBlock
 from ..errors import BadInputError
 from ._pairing import Turn, repair_pairing
 from ._util import (
@@ -113,8 +127,10 @@ class _Builder:
         kind = msg.get("message_type")
         if msg.get("is_demo"):
             meta["is_demo"] = True
-            if msg.get("role") == "user" and kind in (None, "demonstration", "user"):
-                kind = "demonstration"
+            if msg.get("role") == "user":
+                meta[ORIGIN_KEY] = "demonstration"
+                if kind in (None, "demonstration", "user"):
+                    kind = "demonstration"
         if isinstance(kind, str):
             meta["message_type"] = kind
         if len(self.agents) > 1 and isinstance(msg.get("agent"), str):
@@ -156,6 +172,8 @@ class _Builder:
             self.commands = interface_commands(system)
             start = 1
         open_ids: list[str] = []  # calls of the latest assistant turn still waiting for a result
+        task_seen = False
+        after_assistant = False  # an assistant turn came since the task (a user turn is output)
         for index in range(start, len(self.history)):
             msg = self.history[index]
             if not isinstance(msg, dict):
@@ -165,6 +183,7 @@ class _Builder:
                 turn = self.assistant(msg)
                 self.turns.append(turn)
                 open_ids = [b.id for b in turn.blocks if isinstance(b, ToolCallBlock)]
+                after_assistant = task_seen and not msg.get("is_demo")
             elif role == "tool" or (role == "user" and open_ids):
                 recorded = msg.get("tool_call_ids")
                 if isinstance(recorded, list) and recorded:
@@ -180,11 +199,16 @@ class _Builder:
                     Turn(role="tool", blocks=results, metadata=self.message_metadata(msg))
                 )
             elif role in ("user", "system"):
+                meta = self.message_metadata(msg)
+                if role == "user" and ORIGIN_KEY not in meta:
+                    if task_seen:
+                        meta[ORIGIN_KEY] = "tool-output" if after_assistant else "harness"
+                    task_seen = True  # the instance template: the task, in the human's name
                 self.turns.append(
                     Turn(
                         role=role,
                         blocks=list(parts_from_content(msg.get("content"))),
-                        metadata=self.message_metadata(msg),
+                        metadata=meta,
                     )
                 )
             else:

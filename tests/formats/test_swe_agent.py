@@ -94,7 +94,11 @@ def test_bundled_sample() -> None:
     assert names == ["find_file", "open", "edit", "bash", "submit"]
     assert ctx.messages[2].tool_calls[0].input == {"command": 'find_file "missing_colon.py"\n'}
     assert ctx.messages[3].tool_results[0].text.startswith('Found 1 matches for "missing_colon.py"')
-    assert ctx.messages[0].metadata == {"is_demo": True, "message_type": "demonstration"}
+    assert ctx.messages[0].metadata == {
+        "is_demo": True,
+        "message_type": "demonstration",
+        "origin": "demonstration",
+    }
     assert ctx.metadata["model_stats"]["api_calls"] == 5
     assert ctx.metadata["cwd"] == "/klieret__swe-agent-test-repo"
 
