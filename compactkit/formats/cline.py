@@ -35,7 +35,8 @@ Reading:
 - `<environment_details>` (and Claude Dev's `<potentially_relevant_details>`) become a text block of
   their own, verbatim; the task, feedback, answers and plain text stay the human's words (no origin); a
   user message holding only harness text (environment details, `[TASK RESUMPTION]`, the "You did not
-  use a tool" nag, `<hook_context>`, Roo's truncation markers) gets origin `harness`;
+  use a tool" nag, `<hook_context>`, focus-chain reminders, Roo's truncation markers) gets origin
+  `harness`;
 - a Roo Code condense summary (`isSummary`) -> a user message with its text, origin `summary`;
 - thinking / redacted thinking / `reasoning` blocks and `reasoning_content` / `reasoning_details`
   -> `ThinkingBlock`s; a standalone encrypted reasoning item joins the next assistant message.
@@ -142,6 +143,8 @@ _HARNESS_PREFIXES = (
     "<explicit_instructions",
     "(The user did not provide a new message",
     "[NOTE] Some previous conversation history",
+    "# task_progress",  # Cline's focus-chain reminders
+    "# TODO LIST",
 )
 _HUMAN_PREFIXES = (
     "The user provided the following feedback:",

@@ -80,14 +80,16 @@ XML_TASK = [
         text("[replace_in_file for 'src/app.ts'] Result:"),
         text("The content was successfully saved to src/app.ts."),
         text(
-            "The user provided the following feedback:\n<feedback>\nalso keep it a string in .env\n</feedback>"
+            "The user provided the following feedback:\n<feedback>\n"
+            "also keep it a string in .env\n</feedback>"
         ),
         text(ENV),
         ts=5,
     ),
     assistant(
         text(
-            "<execute_command>\n<command>npm run build</command>\n<requires_approval>false</requires_approval>\n</execute_command>"
+            "<execute_command>\n<command>npm run build</command>\n"
+            "<requires_approval>false</requires_approval>\n</execute_command>"
         ),
         ts=6,
     ),
@@ -332,7 +334,8 @@ def human_texts(ctx: AgentContext) -> list[str]:
         for m in ctx.messages
         if m.is_human
         for b in m.content
-        if b.type == "text" and not b.text.startswith(("<environment_details>", "[TASK RESUMPTION]"))
+        if b.type == "text"
+        and not b.text.startswith(("<environment_details>", "[TASK RESUMPTION]"))
     ]
 
 
@@ -581,7 +584,7 @@ def test_ui_messages_is_refused_naming_the_file_to_use(tmp_path: Path) -> None:
     ]
     path = write(tmp_path, ui, "ui_messages.json")
     expected = str(path.with_name("api_conversation_history.json"))
-    with pytest.raises(BadInputError, match="ui_messages.json") as info:
+    with pytest.raises(BadInputError, match=r"ui_messages\.json") as info:
         compactkit.load(path)
     assert expected in str(info.value)
 
@@ -591,7 +594,7 @@ def test_ui_messages_is_refused_naming_the_file_to_use(tmp_path: Path) -> None:
     assert len(result.stderr.strip().splitlines()) == 1 and expected in result.stderr
 
     meta = write(tmp_path, {"files_in_context": [], "model_usage": []}, "task_metadata.json")
-    with pytest.raises(BadInputError, match="task_metadata.json"):
+    with pytest.raises(BadInputError, match=r"task_metadata\.json"):
         compactkit.load(meta)
 
 
