@@ -295,6 +295,7 @@ class _Builder:
                 # what the user typed; a call it interrupted is closed as unanswered
                 self.turns.append(Turn(role="user", blocks=text_blocks(msg.get("content"))))
                 rejected = None
+                open_ids = []
                 user_ran = content_text(msg.get("content")).lstrip().startswith("User command:")
             elif role == "user" and user_ran and not open_ids:
                 meta: dict[str, JsonValue] = {ORIGIN_KEY: "tool-output"}

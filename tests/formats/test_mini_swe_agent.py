@@ -188,3 +188,116 @@ def test_v2_tool_calls_and_unanswered_call(tmp_path: Path) -> None:
     assert last.tool_results[0].text == "patch"
     assert last.metadata["exit_status"] == "Submitted"
     assert ctx.messages[1].metadata["timestamp"].startswith("2023-11-14T22:13:20")
+
+
+# --------------------------------------------------------------------------- user input, by schema
+
+
+def _write(tmp_path: Path, data: dict[str, Any]) -> Any:
+    path = tmp_path / "run.traj.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return load_single(path)
+
+
+def test_corpus_task_is_the_one_human_message(loaded: tuple[dict[str, Any], Any]) -> None:
+    raw, ctx = loaded
+    humans = [m for m in ctx.messages if m.is_human]
+    assert [m.text for m in humans] == [raw["messages"][1]["content"]]
+    assert ctx.first_user_index == ctx.messages.index(humans[0])
+
+
+def test_v1_interactive_user_words_are_user_messages(tmp_path: Path) -> None:
+    """v1 (`mini-swe-agent-1`): the interactive agent adds what the user typed as user text."""
+    messages = [
+        {"role": "system", "content": "You are a helpful assistant."},
+        {"role": "user", "content": "<pr_description>Fix it</pr_description>"},
+        {"role": "assistant", "content": "THOUGHT: look\n\n```bash\nls\n```"},
+        {"role": "user", "content": "<returncode>0</returncode>\n<output>\na.py\n</output>"},
+        {"role": "assistant", "content": "THOUGHT: delete\n\n```bash\nrm -rf /\n```"},
+        {
+            "role": "user",
+            "content": "Command not executed. The user rejected your command with the following "
+            "message: never delete anything",
+        },
+        {"role": "user", "content": "User command: \n```bash\ngit diff\n```"},
+        {"role": "user", "content": "<returncode>0</returncode>\n<output>\n</output>"},
+        {"role": "assistant", "content": "THOUGHT: done\n\n```bash\necho COMPLETE_TASK\n```"},
+        {"role": "user", "content": "Interrupted by user: also update the README"},
+        {
+            "role": "user",
+            "content": "<conversation_summary>\nS\n</conversation_summary>\nContinue.",
+        },
+        {"role": "user", "content": "The user added a new task: write docs"},
+        {"role": "user", "content": ""},
+    ]
+    ctx = _write(
+        tmp_path,
+        {
+            "trajectory_format": "mini-swe-agent-1",
+            "info": {"exit_status": "Submitted"},
+            "messages": messages,
+        },
+    )
+    assert [m.text for m in ctx.messages if m.is_human] == [
+        "<pr_description>Fix it</pr_description>",
+        messages[5]["content"],
+        "User command: \n```bash\ngit diff\n```",
+        "Interrupted by user: also update the README",
+        "The user added a new task: write docs",
+    ]
+    non_human = [(m.origin, m.text) for m in ctx.messages if m.role == "user" and not m.is_human]
+    assert non_human == [
+        ("tool-output", "<returncode>0</returncode>\n<output>\n</output>"),
+        ("summary", messages[10]["content"]),
+    ]
+    # the rejected and the interrupted calls never ran: closed as unanswered, not answered by
+    # the user's words
+    assert ctx.metadata["synthesized_results"] == 2
+    assert ctx.metadata["skipped_records"] == {"user/empty": 1}
+    assert pairing_problems(ctx) == []
+
+
+def test_v2_interrupts_format_errors_and_exit(tmp_path: Path) -> None:
+    """v2 (`mini-swe-agent-1.1`): `extra.interrupt_type` marks interruptions; format errors
+    answer the step; `exit` ends the run."""
+    messages = [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "Solve the issue"},
+        {"role": "assistant", "content": "no action here", "extra": {"actions": []}},
+        {
+            "role": "user",
+            "content": "Format error: expected exactly 1 action, found 0.",
+            "extra": {"interrupt_type": "FormatError", "n_actions": 0},
+        },
+        {
+            "role": "assistant",
+            "content": "```mswea_bash_command\nmake\n```",
+            "extra": {"actions": [{"command": "make"}]},
+        },
+        {
+            "role": "user",
+            "content": "Commands not executed. The user rejected your commands with the "
+            "following message: run the tests instead",
+            "extra": {"interrupt_type": "UserRejection"},
+        },
+        {
+            "role": "user",
+            "content": "Commands not executed. Switching to human mode",
+            "extra": {"interrupt_type": "UserRejection"},
+        },
+        {"role": "exit", "content": "", "extra": {"exit_status": "Submitted", "submission": ""}},
+    ]
+    ctx = _write(
+        tmp_path, {"trajectory_format": "mini-swe-agent-1.1", "info": {}, "messages": messages}
+    )
+    assert [m.text for m in ctx.messages if m.is_human] == [
+        "Solve the issue",
+        messages[5]["content"],
+    ]
+    format_error = next(m for m in ctx.messages if m.metadata.get("format_error"))
+    assert format_error.role == "tool" and format_error.tool_results[0].is_error
+    assert [(m.origin, m.text) for m in ctx.messages if m.origin] == [
+        ("harness", "Commands not executed. Switching to human mode")
+    ]
+    assert ctx.metadata["skipped_records"] == {"exit": 1}
+    assert pairing_problems(ctx) == []

@@ -213,3 +213,103 @@ def test_function_calling_retry_run(tmp_path: Path) -> None:
     assistant = ctx.messages[4]
     assert [b.type for b in assistant.content] == ["thinking", "text", "tool_call"]
     assert len(ctx.messages) == 6
+
+
+# --------------------------------------------------------------------------- user input, by schema
+
+
+def test_corpus_task_is_the_one_human_message(loaded: tuple[dict[str, Any], Any]) -> None:
+    raw, ctx = loaded
+    history = (raw.get("attempts") or [raw])[0]["history"]
+    task = next(m for m in history if m["role"] == "user" and not m.get("is_demo"))
+    humans = [m for m in ctx.messages if m.is_human]
+    assert len(humans) == 1 and humans[0].text == task["content"]
+    assert all(
+        m.origin == "demonstration"
+        for m in ctx.messages
+        if m.metadata.get("is_demo") and m.role == "user"
+    )
+
+
+def _traj(tmp_path: Path, history: list[dict[str, Any]]) -> Any:
+    path = tmp_path / "run.traj"
+    path.write_text(
+        json.dumps({"environment": "swe_main", "trajectory": [], "history": history, "info": {}})
+    )
+    return load_single(path)
+
+
+def test_v1_history_types(tmp_path: Path) -> None:
+    """1.x `HistoryItem`s: message_type system_prompt / demonstration / observation / action;
+    the instance template (an `observation` by type) is the task, with its image parts."""
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
+    history = [
+        {"role": "system", "content": "SYSTEM", "agent": "main", "message_type": "system_prompt"},
+        {
+            "role": "user",
+            "content": "DEMO",
+            "agent": "main",
+            "is_demo": True,
+            "message_type": "demonstration",
+        },
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "<issue>Plot is blank</issue>"}, image],
+            "agent": "main",
+            "message_type": "observation",
+        },
+        {
+            "role": "assistant",
+            "content": "I will wait.",
+            "thought": "I will wait.",
+            "action": "",
+            "agent": "main",
+            "message_type": "action",
+        },
+        {
+            "role": "user",
+            "content": "Your command ran successfully and did not produce any output.",
+            "agent": "main",
+            "message_type": "observation",
+        },
+        {
+            "role": "assistant",
+            "content": "ls",
+            "thought": "",
+            "action": "ls\n",
+            "agent": "main",
+            "message_type": "action",
+        },
+        {"role": "user", "content": "a.py", "agent": "main", "message_type": "observation"},
+    ]
+    ctx = _traj(tmp_path, history)
+    humans = [m for m in ctx.messages if m.is_human]
+    assert [m.text for m in humans] == ["<issue>Plot is blank</issue>"]
+    assert [b.type for b in humans[0].content] == ["text", "image"]
+    assert [(m.origin, m.text) for m in ctx.messages if m.role == "user" and not m.is_human] == [
+        ("demonstration", "DEMO"),
+        ("tool-output", "Your command ran successfully and did not produce any output."),
+    ]
+    assert ctx.messages[-1].tool_results[0].text == "a.py"
+    assert ctx.task == "<issue>Plot is blank</issue>"
+
+
+def test_v0_history_without_message_types(tmp_path: Path) -> None:
+    """0.x history items: role / content / agent / is_demo only."""
+    history = [
+        {"role": "system", "content": "SETTING", "agent": "primary"},
+        {"role": "user", "content": "Here is a demonstration", "agent": "primary", "is_demo": True},
+        {"role": "user", "content": "ISSUE: crash", "agent": "primary"},
+        {
+            "role": "assistant",
+            "content": "DISCUSSION\n```\nls\n```",
+            "thought": "DISCUSSION",
+            "action": "ls\n",
+            "agent": "primary",
+        },
+        {"role": "user", "content": "a.py\n(Open file: n/a)", "agent": "primary"},
+    ]
+    ctx = _traj(tmp_path, history)
+    assert [m.text for m in ctx.messages if m.is_human] == ["ISSUE: crash"]
+    assert [m.origin for m in ctx.messages if m.role == "user"] == ["demonstration", None]
+    assert "skipped_records" not in ctx.metadata
