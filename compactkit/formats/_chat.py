@@ -184,7 +184,7 @@ def repair_chat_pairing(messages: Sequence[Message]) -> Repaired:
     message may stay pending); a result whose id no call in `messages` has gets a synthesized
     call just before it (named after the tool message, else `unknown_tool`; once per id); any
     other result whose call is not open (answered already, or called only later) becomes a user
-    message with metadata `{"orphan_tool_result": <id>}`."""
+    message with metadata `{"orphan_tool_result": <id>, "origin": "tool-output"}`."""
     return repair_pairing(
         messages,
         rename_reused_ids=True,

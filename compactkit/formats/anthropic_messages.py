@@ -20,6 +20,10 @@ Reading:
 - `tool_use` -> ToolCallBlock; `document` blocks with a text source -> their text; server-tool
   blocks (`server_tool_use` with its result inside the same assistant message) and any other block
   -> their JSON as text, so nothing the model saw is dropped and no call is left unpaired.
+User messages: the text and image blocks of a `role: user` message are the human's words (the
+tool results it carries are a tool message of their own; text sent next to them, such as a user's
+note after a tool result, stays the human's too), so a user message is not marked; a result moved
+to user text by pairing repair is marked `metadata["origin"] = "tool-output"`. Nothing is skipped.
 Pairing is repaired as in `openai-chat` (`_chat.repair_chat_pairing`; synthesized results / calls,
 counted in metadata).
 

@@ -19,7 +19,11 @@ Reading:
   that is not JSON stays a string. Custom tool calls keep their free-text input; the legacy
   `function_call` gets a synthesized id `call_N` (N counts the calls of the conversation);
 - each `role: tool` (or legacy `function`) message -> a tool message with one ToolResultBlock;
-- `name` is kept on every message.
+- `name` is kept on every message;
+- user messages: every `role: user` message is a user message in the human's words (tau-bench's
+  simulated user counts as the user; text and `image_url` parts kept); what a tool returned is
+  never in one (it is a `role: tool` message), except a second result for an already answered
+  call, moved to user text marked `metadata["origin"] = "tool-output"`. Nothing is skipped.
 Pairing (`_chat.repair_chat_pairing`, shared with anthropic-messages): a call id that an earlier
 call already used (tau-bench reuses ids once answered) becomes `<id>_<n>`, with the results after
 it; calls that never get a result get a synthesized error result (tool message metadata

@@ -523,3 +523,53 @@ def test_tools_are_written_in_the_anthropic_shape() -> None:
         {"name": "bash", "input_schema": {"type": "object"}},
     ]
     assert anthropic_shape_problems({**body, "messages": [{"role": "user", "content": "hi"}]}) == []
+
+
+# --------------------------------------------------------------------------- user messages (reader)
+
+
+def test_reader_user_words_next_to_tool_results_stay_the_humans(tmp_path: Path) -> None:
+    image = {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"},
+    }
+    body = {
+        "system": "sys",
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "Read a.py"}, image]},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "tool_use", "id": "t1", "name": "read", "input": {"path": "a.py"}}
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "t1", "content": "print(1)"},
+                    {"type": "text", "text": "Now make it print 2"},
+                ],
+            },
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "t2", "name": "edit", "input": {}}],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "t2", "content": "ok"},
+                    {"type": "tool_result", "tool_use_id": "t1", "content": "late copy"},
+                ],
+            },
+        ],
+    }
+    path = tmp_path / "request.json"
+    path.write_text(json.dumps(body), encoding="utf-8")
+    ctx = compactkit.load_one(path)
+    humans = [m for m in ctx.messages if m.is_human]
+    assert [m.text for m in humans] == ["Read a.py", "Now make it print 2"]
+    assert [b.type for b in humans[0].content] == ["text", "image"]
+    assert [(m.origin, m.text) for m in ctx.messages if m.role == "user" and not m.is_human] == [
+        ("tool-output", "late copy")
+    ]
+    assert "skipped_records" not in ctx.metadata

@@ -737,3 +737,41 @@ def test_jsonl_fine_tuning_layout_gives_one_conversation_per_line() -> None:
     contexts = FMT.load(doc)
     assert [c.task for c in contexts] == ["a", "c"]
     assert [c.metadata["conversation"] for c in contexts] == [0, 1]
+
+
+# --------------------------------------------------------------------------- user messages (reader)
+
+
+def test_reader_every_user_message_is_the_humans_once(tmp_path: Path) -> None:
+    """A plain `role: user` message is the human's (text and image parts); tool output is never
+    one, except a duplicate result moved to user text, which is marked as tool output."""
+    image = {"type": "image_url", "image_url": {"url": "https://x.test/shot.png"}}
+    call = {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+    messages = [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": [{"type": "text", "text": "What is in here?"}, image]},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "a.py"},
+        {"role": "tool", "tool_call_id": "c1", "content": "a.py again"},
+        {"role": "user", "content": "Thanks! ###STOP###"},
+    ]
+    path = tmp_path / "chat.json"
+    path.write_text(json.dumps(messages), encoding="utf-8")
+    ctx = compactkit.load_one(path)
+    humans = [m for m in ctx.messages if m.is_human]
+    assert [m.text for m in humans] == ["What is in here?", "Thanks! ###STOP###"]
+    assert [b.type for b in humans[0].content] == ["text", "image"]
+    moved = [m for m in ctx.messages if m.role == "user" and not m.is_human]
+    assert [(m.origin, m.text) for m in moved] == [("tool-output", "a.py again")]
+    assert "skipped_records" not in ctx.metadata
+
+
+def test_reader_tau_bench_simulated_user_counts_as_the_user() -> None:
+    path = next((p for p in corpus_files() if p.name.startswith("tau_bench")), None)
+    if path is None:
+        pytest.skip("the tau-bench file is only in the full corpus")
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    contexts = compactkit.load(path)
+    for trajectory, ctx in zip(raw, contexts, strict=True):
+        typed = [m["content"] for m in trajectory["traj"] if m["role"] == "user" and m["content"]]
+        assert [m.text for m in ctx.messages if m.is_human] == typed
