@@ -27,6 +27,7 @@ from .errors import (
     ConfigError,
 )
 from .formats.base import read_document
+from .formats.export import PENDING_CHOICES, Pending, ProviderWriter, WriterOptions
 from .inspect import inspect_context
 from .io import load_document, pick, render, single, split_address, write_atomic
 from .registry import Registry, make_registry
@@ -205,12 +206,48 @@ def make_cli(registry_factory: Callable[[], Registry] | None = None) -> click.Gr
     @click.argument("file")
     @click.option("--to", "to", required=True, metavar="FORMAT", help="Output format.")
     @click.option("-o", "--output", default=None, help="Output file (default: stdout).")
+    @click.option(
+        "--request",
+        is_flag=True,
+        help="anthropic-messages / openai-chat: write a request the API accepts (same-role turns "
+        "merged, a first user turn, valid call ids, pending calls answered) instead of a saved "
+        "session that reads back unchanged.",
+    )
+    @click.option(
+        "--pending",
+        type=click.Choice(PENDING_CHOICES),
+        default=None,
+        help="A last tool call with no result: keep it (default for a saved session), drop it, "
+        "or answer it with an error result saying it was not run (default with --request).",
+    )
     @format_option
     @click.pass_obj
-    def convert(state: State, file: str, to: str, output: str | None, format_: str | None) -> None:
-        """Convert a session (FILE or FILE#N) to another format."""
+    def convert(
+        state: State,
+        file: str,
+        to: str,
+        output: str | None,
+        request: bool,
+        pending: Pending | None,
+        format_: str | None,
+    ) -> None:
+        """Convert a session (FILE or FILE#N) to another format.
+
+        What the target format cannot carry (thinking, images, ...) is listed in one warning line
+        on stderr.
+        """
         _, contexts = _load(state, file, format_)
-        text = render(contexts, to, state.registry)
+        writer = state.registry.formats.get(to)
+        if isinstance(writer, ProviderWriter):
+            result = writer.export(contexts, WriterOptions(request=request, pending=pending))
+            text = result.text
+            warning = result.warning(writer.name)
+            if warning:
+                click.echo(f"warning: {warning}", err=True)
+        elif request or pending is not None:
+            raise ConfigError(f"--request and --pending apply to provider formats, not {to!r}")
+        else:
+            text = render(contexts, to, state.registry)
         if output:
             write_atomic(output, text)
         else:

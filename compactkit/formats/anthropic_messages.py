@@ -48,6 +48,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..context import (
+    MARKER_TYPES,
     AgentContext,
     Block,
     ContentPart,
@@ -73,6 +74,16 @@ from ._chat import (
 )
 from ._util import as_text, image_from_url, text_of
 from .base import Document, Format
+from .export import (
+    PLACEHOLDER_USER_TEXT,
+    Export,
+    ExportNotes,
+    ProviderWriter,
+    WriterOptions,
+    log_warning,
+    prepare,
+)
+from .provider_rules import ANTHROPIC_ID
 
 _ROLES = frozenset({"user", "assistant", "system"})
 
@@ -218,16 +229,18 @@ def _image_out(image: ImageBlock) -> dict[str, Any]:
     return {"type": "image", "source": source}
 
 
-def _text_out(block: Block) -> dict[str, Any] | None:
+def _text_out(block: Block, notes: ExportNotes) -> dict[str, Any] | None:
+    if block.type in MARKER_TYPES:
+        notes.drop("markers written as text")
     text = block_as_text(block)
     return {"type": "text", "text": text} if text else None
 
 
-def _result_out(result: ToolResultBlock) -> dict[str, Any]:
+def _result_out(result: ToolResultBlock, notes: ExportNotes) -> dict[str, Any]:
     out: dict[str, Any] = {"type": "tool_result", "tool_use_id": result.tool_call_id}
     parts: list[dict[str, Any]] = []
     for part in result.content:
-        item = _image_out(part) if isinstance(part, ImageBlock) else _text_out(part)
+        item = _image_out(part) if isinstance(part, ImageBlock) else _text_out(part, notes)
         if item is not None:
             parts.append(item)
     if len(parts) == 1 and parts[0]["type"] == "text":
@@ -247,25 +260,31 @@ def foreign_model(model: Any) -> bool:
     return "claude" not in name and "anthropic" not in name
 
 
-def _assistant_block(block: Block, foreign: bool) -> dict[str, Any] | None:
+def _assistant_block(block: Block, foreign: bool, notes: ExportNotes) -> dict[str, Any] | None:
     if isinstance(block, ThinkingBlock):
         if block.signature is None or foreign:
-            return None  # the API refuses thinking without a (valid, Anthropic) signature
+            # the API refuses thinking without a (valid, Anthropic) signature
+            notes.drop(
+                "unsigned thinking blocks" if block.signature is None else "foreign thinking blocks"
+            )
+            return None
         if block.redacted:
             return {"type": "redacted_thinking", "data": block.signature}
         return {"type": "thinking", "thinking": block.thinking, "signature": block.signature}
     if isinstance(block, ToolCallBlock):
+        if not isinstance(block.input, dict):
+            notes.change("non-object tool inputs wrapped")
         value = block.input if isinstance(block.input, dict) else {"input": block.input}
         return {"type": "tool_use", "id": block.id, "name": block.name, "input": value}
     if isinstance(block, ImageBlock):
         return _image_out(block)
-    return _text_out(block)
+    return _text_out(block, notes)
 
 
-def _user_block(block: Block) -> dict[str, Any] | None:
+def _user_block(block: Block, notes: ExportNotes) -> dict[str, Any] | None:
     if isinstance(block, ImageBlock):
         return _image_out(block)
-    return _text_out(block)
+    return _text_out(block, notes)
 
 
 _FREE_TEXT_SCHEMA = {
@@ -304,8 +323,26 @@ def tool_out(tool: Any) -> dict[str, Any] | None:
     return out
 
 
-def to_anthropic_request(ctx: AgentContext) -> dict[str, Any]:
-    """The context as a Messages API request body `{"system"?, "messages", "tools"?}`."""
+def _tools_out(ctx: AgentContext, notes: ExportNotes) -> list[dict[str, Any]]:
+    tools = ctx.metadata.get("tools")
+    if not isinstance(tools, list):
+        return []
+    converted = [t for t in (tool_out(x) for x in tools) if t is not None]
+    notes.drop("tool definitions with no Anthropic form", len(tools) - len(converted))
+    return converted
+
+
+def to_anthropic_request(
+    ctx: AgentContext, options: WriterOptions | None = None, notes: ExportNotes | None = None
+) -> dict[str, Any]:
+    """The context as a Messages API request body `{"system"?, "messages", "tools"?}`.
+
+    `options` (default: a saved session) choose a request to send and what happens to a pending
+    call (`export.WriterOptions`); what is dropped or changed is counted in `notes`.
+    """
+    options = options or WriterOptions()
+    notes = notes if notes is not None else ExportNotes()
+    ctx = prepare(ctx, options, notes, lambda cid: bool(ANTHROPIC_ID.match(cid)))
     body: dict[str, Any] = {}
     system = ctx.system_instruction
     messages = list(ctx.messages)
@@ -318,18 +355,24 @@ def to_anthropic_request(ctx: AgentContext) -> dict[str, Any]:
     # next results, and the user text right after them, join it (results first, as required).
     joinable = False
     for msg in messages:
+        if msg.name is not None:
+            notes.drop("message names")
         if msg.role == "assistant":
             foreign = foreign_model(msg.metadata.get("model") or ctx.metadata.get("model"))
-            written = (_assistant_block(x, foreign) for x in msg.content)
+            written = (_assistant_block(x, foreign, notes) for x in msg.content)
             blocks = [b for b in written if b is not None]
             if blocks:
                 out.append({"role": "assistant", "content": blocks})
                 joinable = False
             continue
-        results = [_result_out(r) for r in msg.tool_results]
+        if msg.role == "system":
+            notes.change("system messages written as user text")
+        results = [_result_out(r, notes) for r in msg.tool_results]
         others = [
             b
-            for b in (_user_block(x) for x in msg.content if not isinstance(x, ToolResultBlock))
+            for b in (
+                _user_block(x, notes) for x in msg.content if not isinstance(x, ToolResultBlock)
+            )
             if b is not None
         ]
         if not results and not others:
@@ -339,13 +382,75 @@ def to_anthropic_request(ctx: AgentContext) -> dict[str, Any]:
         else:
             out.append({"role": "user", "content": results + others})
         joinable = (joinable or bool(results)) and not others
+    tools = _tools_out(ctx, notes)
+    if options.request:
+        out = _request_messages(out, notes)
+        tools = _request_tools(out, tools, notes)
     body["messages"] = out
-    tools = ctx.metadata.get("tools")
-    if isinstance(tools, list):
-        converted = [t for t in (tool_out(x) for x in tools) if t is not None]
-        if converted:
-            body["tools"] = converted
+    if tools:
+        body["tools"] = tools
     return body
+
+
+def _request_messages(out: list[dict[str, Any]], notes: ExportNotes) -> list[dict[str, Any]]:
+    """Written messages as the API takes them: no blank text blocks, a first user turn, roles
+    alternating (consecutive turns of one role merged, tool results first in a user turn), and
+    no whitespace at the end of a final assistant turn."""
+    merged: list[dict[str, Any]] = []
+    for m in out:
+        blocks = [b for b in m["content"] if not _blank(b)]
+        notes.drop("blank text blocks", len(m["content"]) - len(blocks))
+        if not blocks:
+            continue
+        if not merged and m["role"] != "user":
+            merged.append(
+                {"role": "user", "content": [{"type": "text", "text": PLACEHOLDER_USER_TEXT}]}
+            )
+            notes.change("placeholder first user turns added")
+        if merged and merged[-1]["role"] == m["role"]:
+            merged[-1]["content"].extend(blocks)
+            notes.change("consecutive turns merged")
+        else:
+            merged.append({"role": m["role"], "content": blocks})
+    for m in merged:
+        if m["role"] == "user":  # results first, as the API requires (stable otherwise)
+            m["content"].sort(key=lambda b: b.get("type") != "tool_result")
+    if not merged:
+        merged.append(
+            {"role": "user", "content": [{"type": "text", "text": PLACEHOLDER_USER_TEXT}]}
+        )
+        notes.change("placeholder first user turns added")
+    last = merged[-1]
+    if last["role"] == "assistant" and last["content"][-1].get("type") == "text":
+        tail = last["content"][-1]
+        if tail["text"] != tail["text"].rstrip():
+            last["content"][-1] = {**tail, "text": tail["text"].rstrip()}
+            notes.change("final turns stripped of trailing whitespace")
+    return merged
+
+
+def _blank(block: dict[str, Any]) -> bool:
+    return block.get("type") == "text" and not block.get("text", "").strip()
+
+
+def _request_tools(
+    out: list[dict[str, Any]], tools: list[dict[str, Any]], notes: ExportNotes
+) -> list[dict[str, Any]]:
+    """`tools`, plus a minimal definition (`{"type": "object"}` input) for each tool the
+    messages call that none defines: the API refuses tool_use blocks in a request without tools."""
+    defined = {t.get("name") for t in tools}
+    called = [
+        b["name"]
+        for m in out
+        for b in m["content"]
+        if b.get("type") == "tool_use" and b["name"] not in defined
+    ]
+    results = any(b.get("type") == "tool_result" for m in out for b in m["content"])
+    if results and not called and not tools:
+        called = ["unknown_tool"]
+    added = [{"name": name, "input_schema": {"type": "object"}} for name in dict.fromkeys(called)]
+    notes.change("tool definitions synthesized from calls", len(added))
+    return tools + added
 
 
 def _body_text(body: dict[str, Any]) -> str:
@@ -384,7 +489,7 @@ def _is_anthropic(convs: Sequence[Conversation]) -> bool:
     return anthropic_marks(convs) and not openai_marks(convs)
 
 
-class AnthropicMessagesFormat(Format):
+class AnthropicMessagesFormat(ProviderWriter, Format):
     name = "anthropic-messages"
     description = "Anthropic Messages API request or saved messages array"
     can_write = True
@@ -406,8 +511,17 @@ class AnthropicMessagesFormat(Format):
         return read_conversations(convs, read_conversation)
 
     def dump(self, contexts: Sequence[AgentContext]) -> str:
-        if len(contexts) == 1:
-            return _body_text(to_anthropic_request(contexts[0]))
-        return "".join(
-            json.dumps(to_anthropic_request(c), ensure_ascii=False) + "\n" for c in contexts
-        )
+        """A saved session (see `export` for a request to send); drops are logged as one warning."""
+        result = self.export(contexts)
+        log_warning(result, self.name)
+        return result.text
+
+    def export(
+        self, contexts: Sequence[AgentContext], options: WriterOptions | None = None
+    ) -> Export:
+        """File text for `contexts` written with `options`, and what writing them dropped."""
+        notes = ExportNotes()
+        bodies = [to_anthropic_request(c, options, notes) for c in contexts]
+        if len(bodies) == 1:
+            return Export(_body_text(bodies[0]), notes)
+        return Export("".join(json.dumps(b, ensure_ascii=False) + "\n" for b in bodies), notes)

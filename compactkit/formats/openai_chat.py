@@ -57,6 +57,7 @@ from typing import Any
 from pydantic import JsonValue
 
 from ..context import (
+    MARKER_TYPES,
     AgentContext,
     Block,
     ContentPart,
@@ -81,6 +82,8 @@ from ._chat import (
 )
 from ._util import as_text, image_from_url, parse_arguments, text_of
 from .base import Document, Format
+from .export import Export, ExportNotes, ProviderWriter, WriterOptions, log_warning, prepare
+from .provider_rules import OPENAI_ID_MAX
 
 _OPENAI_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 
@@ -286,13 +289,21 @@ def _image_part(image: ImageBlock) -> dict[str, Any]:
     return {"type": "image_url", "image_url": {"url": data_url(image)}}
 
 
-def _content_out(blocks: Iterable[Block]) -> str | list[dict[str, Any]]:
-    """Blocks as OpenAI content: one text -> a string, else a list of text / image_url parts."""
+def _content_out(
+    blocks: Iterable[Block], notes: ExportNotes, *, images: bool = True
+) -> str | list[dict[str, Any]]:
+    """Blocks as OpenAI content: one text -> a string, else a list of text / image_url parts.
+    `images=False` for assistant and tool messages, whose content takes text parts only."""
     parts: list[dict[str, Any]] = []
     for block in blocks:
         if isinstance(block, ImageBlock):
-            parts.append(_image_part(block))
+            if images:
+                parts.append(_image_part(block))
+            else:
+                notes.drop("images")
             continue
+        if block.type in MARKER_TYPES:
+            notes.drop("markers written as text")
         text = block_as_text(block)
         if text:
             parts.append(_text_part(text))
@@ -307,8 +318,13 @@ def _arguments(value: JsonValue) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def _thinking_out(blocks: Sequence[ThinkingBlock], out: dict[str, Any]) -> None:
+def _thinking_out(
+    blocks: Sequence[ThinkingBlock], out: dict[str, Any], request: bool, notes: ExportNotes
+) -> None:
     if not blocks:
+        return
+    if request:  # the API takes no reasoning in messages (litellm's extra keys are refused)
+        notes.drop("thinking blocks", len(blocks))
         return
     out["reasoning_content"] = "\n".join(b.thinking for b in blocks if not b.redacted)
     if len(blocks) == 1 and blocks[0].signature is None and not blocks[0].redacted:
@@ -325,11 +341,11 @@ def _thinking_out(blocks: Sequence[ThinkingBlock], out: dict[str, Any]) -> None:
     out["thinking_blocks"] = items
 
 
-def _assistant_out(msg: Message) -> dict[str, Any]:
+def _assistant_out(msg: Message, request: bool, notes: ExportNotes) -> dict[str, Any]:
     out: dict[str, Any] = {"role": "assistant"}
-    _thinking_out([b for b in msg.content if isinstance(b, ThinkingBlock)], out)
+    _thinking_out([b for b in msg.content if isinstance(b, ThinkingBlock)], out, request, notes)
     body = [b for b in msg.content if not isinstance(b, (ThinkingBlock, ToolCallBlock))]
-    content = _content_out(body)
+    content = _content_out(body, notes, images=False)
     calls = msg.tool_calls
     out["content"] = None if calls and content == "" else content
     if calls:
@@ -346,39 +362,148 @@ def _assistant_out(msg: Message) -> dict[str, Any]:
     return out
 
 
-def _result_out(result: ToolResultBlock, name: str | None) -> dict[str, Any]:
+def _result_out(
+    result: ToolResultBlock, name: str | None, request: bool, notes: ExportNotes
+) -> dict[str, Any]:
+    if result.is_error:
+        notes.drop("error flags of results")
     out: dict[str, Any] = {
         "role": "tool",
         "tool_call_id": result.tool_call_id,
-        "content": _content_out(result.content),
+        "content": _content_out(result.content, notes, images=False),
     }
-    if name is not None:
+    if name is not None and not request:  # a tool message has no `name` in the API
         out["name"] = name
     return out
 
 
-def to_openai_messages(ctx: AgentContext) -> list[dict[str, Any]]:
-    """The context as an OpenAI chat-completions `messages` array."""
+def to_openai_messages(
+    ctx: AgentContext, options: WriterOptions | None = None, notes: ExportNotes | None = None
+) -> list[dict[str, Any]]:
+    """The context as an OpenAI chat-completions `messages` array.
+
+    `options` (default: a saved session) choose a request to send and what happens to a pending
+    call (`export.WriterOptions`); what is dropped or changed is counted in `notes`.
+    """
+    options = options or WriterOptions()
+    notes = notes if notes is not None else ExportNotes()
+    request = options.request
+    ctx = prepare(ctx, options, notes, lambda cid: 0 < len(cid) <= OPENAI_ID_MAX)
     out: list[dict[str, Any]] = []
     if ctx.system_instruction is not None:
         out.append({"role": "system", "content": ctx.system_instruction})
     for msg in ctx.messages:
         if msg.role == "assistant":
-            out.append(_assistant_out(msg))
+            out.append(_assistant_out(msg, request, notes))
             continue
         results = msg.tool_results
         others = [b for b in msg.content if not isinstance(b, ToolResultBlock)]
-        out.extend(_result_out(r, msg.name) for r in results)
+        out.extend(_result_out(r, msg.name, request, notes) for r in results)
         if msg.role == "tool" or results:
             # text beside results (not something a tool message can hold) follows as user text
             if others:
-                out.append({"role": "user", "content": _content_out(others)})
+                out.append({"role": "user", "content": _content_out(others, notes)})
             continue
-        item: dict[str, Any] = {"role": msg.role, "content": _content_out(others)}
+        item: dict[str, Any] = {"role": msg.role, "content": _content_out(others, notes)}
         if msg.name is not None:
             item["name"] = msg.name
         out.append(item)
-    return out
+    return _request_messages(out, notes) if request else out
+
+
+def _request_messages(out: list[dict[str, Any]], notes: ExportNotes) -> list[dict[str, Any]]:
+    """Written messages as the API takes them: no message left empty, and the tool messages of
+    an assistant message right after it (a user message that came between them moves after)."""
+    kept = []
+    for m in out:
+        empty = m["content"] in ("", None, []) and not m.get("tool_calls")
+        if empty and m["role"] != "tool":  # a tool's empty output is still its answer
+            notes.drop("empty messages")
+        else:
+            kept.append(m)
+    ordered: list[dict[str, Any]] = []
+    i = 0
+    while i < len(kept):
+        m = kept[i]
+        ordered.append(m)
+        i += 1
+        open_ids = {c["id"] for c in m.get("tool_calls") or []}
+        if not open_ids:
+            continue
+        between: list[dict[str, Any]] = []
+        moved = 0  # messages that came before a result of this assistant message
+        while i < len(kept) and open_ids and kept[i]["role"] != "assistant":
+            if kept[i]["role"] == "tool" and kept[i]["tool_call_id"] in open_ids:
+                open_ids.discard(kept[i]["tool_call_id"])
+                ordered.append(kept[i])
+                moved = len(between)
+            else:
+                between.append(kept[i])
+            i += 1
+        notes.change("messages moved after tool results", moved)
+        ordered.extend(between)
+    return ordered
+
+
+def openai_tool_out(tool: Any) -> dict[str, Any] | None:
+    """A tool definition in the chat-completions shape, else None.
+
+    Chat-completions tools pass through; Responses-shape function tools and Anthropic tools
+    (`input_schema`) become `{"type": "function", "function": {...}}`; free-text `custom` tools
+    become chat-completions custom tools. Nameless built-ins and Anthropic server tools (typed,
+    without a schema) have no chat-completions form.
+    """
+    if not isinstance(tool, dict):
+        return None
+    kind = tool.get("type")
+    if kind == "function" and isinstance(tool.get("function"), dict):
+        return tool
+    if kind == "custom" and isinstance(tool.get("custom"), dict):
+        return tool
+    name = tool.get("name")
+    if not isinstance(name, str):
+        return None
+    if kind == "custom":
+        custom = {k: tool[k] for k in ("name", "description", "format") if k in tool}
+        return {"type": "custom", "custom": custom}
+    schema = tool.get("parameters") if kind == "function" else tool.get("input_schema")
+    if kind not in ("function", None) and schema is None:
+        return None  # an Anthropic server tool such as web_search_20250305
+    fn: dict[str, Any] = {"name": name}
+    if isinstance(tool.get("description"), str):
+        fn["description"] = tool["description"]
+    fn["parameters"] = schema if isinstance(schema, dict) else {"type": "object"}
+    return {"type": "function", "function": fn}
+
+
+def _tools_out(ctx: AgentContext, notes: ExportNotes) -> list[dict[str, Any]]:
+    tools = ctx.metadata.get("tools")
+    if not isinstance(tools, list):
+        return []
+    converted = [t for t in (openai_tool_out(x) for x in tools) if t is not None]
+    notes.drop("tool definitions with no chat-completions form", len(tools) - len(converted))
+    return converted
+
+
+def to_openai_request(
+    ctx: AgentContext, options: WriterOptions | None = None, notes: ExportNotes | None = None
+) -> dict[str, Any]:
+    """The context as a chat-completions request body `{"messages", "tools"?}` (no model)."""
+    notes = notes if notes is not None else ExportNotes()
+    body: dict[str, Any] = {"messages": to_openai_messages(ctx, options, notes)}
+    tools = _tools_out(ctx, notes)
+    if tools:
+        body["tools"] = tools
+    return body
+
+
+def _body_text(body: dict[str, Any]) -> str:
+    """One context: its messages array (one message per line), or, when it has tools, the body
+    `{"messages": [...], "tools": [...]}`."""
+    if "tools" not in body:
+        return json_array_text(body["messages"])
+    tools = json.dumps(body["tools"], ensure_ascii=False)
+    return f'{{\n "messages": {json_array_text(body["messages"], indent=" ")},\n "tools": {tools}\n}}\n'
 
 
 # --------------------------------------------------------------------------- the format
@@ -395,7 +520,7 @@ def _openai_shaped(m: Any) -> bool:
     return False
 
 
-class OpenAIChatFormat(Format):
+class OpenAIChatFormat(ProviderWriter, Format):
     name = "openai-chat"
     description = (
         "OpenAI chat-completions messages (arrays, requests, tau-bench, OpenHands SDK logs)"
@@ -423,9 +548,17 @@ class OpenAIChatFormat(Format):
         return read_conversations(convs, read_conversation)
 
     def dump(self, contexts: Sequence[AgentContext]) -> str:
-        if len(contexts) == 1:
-            return json_array_text(to_openai_messages(contexts[0]))
-        return "".join(
-            json.dumps({"messages": to_openai_messages(c)}, ensure_ascii=False) + "\n"
-            for c in contexts
-        )
+        """A saved session (see `export` for a request to send); drops are logged as one warning."""
+        result = self.export(contexts)
+        log_warning(result, self.name)
+        return result.text
+
+    def export(
+        self, contexts: Sequence[AgentContext], options: WriterOptions | None = None
+    ) -> Export:
+        """File text for `contexts` written with `options`, and what writing them dropped."""
+        notes = ExportNotes()
+        bodies = [to_openai_request(c, options, notes) for c in contexts]
+        if len(bodies) == 1:
+            return Export(_body_text(bodies[0]), notes)
+        return Export("".join(json.dumps(b, ensure_ascii=False) + "\n" for b in bodies), notes)

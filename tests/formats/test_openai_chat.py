@@ -538,7 +538,8 @@ def test_export_reimport_is_stable_for_every_corpus_conversation(path: Path) -> 
         ctx1 = reimport(FMT, ctx)
         assert reimport(FMT, ctx1) == ctx1
         assert actual_view(ctx1) == openai_view(ctx)
-        assert ctx1.metadata == {"source_format": "openai-chat"}
+        tools = {"tools": ctx.metadata["tools"]} if ctx.metadata.get("tools") else {}
+        assert ctx1.metadata == {"source_format": "openai-chat", **tools}  # tools are written
         if pairing_problems(ctx) == []:
             assert pairing_problems(ctx1) == []
 

@@ -1,0 +1,230 @@
+"""Options of the provider writers (anthropic-messages, openai-chat) and what they report.
+
+Two uses, one option each way:
+
+- a SAVED SESSION (`WriterOptions()`, the default): the context as it is, one written message per
+  message, so that reading it back gives the same messages (`import(export(c)) == c` up to what
+  the format cannot hold); a last tool call still waiting for its result stays pending;
+- a REQUEST TO SEND (`WriterOptions(request=True)`, `compactkit convert --request`): what the
+  provider's API accepts (see `provider_rules`): consecutive same-role turns merged where the
+  provider requires it, a first user turn, call ids the API takes, and pending calls answered.
+
+`pending` says what happens to a tool call with no result (only the last assistant message can
+hold one once a context is loaded): `keep` it (a saved session), `drop` the call, or `answer` it
+with a synthesized error result "[no result: the call was not run]". Unset, it is `keep` for a
+saved session and `answer` for a request.
+
+Everything a writer cannot carry (thinking, signatures, images, markers it writes as text, ...)
+and everything it changes is counted in `ExportNotes`, which `warning()` turns into ONE line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal
+
+from ..context import AgentContext, Message, TextBlock, ToolCallBlock, ToolResultBlock
+
+Pending = Literal["keep", "drop", "answer"]
+PENDING_CHOICES: tuple[Pending, ...] = ("keep", "drop", "answer")
+NO_RESULT = "[no result: the call was not run]"
+PLACEHOLDER_USER_TEXT = "(continuing the conversation below)"
+"""The user turn a request gets when the context does not start with one (Anthropic requires it)."""
+
+
+@dataclass(frozen=True)
+class WriterOptions:
+    """How a provider writer writes: a saved session (default) or a request to send."""
+
+    request: bool = False
+    pending: Pending | None = None
+
+    @property
+    def pending_mode(self) -> Pending:
+        """`pending`, or its default for the use: keep for a session, answer for a request."""
+        if self.pending is not None:
+            return self.pending
+        return "answer" if self.request else "keep"
+
+
+@dataclass
+class ExportNotes:
+    """What a writer dropped and what it changed, counted by kind (`"thinking blocks"` ...)."""
+
+    dropped: Counter[str] = field(default_factory=Counter)
+    changed: Counter[str] = field(default_factory=Counter)
+
+    def drop(self, kind: str, n: int = 1) -> None:
+        if n:
+            self.dropped[kind] += n
+
+    def change(self, kind: str, n: int = 1) -> None:
+        if n:
+            self.changed[kind] += n
+
+    def warning(self, fmt: str) -> str | None:
+        """One line naming every drop and change, e.g. `anthropic-messages export dropped 12
+        thinking blocks, 3 images; changed: 4 consecutive turns merged`; None when there is nothing."""
+        drops = ", ".join(f"{n} {kind}" for kind, n in self.dropped.most_common())
+        changes = ", ".join(f"{n} {kind}" for kind, n in self.changed.most_common())
+        if not drops and not changes:
+            return None
+        text = f"{fmt} export"
+        if drops:
+            text += f" dropped {drops}"
+        if changes:
+            text += ("; " if drops else " ") + f"changed: {changes}"
+        return text
+
+
+@dataclass(frozen=True)
+class Export:
+    """A writer's output: the file text and what writing it dropped or changed."""
+
+    text: str
+    notes: ExportNotes
+
+    def warning(self, fmt: str) -> str | None:
+        return self.notes.warning(fmt)
+
+
+class ProviderWriter:
+    """A format whose writer takes `WriterOptions` and reports `ExportNotes` (mixin)."""
+
+    name: ClassVar[str] = ""
+
+    def export(
+        self, contexts: Sequence[AgentContext], options: WriterOptions | None = None
+    ) -> Export:
+        raise NotImplementedError
+
+
+# --------------------------------------------------------------------------- context-level steps
+
+
+def unanswered_calls(ctx: AgentContext) -> list[str]:
+    """Ids of tool calls no result in the context answers, in order."""
+    answered = {r.tool_call_id for m in ctx.messages for r in m.tool_results}
+    return [c.id for m in ctx.messages for c in m.tool_calls if c.id not in answered]
+
+
+def settle_pending(ctx: AgentContext, pending: Pending, notes: ExportNotes) -> AgentContext:
+    """`ctx` with its unanswered calls kept, dropped, or answered by a synthesized error result
+    placed after the tool messages that follow the call's assistant message."""
+    open_ids = set(unanswered_calls(ctx))
+    if not open_ids or pending == "keep":
+        return ctx
+    out: list[Message] = []
+    if pending == "drop":
+        for m in ctx.messages:
+            kept = tuple(
+                b for b in m.content if not (isinstance(b, ToolCallBlock) and b.id in open_ids)
+            )
+            if kept or not m.content:
+                out.append(
+                    m if len(kept) == len(m.content) else m.model_copy(update={"content": kept})
+                )
+        notes.drop("pending tool calls", len(open_ids))
+        return ctx.with_messages(out)
+    messages = ctx.messages
+    i = 0
+    while i < len(messages):
+        m = messages[i]
+        out.append(m)
+        i += 1
+        waiting = [c for c in m.tool_calls if c.id in open_ids] if m.role == "assistant" else []
+        if not waiting:
+            continue
+        # the synthesized results go after the tool messages already answering this message
+        while i < len(messages) and messages[i].role == "tool":
+            out.append(messages[i])
+            i += 1
+        for call in waiting:
+            result = ToolResultBlock(
+                tool_call_id=call.id, content=(TextBlock(text=NO_RESULT),), is_error=True
+            )
+            out.append(Message(role="tool", content=(result,), metadata={"synthesized": True}))
+    notes.change("pending calls answered", len(open_ids))
+    return ctx.with_messages(out)
+
+
+def rewrite_call_ids(
+    ctx: AgentContext, fits: Callable[[str], bool], notes: ExportNotes
+) -> AgentContext:
+    """`ctx` with every call id that `fits` refuses replaced (in calls and results alike) by one
+    it takes: invalid characters become `_`, a long id becomes `call_` plus a hash of it."""
+    ids = {c.id for m in ctx.messages for c in m.tool_calls}
+    ids |= {r.tool_call_id for m in ctx.messages for r in m.tool_results}
+    bad = sorted(i for i in ids if not fits(i))
+    if not bad:
+        return ctx
+    taken = set(ids)
+    mapping: dict[str, str] = {}
+    for old in bad:
+        new = re.sub(r"[^a-zA-Z0-9_-]", "_", old) or "call"
+        if not fits(new):
+            new = "call_" + hashlib.sha256(old.encode()).hexdigest()[:24]
+        base, n = new, 1
+        while new in taken:
+            new, n = f"{base[:30]}_{n}", n + 1
+        taken.add(new)
+        mapping[old] = new
+    messages = []
+    for m in ctx.messages:
+        if not any(isinstance(b, (ToolCallBlock, ToolResultBlock)) for b in m.content):
+            messages.append(m)
+            continue
+        content = tuple(
+            b.model_copy(update={"id": mapping.get(b.id, b.id)})
+            if isinstance(b, ToolCallBlock)
+            else b.model_copy(update={"tool_call_id": mapping.get(b.tool_call_id, b.tool_call_id)})
+            if isinstance(b, ToolResultBlock)
+            else b
+            for b in m.content
+        )
+        messages.append(m.model_copy(update={"content": content}))
+    notes.change("call ids rewritten", len(mapping))
+    return ctx.with_messages(messages)
+
+
+def log_warning(result: Export, fmt: str) -> None:
+    """Log what writing `result` dropped or changed as one warning (logger `compactkit.formats`)."""
+    line = result.warning(fmt)
+    if line is not None:
+        logging.getLogger("compactkit.formats").warning(line)
+
+
+def prepare(
+    ctx: AgentContext,
+    options: WriterOptions,
+    notes: ExportNotes,
+    fits_id: Callable[[str], bool],
+) -> AgentContext:
+    """The context a writer writes: pending calls settled and, for a request, call ids the
+    provider takes."""
+    ctx = settle_pending(ctx, options.pending_mode, notes)
+    if options.request:
+        ctx = rewrite_call_ids(ctx, fits_id, notes)
+    return ctx
+
+
+__all__ = [
+    "NO_RESULT",
+    "PENDING_CHOICES",
+    "PLACEHOLDER_USER_TEXT",
+    "Export",
+    "ExportNotes",
+    "Pending",
+    "ProviderWriter",
+    "WriterOptions",
+    "log_warning",
+    "prepare",
+    "rewrite_call_ids",
+    "settle_pending",
+    "unanswered_calls",
+]
