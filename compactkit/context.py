@@ -179,6 +179,10 @@ Absent means the human typed (or attached) it. Adapters set one of `ORIGINS` on 
 message, so summaries, retention and the validator can tell the user's words from what an agent
 harness put in a user turn."""
 
+COMMAND_KEY = "command"
+"""Message metadata on a human message that is only a command to the agent program (a bare `/clear`,
+`/init`): the user's words, but the task is looked for after it."""
+
 ORIGINS = {
     "summary": "a summary the source agent wrote itself (Claude Code /compact, pi, Codex compaction)",
     "demonstration": "a worked example shown to the model before the task (SWE-agent demos)",
@@ -291,20 +295,24 @@ class AgentContext(_Value):
 
     @property
     def first_user_index(self) -> int | None:
-        """The first message in the human's words; failing that, the first user text that is not
-        a demonstration (a session that starts from a summary has its task there)."""
+        """The first message in the human's words that is more than a bare command (`/clear`);
+        failing that, the first human message; failing that, the first user text that is not a
+        demonstration (a session that starts from a summary has its task there)."""
+        command: int | None = None
         fallback: int | None = None
         for i, msg in enumerate(self.messages):
             if msg.is_human:
-                return i
-            if (
+                if COMMAND_KEY not in msg.metadata:
+                    return i
+                command = i if command is None else command
+            elif (
                 fallback is None
                 and msg.role == "user"
                 and msg.text.strip()
                 and msg.origin != "demonstration"
             ):
                 fallback = i
-        return fallback
+        return command if command is not None else fallback
 
     @property
     def task(self) -> str:

@@ -76,6 +76,8 @@ Claude Code does not store its system prompt: `system_instruction` stays None.
 
 from __future__ import annotations
 
+import itertools
+import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any
@@ -83,6 +85,7 @@ from typing import Any
 from pydantic import JsonValue
 
 from ..context import (
+    COMMAND_KEY,
     ORIGIN_KEY,
     AgentContext,
     Block,
@@ -676,6 +679,7 @@ class _Builder:
         tool message; a second result for one call is dropped.
         """
         self._flush_injections()  # a prompt taken by a turn the file ends in
+        _mark_local_commands(self.drafts)
         self.skipped["queue-operation/enqueue"] += len(self.queue)  # never delivered
         self.queue.clear()
         return repair_pairing(
@@ -709,6 +713,39 @@ def _user_blocks(content: Any) -> list[Block]:
 def _queued_text(content: Any) -> str:
     """The text of a queued prompt, to match one copy of it with another."""
     return "\n".join(b.text for b in _user_blocks(content) if isinstance(b, TextBlock))
+
+
+_COMMAND_PARTS = re.compile(
+    r"<command-(?:name|message)>[^<]*</command-(?:name|message)>|<command-args>\s*</command-args>"
+)
+
+
+def _bare_command(blocks: list[Block]) -> bool:
+    """Text that is only a slash command with no arguments (`/clear`, `/init`)."""
+    text = "".join(b.text for b in blocks if isinstance(b, TextBlock))
+    return (
+        all(isinstance(b, TextBlock) for b in blocks)
+        and "<command-name>" in text
+        and not _COMMAND_PARTS.sub("", text).strip()
+    )
+
+
+def _mark_local_commands(drafts: list[Turn]) -> None:
+    """Mark a bare slash command answered by local output (`/clear`, `/model`: Claude Code ran it
+    itself, the model did no work) with `COMMAND_KEY`, so the task is looked for after it. A prompt
+    command (`/init`, a custom command) makes the model work and may well be the task."""
+    for command, answer in itertools.pairwise(drafts):
+        if (
+            command.role == "user"
+            and ORIGIN_KEY not in command.metadata
+            and _bare_command(command.blocks)
+            and answer.role == "user"
+            and any(
+                isinstance(b, TextBlock) and b.text.lstrip().startswith("<local-command-std")
+                for b in answer.blocks
+            )
+        ):
+            command.metadata[COMMAND_KEY] = True
 
 
 def _harness_blocks(blocks: list[Block]) -> bool:
