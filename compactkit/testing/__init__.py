@@ -8,14 +8,47 @@ as fixtures.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ..context import AgentContext
 from ..recovery import expand
 from ..strategy import Strategy
 from ..validate import validate
 
-__all__ = ["assert_conforms", "check_strategy"]
+__all__ = ["RUNS", "assert_conforms", "check_strategy", "first_difference"]
+
+
+RUNS = 20
+"""Runs of a strategy per check: a strategy whose output differs on half of its runs goes unnoticed
+with probability 2 * 0.5 ** (RUNS - 1), about one in half a million."""
+
+
+def first_difference(a: Any, b: Any, where: str = "") -> str | None:
+    """Where two JSON values first differ, as a path such as `messages[3].content[1].text`
+    (None when they are equal)."""
+    if type(a) is not type(b):
+        return where or "the value"
+    if isinstance(a, dict):
+        for key in sorted(set(a) | set(b)):
+            if key not in a or key not in b:
+                return f"{where}.{key}" if where else str(key)
+            found = first_difference(a[key], b[key], f"{where}.{key}" if where else str(key))
+            if found:
+                return found
+        return None
+    if isinstance(a, list):
+        for i, (x, y) in enumerate(zip(a, b, strict=False)):
+            found = first_difference(x, y, f"{where}[{i}]")
+            if found:
+                return found
+        return f"{where} (length {len(a)} vs {len(b)})" if len(a) != len(b) else None
+    return None if a == b else (where or "the value")
+
+
+def _differs(a: AgentContext, b: AgentContext) -> str:
+    return first_difference(a.to_native(), b.to_native()) or "the value"
 
 
 def check_strategy(
@@ -24,38 +57,58 @@ def check_strategy(
     *,
     recoverable: bool = True,
     stash: Mapping[str, str] | None = None,
+    runs: int = RUNS,
 ) -> list[str]:
     """Every way `strategy` breaks the contract on `ctx` (empty when it keeps it):
 
-    input unchanged, deterministic, idempotent, validator clean, and (when `recoverable`)
-    `expand(compact(ctx)) == expand(ctx)`.
+    input unchanged; deterministic over `runs` runs on fresh copies of the input; idempotent;
+    validator clean; and (when `recoverable`) `expand(compact(ctx)) == expand(ctx)`, which for a
+    session as loaded (a fixed point of `expand`) is `expand(compact(ctx)) == ctx`. Each problem
+    names the first place (message index and field) where two values differ.
     """
     problems: list[str] = []
     before = ctx.to_json()
     first = strategy.compact(ctx)
     if ctx.to_json() != before:
-        problems.append("mutated its input")
-    second = strategy.compact(AgentContext.from_native(ctx.to_native()))
-    if first != second:
-        problems.append("not deterministic: two runs on the same input differ")
+        problems.append(
+            f"mutated its input at {_differs(AgentContext.from_native(json.loads(before)), ctx)}"
+        )
+    native = ctx.to_native()
+    for run in range(2, runs + 1):
+        other = strategy.compact(AgentContext.from_native(native))
+        if other != first:
+            problems.append(
+                f"not deterministic: run {run} differs from run 1 at {_differs(first, other)}"
+            )
+            break
     again = strategy.compact(first)
     if again != first:
-        problems.append("not idempotent: compact(compact(x)) != compact(x)")
+        problems.append(
+            f"not idempotent: compact(compact(x)) != compact(x) at {_differs(first, again)}"
+        )
     problems.extend(f"invalid output: {v}" for v in validate(first, ctx, stash=stash))
     if recoverable:
         store = {**(stash or {})}
-        if expand(first, store) != expand(ctx, store):
-            problems.append("not recoverable: expand(compact(x)) != expand(x)")
+        expanded, original = expand(first, store), expand(ctx, store)
+        if expanded != original:
+            problems.append(
+                "not recoverable: expand(compact(x)) != expand(x) at "
+                f"{_differs(original, expanded)}"
+            )
     return problems
 
 
 def assert_conforms(
-    strategy: Strategy, contexts: Iterable[AgentContext], *, recoverable: bool = True
+    strategy: Strategy,
+    contexts: Iterable[AgentContext],
+    *,
+    recoverable: bool = True,
+    runs: int = RUNS,
 ) -> None:
     """Raise AssertionError listing every contract violation over `contexts`."""
     failures = []
     for n, ctx in enumerate(contexts):
-        for problem in check_strategy(strategy, ctx, recoverable=recoverable):
+        for problem in check_strategy(strategy, ctx, recoverable=recoverable, runs=runs):
             failures.append(f"context {n}: {problem}")
     if failures:
         raise AssertionError(f"{strategy.label} breaks the contract:\n" + "\n".join(failures))
