@@ -5,6 +5,8 @@ The public API is what `__all__` lists; everything else is private and may chang
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ._version import __version__
 from .context import (
     AgentContext,
@@ -45,11 +47,13 @@ from .events import (
     StrategyApplied,
 )
 from .formats.base import Document, Format
+from .formats.export import Export, WriterOptions
 from .hookspecs import hookimpl
-from .io import dump, load, load_one, render
+from .io import dump, export, load, load_one, render
 from .observers import ProgressDisplay, StatsRecorder
 from .pipeline import Pipeline, RunResult, StepReport, build_pipeline, get_strategy
 from .recovery import expand, split_stash, unrecoverable
+from .recovery import put as put_recovery
 from .registry import Registry, get_registry, make_registry
 from .strategies.etag_collapse import EtagCollapse
 from .strategies.llm_summary import LlmSummary
@@ -59,6 +63,29 @@ from .strategies.static_elision import StaticElision
 from .strategy import Strategy, StrategyOptions, strategy
 from .tokens import TiktokenTokenizer, TokenCounter, Tokenizer, count_tokens, get_counter
 from .validate import Violation, validate
+
+if TYPE_CHECKING:
+    from .bench.runner import parse_pipeline, run_bench
+    from .cli import make_cli
+
+_LAZY = {
+    "make_cli": "compactkit.cli",
+    "parse_pipeline": "compactkit.bench.runner",
+    "run_bench": "compactkit.bench.runner",
+}
+"""Names imported on first use: the CLI and the bench pull in click, rich and process pools."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'compactkit' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "AgentContext",
@@ -79,6 +106,7 @@ __all__ = [
     "ElidedBlock",
     "EtagCollapse",
     "Event",
+    "Export",
     "Format",
     "ImageBlock",
     "LlmSummary",
@@ -108,6 +136,7 @@ __all__ = [
     "ToolCallBlock",
     "ToolResultBlock",
     "Violation",
+    "WriterOptions",
     "__version__",
     "build_pipeline",
     "count_tokens",
@@ -115,16 +144,21 @@ __all__ = [
     "diff",
     "dump",
     "expand",
+    "export",
     "get_counter",
     "get_registry",
     "get_strategy",
     "hookimpl",
     "load",
     "load_one",
+    "make_cli",
     "make_registry",
     "marker_text",
     "message",
+    "parse_pipeline",
+    "put_recovery",
     "render",
+    "run_bench",
     "split_stash",
     "strategy",
     "unrecoverable",

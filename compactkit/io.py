@@ -12,7 +12,8 @@ from pathlib import Path
 from .context import AgentContext
 from .errors import BadInputError, ConfigError, PluginError
 from .formats.base import Document, Format, read_document
-from .registry import Registry, get_registry
+from .formats.export import Export, ExportNotes, ProviderWriter, WriterOptions
+from .registry import Registry, current_registry
 
 _ADDRESS = re.compile(r"^(?P<path>.+)#(?P<index>-?\d+)$")
 
@@ -28,7 +29,7 @@ def split_address(address: str | Path) -> tuple[str, int | None]:
 
 def detect_format(doc: Document, registry: Registry | None = None) -> Format:
     """The format that recognises `doc` (the highest-priority one when several do)."""
-    registry = registry or get_registry()
+    registry = registry or current_registry()
     matches: list[Format] = []
     for _, fmt in registry.formats.items():
         try:
@@ -50,7 +51,7 @@ def detect_format(doc: Document, registry: Registry | None = None) -> Format:
 def load_document(
     doc: Document, format: str | None = None, registry: Registry | None = None
 ) -> tuple[Format, list[AgentContext]]:
-    registry = registry or get_registry()
+    registry = registry or current_registry()
     fmt = registry.formats.get(format) if format else detect_format(doc, registry)
     try:
         contexts = fmt.load(doc)
@@ -109,20 +110,41 @@ def pick(contexts: Sequence[AgentContext], index: int, file: str) -> AgentContex
     return contexts[index]
 
 
+def _writer(format: str, registry: Registry | None) -> Format:
+    registry = registry or current_registry()
+    fmt: Format = registry.formats.get(format)
+    if not fmt.can_write:
+        writers = ", ".join(n for n, f in registry.formats.items() if f.can_write)
+        raise ConfigError(f"format {format!r} cannot be written (writers: {writers})")
+    return fmt
+
+
 def render(
     contexts: AgentContext | Sequence[AgentContext],
     format: str = "compactkit",
     registry: Registry | None = None,
 ) -> str:
     """File text for `contexts` in `format`."""
-    registry = registry or get_registry()
-    fmt = registry.formats.get(format)
-    if not fmt.can_write:
-        writers = ", ".join(n for n, f in registry.formats.items() if f.can_write)
-        raise ConfigError(f"format {format!r} cannot be written (writers: {writers})")
     items = [contexts] if isinstance(contexts, AgentContext) else list(contexts)
-    text: str = fmt.dump(items)
+    text: str = _writer(format, registry).dump(items)
     return text
+
+
+def export(
+    contexts: AgentContext | Sequence[AgentContext],
+    format: str,
+    options: WriterOptions | None = None,
+    registry: Registry | None = None,
+) -> Export:
+    """`contexts` written in `format` with what writing them dropped or changed: with
+    `WriterOptions(request=True)` a provider format gives a request its API accepts."""
+    fmt = _writer(format, registry)
+    items = [contexts] if isinstance(contexts, AgentContext) else list(contexts)
+    if isinstance(fmt, ProviderWriter):
+        return fmt.export(items, options)
+    if options is not None and options != WriterOptions():
+        raise ConfigError(f"format {format!r} takes no writer options (they are for providers)")
+    return Export(text=fmt.dump(items), notes=ExportNotes())
 
 
 def write_atomic(path: str | Path, text: str) -> None:

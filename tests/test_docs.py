@@ -39,3 +39,56 @@ def test_every_hook_is_documented() -> None:
     assert hooks
     for name in hooks:
         assert f"### `{name}(" in text, f"hook {name} is missing from docs/plugins.md"
+
+
+PUBLIC_MODULES = {"compactkit", "compactkit.testing"}
+
+
+def _private_uses(code: str) -> list[str]:
+    """Imports of compactkit's private modules, and attribute paths into them, in `code`."""
+    import ast
+
+    import compactkit
+
+    found = []
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "compactkit":
+            if node.module not in PUBLIC_MODULES:
+                found.append(f"from {node.module} import ...")
+        elif isinstance(node, ast.Import):
+            found += [
+                f"import {a.name}"
+                for a in node.names
+                if a.name.startswith("compactkit.") and a.name not in PUBLIC_MODULES
+            ]
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "compactkit"
+            and node.attr not in compactkit.__all__
+            and node.attr != "testing"
+        ):
+            found.append(f"compactkit.{node.attr}")
+    return found
+
+
+def _public_api_sources() -> list[tuple[str, str]]:
+    sources = [(f"{page}[{n}]", code) for page, n, code in _examples()]
+    for path in sorted((ROOT / "plugins").rglob("*.py")):
+        sources.append((str(path.relative_to(ROOT)), path.read_text(encoding="utf-8")))
+    return sources
+
+
+def test_docs_and_plugins_use_only_the_public_api() -> None:
+    """What the docs teach and the example plugin does is what `compactkit.__all__` promises."""
+    private = {
+        where: uses for where, code in _public_api_sources() if (uses := _private_uses(code))
+    }
+    assert private == {}
+
+
+def test_every_public_name_resolves() -> None:
+    import compactkit
+
+    missing = [name for name in compactkit.__all__ if not hasattr(compactkit, name)]
+    assert missing == []

@@ -8,10 +8,17 @@ from typing import Any
 from pydantic import Field
 
 import compactkit
-from compactkit import AgentContext, ElidedBlock, Message, TextBlock, ToolResultBlock
-from compactkit.recovery import put
-from compactkit.strategy import Strategy, StrategyOptions
-from compactkit.tokens import get_counter
+from compactkit import (
+    AgentContext,
+    ElidedBlock,
+    Message,
+    Strategy,
+    StrategyOptions,
+    TextBlock,
+    ToolResultBlock,
+    get_counter,
+    put_recovery,
+)
 
 __all__ = ["CapOutput", "CapOutputOptions"]
 
@@ -64,7 +71,7 @@ class CapOutput(Strategy):
         head, tail = self.options.head_lines, self.options.tail_lines
         if len(lines) <= head + tail + 1:
             return part
-        etag = put(recovery, [part])
+        etag = put_recovery(recovery, [part])
         hidden = len(lines) - head - tail
         note = f"[... {hidden:,} lines elided by cap-output; etag {etag} ...]"
         text = "\n".join([*lines[:head], note, *lines[len(lines) - tail :]])

@@ -8,8 +8,7 @@ from typing import Any
 from compactkit_cap_output import CapOutput
 
 import compactkit
-from compactkit.pipeline import build_pipeline
-from compactkit.recovery import expand
+from compactkit import build_pipeline, expand
 
 SESSIONS = Path(__file__).resolve().parents[3] / "examples" / "sessions"
 
