@@ -70,10 +70,10 @@ def synthesized_calls(calls: Iterable[tuple[str, str]]) -> Message:
 
 
 @dataclass
-class Repaired:
-    """Messages after `repair_pairing`, with what it had to do."""
+class RepairCounts:
+    """What keeping calls and results paired had to do, counted; `note_repairs` writes the
+    non-zero counts into context metadata under these names."""
 
-    messages: list[Message]
     synthesized_results: int = 0
     """Calls given a synthesized error result."""
     synthesized_calls: int = 0
@@ -82,6 +82,13 @@ class Repaired:
     """Calls whose id was renamed (`rename_reused_ids`)."""
     orphan_results: int = 0
     """Results that paired with no open call and were dropped or turned into user text."""
+
+
+@dataclass
+class Repaired(RepairCounts):
+    """Messages after `repair_pairing`, with what it had to do."""
+
+    messages: list[Message] = field(default_factory=list)
 
 
 def _with_content(msg: Message, content: Sequence[Block]) -> Message:

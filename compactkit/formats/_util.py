@@ -1,4 +1,5 @@
-"""Small helpers shared by format adapters."""
+"""Helpers shared by the format adapters: JSON values as text and blocks, and the context
+metadata every loader writes the same way (`context_metadata`, `note_repairs`, `note_skipped`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from pydantic import JsonValue
+
 from ..context import Block, ContentPart, ImageBlock, TextBlock, ThinkingBlock
+from ._pairing import RepairCounts
 
 _DATA_URL = re.compile(r"^data:(?P<type>[^;,]*)(?:;[^,]*)?;base64,(?P<data>.*)$", re.DOTALL)
 
@@ -167,9 +171,50 @@ def image_from_url(url: Any) -> ImageBlock:
     return ImageBlock(url=text or None)
 
 
+def str_or_none(value: Any) -> str | None:
+    """`value` when it is a string (empty or not), else None."""
+    return value if isinstance(value, str) else None
+
+
+def nonempty_str(value: Any) -> str | None:
+    """`value` when it is a non-empty string, else None."""
+    return value if isinstance(value, str) and value else None
+
+
+# --------------------------------------------------------------------------- context metadata
+
+SOURCE_FORMAT_KEY = "source_format"
+"""Context metadata: the name of the format that loaded the context (every loader sets it)."""
+
+REPAIR_KEYS = ("synthesized_results", "synthesized_calls", "renamed_calls", "orphan_results")
+"""Context metadata: what keeping calls and results paired did (see `RepairCounts`)."""
+
 SKIPPED_KEY = "skipped_records"
 """Context metadata: how many records of each type the loader read and left out, so that a silent
 drop shows in `compactkit inspect` (`{"event_msg/token_count": 41, ...}`)."""
+
+
+def context_metadata(fmt: str, /, **fields: JsonValue) -> dict[str, JsonValue]:
+    """The metadata a loader starts a context with: `source_format` first, then `fields` in the
+    order given, the None ones left out.
+
+    The names every format uses for the same fact (see `Format`): `session_id`, `cwd`, `model`,
+    `title`, `instance_id`, `conversation` (the index of a conversation in a file holding
+    several); a format adds its own after them. Repair counts (`note_repairs`) and skipped records
+    (`note_skipped`) follow, in that order.
+    """
+    meta: dict[str, JsonValue] = {SOURCE_FORMAT_KEY: fmt}
+    meta.update((key, value) for key, value in fields.items() if value is not None)
+    return meta
+
+
+def note_repairs(meta: dict[str, JsonValue], repaired: RepairCounts) -> None:
+    """Write what pairing repair did into context metadata: each non-zero count of
+    `REPAIR_KEYS`, in that order."""
+    for key in REPAIR_KEYS:
+        count = getattr(repaired, key)
+        if count:
+            meta[key] = count
 
 
 def note_skipped(meta: dict[str, Any], skipped: Mapping[str, int]) -> None:

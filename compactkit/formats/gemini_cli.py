@@ -42,19 +42,189 @@ from ..context import (
     Block,
     ContentPart,
     ImageBlock,
-    Message,
     TextBlock,
     ThinkingBlock,
     ToolCallBlock,
     ToolResultBlock,
 )
 from ..errors import BadInputError
-from ._pairing import repair_pairing
-from ._util import as_text, note_skipped
+from ._pairing import Turn, repair_pairing
+from ._util import as_text, context_metadata, note_repairs, note_skipped, str_or_none
 from .base import Document, Format
 
 _UI_TYPES = {"info", "error", "warning"}
 _ERROR_STATUSES = {"error", "cancelled"}
+
+
+class GeminiCliFormat(Format):
+    name = "gemini-cli"
+    description = "Gemini CLI chat session JSON"
+    extension = ".json"
+    priority = 10
+
+    def sniff(self, doc: Document) -> bool:
+        data = doc.data
+        if doc.kind == "jsonl":
+            head = data[0] if isinstance(data, list) and data else None
+            return _is_header(head)
+        if not isinstance(data, dict):
+            return False
+        messages = data.get("messages")
+        if not isinstance(messages, list):
+            return _is_header(data)  # a JSONL session holding only its metadata line
+        if "sessionId" in data and "projectHash" in data:
+            return True
+        return any(isinstance(m, dict) and m.get("type") == "gemini" for m in messages[:50])
+
+    def load(self, doc: Document) -> list[AgentContext]:
+        if not self.sniff(doc):
+            raise BadInputError(
+                "not a Gemini CLI session (no sessionId/projectHash, no gemini messages)",
+                path=doc.path,
+                hint="expected ~/.gemini/tmp/<project>/chats/session-*.json or .jsonl",
+            )
+        builder = _Builder()
+        if doc.kind == "jsonl" or not isinstance(doc.data.get("messages"), list):
+            records = doc.records if doc.kind == "jsonl" else [doc.data]
+            data, messages = _replay(records, builder.skipped)
+        else:
+            data, messages = doc.data, list(doc.data["messages"])
+        for msg in messages:
+            builder.add(msg)
+        return [builder.context(data)]
+
+
+# --------------------------------------------------------------------------- records -> turns
+
+
+class _Builder:
+    """Turns the messages of one session, in order, into turns."""
+
+    def __init__(self) -> None:
+        self.turns: list[Turn] = []
+        self.skipped: Counter[str] = Counter()
+        self.n_calls = 0
+        self.model: str | None = None
+        self.unanswered: set[str] = set()  # calls a later functionResponse may answer
+
+    def add(self, msg: Any) -> None:
+        if not isinstance(msg, dict):
+            self.skipped["invalid"] += 1
+            return
+        kind = msg.get("type")
+        if kind in _UI_TYPES or (kind != "gemini" and kind != "user"):
+            self.skipped[as_text(kind) or "unknown"] += 1
+        elif kind == "user":
+            if not self.user(msg):
+                self.skipped["user"] += 1
+        else:
+            self.gemini(msg)
+
+    def user(self, msg: dict[str, Any]) -> bool:
+        """A user message (and the results of any `functionResponse` parts it carries); False when
+        it adds nothing."""
+        content = msg.get("content")
+        items = content if isinstance(content, list) else [content]
+        responses = [i for i in items if isinstance(i, dict) and "functionResponse" in i]
+        rest = [i for i in items if not (isinstance(i, dict) and "functionResponse" in i)]
+        added = False
+        results: list[Block] = []
+        for item in responses:
+            response = item["functionResponse"]
+            call_id = response.get("id") if isinstance(response, dict) else None
+            if isinstance(call_id, str) and call_id in self.unanswered:
+                parts, is_error = _function_response(response)
+                results.append(
+                    ToolResultBlock(tool_call_id=call_id, content=tuple(parts), is_error=is_error)
+                )
+                self.unanswered.discard(call_id)
+        if results:
+            self.turns.append(Turn("tool", results))
+            added = True
+        parts = _parts(rest if isinstance(content, list) else content) if rest else []
+        if parts:
+            meta = _meta(msg, "id", "timestamp")
+            if msg.get("_synthetic"):
+                meta[ORIGIN_KEY] = "summary"
+            self.turns.append(Turn("user", list(parts), meta))
+            added = True
+        return added
+
+    def gemini(self, msg: dict[str, Any]) -> None:
+        """A model turn: thoughts, text and calls, then one tool message with the calls' results."""
+        if self.model is None and isinstance(msg.get("model"), str):
+            self.model = msg["model"]
+        blocks: list[Block] = []
+        for thought in msg.get("thoughts") or []:
+            block = _thought(thought)
+            if block is not None:
+                blocks.append(block)
+        blocks.extend(_parts(msg.get("content")))
+        results: list[Block] = []
+        for call in msg.get("toolCalls") or []:
+            if not isinstance(call, dict):
+                continue
+            self.n_calls += 1
+            call_id = call.get("id")
+            if not isinstance(call_id, str) or not call_id:
+                call_id = f"call_{self.n_calls}"
+            args = call.get("args")
+            blocks.append(
+                ToolCallBlock(
+                    id=call_id,
+                    name=as_text(call.get("name")) or "tool",
+                    input=args if args is not None else {},
+                )
+            )
+            result = call.get("result")
+            if result is None:
+                self.unanswered.add(call_id)  # a later functionResponse, or repair_pairing, answers
+                continue
+            parts, is_error = _result_parts(result)
+            results.append(
+                ToolResultBlock(
+                    tool_call_id=call_id,
+                    content=parts,
+                    is_error=is_error or call.get("status") in _ERROR_STATUSES,
+                )
+            )
+        self.turns.append(
+            Turn("assistant", blocks, _meta(msg, "id", "timestamp", "model", "tokens"))
+        )
+        if results:
+            self.turns.append(Turn("tool", results))
+
+    def context(self, data: dict[str, Any]) -> AgentContext:
+        """The context, pairing repaired, with the session's metadata from `data`."""
+        repaired = repair_pairing(
+            [t.freeze() for t in self.turns],
+            close="unless_answered",
+            keep_pending="last_assistant",
+            orphan_results="keep",
+        )
+        meta = context_metadata(
+            GeminiCliFormat.name,
+            session_id=str_or_none(data.get("sessionId")),
+            project_hash=str_or_none(data.get("projectHash")),
+            start_time=str_or_none(data.get("startTime")),
+            last_updated=str_or_none(data.get("lastUpdated")),
+            title=str_or_none(data.get("summary")),
+            model=self.model or None,
+        )
+        note_repairs(meta, repaired)
+        note_skipped(meta, self.skipped)
+        return AgentContext(messages=tuple(repaired.messages), metadata=meta)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _is_header(record: Any) -> bool:
+    return (
+        isinstance(record, dict)
+        and isinstance(record.get("sessionId"), str)
+        and isinstance(record.get("projectHash"), str)
+    )
 
 
 def _parts(value: Any) -> list[ContentPart]:
@@ -142,159 +312,6 @@ def _meta(msg: dict[str, Any], *keys: str) -> dict[str, JsonValue]:
     return out
 
 
-class GeminiCliFormat(Format):
-    name = "gemini-cli"
-    description = "Gemini CLI chat session JSON"
-    priority = 10
-
-    def sniff(self, doc: Document) -> bool:
-        data = doc.data
-        if doc.kind == "jsonl":
-            head = data[0] if isinstance(data, list) and data else None
-            return _is_header(head)
-        if not isinstance(data, dict):
-            return False
-        messages = data.get("messages")
-        if not isinstance(messages, list):
-            return _is_header(data)  # a JSONL session holding only its metadata line
-        if "sessionId" in data and "projectHash" in data:
-            return True
-        return any(isinstance(m, dict) and m.get("type") == "gemini" for m in messages[:50])
-
-    def load(self, doc: Document) -> list[AgentContext]:
-        if not self.sniff(doc):
-            raise BadInputError(
-                "not a Gemini CLI session (no sessionId/projectHash, no gemini messages)",
-                path=doc.path,
-                hint="expected ~/.gemini/tmp/<project>/chats/session-*.json or .jsonl",
-            )
-        skipped: Counter[str] = Counter()
-        if doc.kind == "jsonl" or not isinstance(doc.data.get("messages"), list):
-            data, messages = _replay(doc.records if doc.kind == "jsonl" else [doc.data], skipped)
-        else:
-            data, messages = doc.data, list(doc.data["messages"])
-        out: list[Message] = []
-        n_calls = 0
-        model: str | None = None
-        unanswered: set[str] = set()
-        for msg in messages:
-            if not isinstance(msg, dict):
-                skipped["invalid"] += 1
-                continue
-            kind = msg.get("type")
-            if kind in _UI_TYPES or (kind != "gemini" and kind != "user"):
-                skipped[as_text(kind) or "unknown"] += 1
-                continue
-            if kind == "user":
-                added = _user(msg, unanswered, out)
-                if not added:
-                    skipped["user"] += 1
-                continue
-            if model is None and isinstance(msg.get("model"), str):
-                model = msg["model"]
-            blocks: list[Block] = []
-            for thought in msg.get("thoughts") or []:
-                block = _thought(thought)
-                if block is not None:
-                    blocks.append(block)
-            blocks.extend(_parts(msg.get("content")))
-            results: list[ToolResultBlock] = []
-            for call in msg.get("toolCalls") or []:
-                if not isinstance(call, dict):
-                    continue
-                n_calls += 1
-                call_id = call.get("id")
-                if not isinstance(call_id, str) or not call_id:
-                    call_id = f"call_{n_calls}"
-                args = call.get("args")
-                blocks.append(
-                    ToolCallBlock(
-                        id=call_id,
-                        name=as_text(call.get("name")) or "tool",
-                        input=args if args is not None else {},
-                    )
-                )
-                result = call.get("result")
-                if result is None:
-                    unanswered.add(call_id)  # a later functionResponse, or repair_pairing, answers
-                    continue
-                parts, is_error = _result_parts(result)
-                results.append(
-                    ToolResultBlock(
-                        tool_call_id=call_id,
-                        content=parts,
-                        is_error=is_error or call.get("status") in _ERROR_STATUSES,
-                    )
-                )
-            out.append(
-                Message(
-                    role="assistant",
-                    content=tuple(blocks),
-                    metadata=_meta(msg, "id", "timestamp", "model", "tokens"),
-                )
-            )
-            if results:
-                out.append(Message(role="tool", content=tuple(results)))
-        repaired = repair_pairing(
-            out, close="unless_answered", keep_pending="last_assistant", orphan_results="keep"
-        )
-        meta: dict[str, JsonValue] = {"source_format": self.name}
-        for src, dst in (
-            ("sessionId", "session_id"),
-            ("projectHash", "project_hash"),
-            ("startTime", "start_time"),
-            ("lastUpdated", "last_updated"),
-            ("summary", "title"),
-        ):
-            if isinstance(data.get(src), str):
-                meta[dst] = data[src]
-        if model:
-            meta["model"] = model
-        if repaired.synthesized_results:
-            meta["synthesized_results"] = repaired.synthesized_results
-        note_skipped(meta, skipped)
-        return [AgentContext(messages=tuple(repaired.messages), metadata=meta)]
-
-
-def _is_header(record: Any) -> bool:
-    return (
-        isinstance(record, dict)
-        and isinstance(record.get("sessionId"), str)
-        and isinstance(record.get("projectHash"), str)
-    )
-
-
-def _user(msg: dict[str, Any], unanswered: set[str], out: list[Message]) -> bool:
-    """A user message (and the results of any `functionResponse` parts it carries); False when
-    it adds nothing."""
-    content = msg.get("content")
-    items = content if isinstance(content, list) else [content]
-    responses = [i for i in items if isinstance(i, dict) and "functionResponse" in i]
-    rest = [i for i in items if not (isinstance(i, dict) and "functionResponse" in i)]
-    added = False
-    results: list[ToolResultBlock] = []
-    for item in responses:
-        response = item["functionResponse"]
-        call_id = response.get("id") if isinstance(response, dict) else None
-        if isinstance(call_id, str) and call_id in unanswered:
-            parts, is_error = _function_response(response)
-            results.append(
-                ToolResultBlock(tool_call_id=call_id, content=tuple(parts), is_error=is_error)
-            )
-            unanswered.discard(call_id)
-    if results:
-        out.append(Message(role="tool", content=tuple(results)))
-        added = True
-    parts = _parts(rest if isinstance(content, list) else content) if rest else []
-    if parts:
-        meta = _meta(msg, "id", "timestamp")
-        if msg.get("_synthetic"):
-            meta[ORIGIN_KEY] = "summary"
-        out.append(Message(role="user", content=tuple(parts), metadata=meta))
-        added = True
-    return added
-
-
 def _replay(records: list[Any], skipped: Counter[str]) -> tuple[dict[str, Any], list[Any]]:
     """The conversation a JSONL session file holds, replayed as `loadConversationRecord` does:
     metadata lines and `$set` merged, messages upserted by id, `$rewindTo` truncating. A `$set`
@@ -333,3 +350,6 @@ def _replay(records: list[Any], skipped: Counter[str]) -> tuple[dict[str, Any], 
         else:
             skipped["unknown"] += 1
     return meta, list(messages.values())
+
+
+__all__ = ["GeminiCliFormat"]
