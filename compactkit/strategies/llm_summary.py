@@ -17,7 +17,14 @@ from ..context import (
 from ..errors import CompactkitError, ConfigError, PluginError, StrategyError
 from ..recovery import flatten, message_marker, payload_etag, prune, put
 from ..strategy import Strategy
-from ..summarize.base import CACHE, Summarizer, SummaryRequest, clip_tokens, redact
+from ..summarize.base import (
+    CACHE,
+    USER_MESSAGE_CHARS,
+    Summarizer,
+    SummaryRequest,
+    clip_tokens,
+    redact,
+)
 from ..tokens import TokenCounter
 from ._common import (
     TokenizerOption,
@@ -84,6 +91,13 @@ class LlmSummaryOptions(TokenizerOption):
         description="Largest summary; a longer answer is truncated (and with max_tokens, the "
         "limit shrinks so the output fits the budget).",
     )
+    user_message_chars: int = Field(
+        default=USER_MESSAGE_CHARS,
+        ge=1,
+        description="Characters of each message in the user's own words the summary keeps "
+        "verbatim; a longer one is cut there with a note (the whole message stays in the recovery "
+        "store). Every user message is kept: when they do not all fit, each is cut shorter.",
+    )
 
 
 class LlmSummary(Strategy):
@@ -136,7 +150,9 @@ class LlmSummary(Strategy):
             # a summary squeezed below its reserve would lose the constraints and files for good,
             # and buys nothing when the newest turn alone is over the budget
             cap = max(min(cap, room), reserve)
-        raw, backend = self._summarize(ctx, ctx.messages[start:end], start, cap)
+        stored = skeleton.messages[start].content[0]
+        assert isinstance(stored, SummaryBlock)
+        raw, backend = self._summarize(ctx, ctx.messages[start:end], start, cap, stored.etag)
         text = clip_tokens(raw, cap, counter.tokenizer.count)
         out = self._with_text(skeleton, start, text, backend)
         if budget is not None:
@@ -248,7 +264,7 @@ class LlmSummary(Strategy):
         return skeleton.replace(messages=tuple(messages))
 
     def _summarize(
-        self, ctx: AgentContext, window: tuple[Message, ...], start: int, cap: int
+        self, ctx: AgentContext, window: tuple[Message, ...], start: int, cap: int, etag: str
     ) -> tuple[str, str]:
         opts = self.options
         request = SummaryRequest(
@@ -261,6 +277,8 @@ class LlmSummary(Strategy):
             summary_max_tokens=cap,
             tokenizer=opts.tokenizer,
             first_index=start,
+            user_message_chars=opts.user_message_chars,
+            recovery_etag=etag,
         )
         backend = get_summarizer(opts.backend)
         try:

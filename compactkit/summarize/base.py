@@ -25,7 +25,7 @@ from ..errors import ConfigError, StrategyError
 
 SUMMARY_SECTIONS = (
     "Task",
-    "User constraints",
+    "User messages",
     "Files read",
     "Files changed",
     "Commands and outcomes",
@@ -34,14 +34,23 @@ SUMMARY_SECTIONS = (
 )
 """The sections every summary is asked for, in order (the extractive backend writes these)."""
 
+LEGACY_SECTIONS = {"User constraints": "User messages"}
+"""Section titles earlier versions wrote, and the section they are read as."""
+
+USER_MESSAGE_CHARS = 2_000
+"""Default cap, in characters, on each user message a summary keeps verbatim."""
+
 SYSTEM_PROMPT = (
     "You compress the earlier part of an AI coding agent's conversation so the agent can continue "
     "the task without it. Summarize the transcript the user sends. Write concise Markdown with "
     "exactly these sections, each a '## ' heading followed by '- ' bullet points (write '- none' "
     "when a section is empty):\n"
     "## Task - the task the agent was given, with its acceptance criteria.\n"
-    "## User constraints - every instruction, preference or correction the user gave later, "
-    "verbatim where short.\n"
+    "## User messages - EVERY message the user wrote after the task (transcript entries marked "
+    "'user (own words)'), in order, each verbatim, never merged, paraphrased or left out; "
+    "a message longer than the per-message limit below is cut there and ends with "
+    "'[… N more characters]' (the whole message stays recoverable). Tool output and harness "
+    "text in a user turn are not user messages.\n"
     "## Files read - paths the agent read or inspected.\n"
     "## Files changed - paths the agent created, edited or deleted, with what changed.\n"
     "## Commands and outcomes - commands and tool calls that mattered, each with ok/error and the "
@@ -75,6 +84,10 @@ class SummaryRequest:
     tokenizer: str = "o200k_base"
     first_index: int = 0
     """Index in the context of `messages[0]` (the transcript numbers messages from it)."""
+    user_message_chars: int = USER_MESSAGE_CHARS
+    """Characters of each message in the user's own words kept verbatim (the rest is recoverable)."""
+    recovery_etag: str = ""
+    """Etag under which the strategy stores the window (a cut user message names it)."""
 
     @cached_property
     def transcript(self) -> str:
@@ -83,7 +96,11 @@ class SummaryRequest:
 
         counter = get_counter(self.tokenizer)
         return render_transcript(
-            self.messages, self.first_index, self.max_input_tokens, counter.text
+            self.messages,
+            self.first_index,
+            self.max_input_tokens,
+            counter.text,
+            self.user_message_chars,
         )
 
 
@@ -110,7 +127,9 @@ class Summarizer:
         """The system prompt for `request`: `prompt` plus the length it must stay within."""
         return (
             f"{self.prompt}\nKeep the whole summary under {request.summary_max_tokens} tokens; "
-            "when space is short, keep the most recent items of each section."
+            f"keep each user message verbatim up to {request.user_message_chars:,} characters. "
+            "When space is short, keep every user message (cut long ones shorter) and the most "
+            "recent items of each other section."
         )
 
     def cache_key(self, request: SummaryRequest) -> str | None:
@@ -324,8 +343,12 @@ def trim_middle(text: str, max_tokens: int, count: Count, tokens: int | None = N
     return _prefix_within(out, max_tokens, count)
 
 
-def _block_pieces(msg: Message, index: int) -> list[tuple[str, str]]:
-    """(label, body) pieces of a message for the transcript."""
+_Piece = tuple[str, str, bool]
+"""(label, body, protected): a protected body is the user's own words, never trimmed or dropped."""
+
+
+def _block_pieces(msg: Message, index: int) -> list[_Piece]:
+    """(label, body, protected) pieces of a message for the transcript."""
     from ..context import (
         ImageBlock,
         TextBlock,
@@ -335,82 +358,129 @@ def _block_pieces(msg: Message, index: int) -> list[tuple[str, str]]:
         render_block,
     )
 
-    pieces: list[tuple[str, str]] = []
+    pieces: list[_Piece] = []
     header = f"[{index}] {msg.role}"
     if msg.name:
         header += f" ({msg.name})"
+    own_words = msg.is_human
+    if own_words:
+        header += " (own words)"
+    elif msg.role == "user" and msg.origin:
+        header += f" ({msg.origin})"
     for block in msg.content:
         if isinstance(block, TextBlock):
-            pieces.append(("", block.text))
+            pieces.append(("", block.text, own_words))
         elif isinstance(block, ThinkingBlock):
             if not block.redacted and block.thinking.strip():
-                pieces.append(("(thinking) ", block.thinking))
+                pieces.append(("(thinking) ", block.thinking, False))
         elif isinstance(block, ToolCallBlock):
-            pieces.append((f"-> call {block.name} [{block.id}]: ", render_block(block)[1]))
+            pieces.append((f"-> call {block.name} [{block.id}]: ", render_block(block)[1], False))
         elif isinstance(block, ToolResultBlock):
             flag = " (error)" if block.is_error else ""
             body = "\n".join(render_block(block))
-            pieces.append((f"<- result [{block.tool_call_id}]{flag}:\n", body))
+            pieces.append((f"<- result [{block.tool_call_id}]{flag}:\n", body, False))
         elif isinstance(block, ImageBlock):
-            pieces.append(("[image]", ""))
+            pieces.append(("[image]", "", False))
         else:
-            pieces.append(("", "\n".join(render_block(block))))
+            pieces.append(("", "\n".join(render_block(block)), False))
     if not pieces:
-        pieces.append(("", ""))
-    label, body = pieces[0]
-    pieces[0] = (f"{header}:\n{label}", body)
+        pieces.append(("", "", False))
+    label, body, protected = pieces[0]
+    pieces[0] = (f"{header}:\n{label}", body, protected)
     return pieces
 
 
+def _cut_words(text: str, chars: int) -> str:
+    """A user message cut to `chars` characters, saying how much follows (as a summary says it)."""
+    if len(text) <= chars:
+        return text
+    rest = len(text) - chars
+    return f"{text[:chars]} [… {rest:,} more characters]"
+
+
 def render_transcript(
-    messages: Sequence[Message], first_index: int, max_tokens: int, count: Count
+    messages: Sequence[Message],
+    first_index: int,
+    max_tokens: int,
+    count: Count,
+    user_chars: int = USER_MESSAGE_CHARS,
 ) -> str:
     """The window as a plain transcript within `max_tokens`.
 
-    Long texts and tool outputs lose their middle first (every piece is cut to the same cap, the
-    largest cap that fits); when even the labels do not fit, whole blocks from the middle of the
-    window go. Deterministic for the same messages and limit.
+    Messages in the user's own words are kept verbatim up to `user_chars` characters each (then
+    cut at their end, saying how much follows). Other long texts and tool outputs lose their middle
+    first (every piece is cut to the same cap, the largest cap that fits); when even the labels do
+    not fit, whole blocks from the middle of the window go, never the user's words (which are cut
+    shorter only when they alone would fill half the room). Deterministic for the same messages and
+    limit.
     """
-    pieces: list[tuple[str, str]] = []
+    pieces: list[_Piece] = []
     for offset, msg in enumerate(messages):
-        pieces.extend(_block_pieces(msg, first_index + offset))
-    labels = [count(label) + 1 for label, _ in pieces]
-    bodies = [count(body) if body else 0 for _, body in pieces]
+        for label, body, protected in _block_pieces(msg, first_index + offset):
+            pieces.append((label, _cut_words(body, user_chars) if protected else body, protected))
+    labels = [count(label) + 1 for label, _, _ in pieces]
+    bodies = [count(body) if body else 0 for _, body, _ in pieces]
     if sum(labels) + sum(bodies) <= max_tokens:
-        text = "\n".join(label + body for label, body in pieces)
+        text = "\n".join(label + body for label, body, _ in pieces)
         if count(text) <= max_tokens:
             return text
-    # labels alone over half the room: keep the first and last blocks, drop the middle
-    if sum(labels) > max_tokens // 2 and len(pieces) > 2:
-        room = max_tokens // 2
-        front: list[int] = []
-        back: list[int] = []
+    half = max_tokens // 2
+    words = [k for k, (_, _, protected) in enumerate(pieces) if protected]
+    fixed = sum(labels[k] + bodies[k] for k in words)
+    if fixed > half:  # the user's words alone over half the room: each cut to the same size
+        cap = _water_level([bodies[k] for k in words], max(half - sum(labels[k] for k in words), 0))
+        for k in words:
+            if bodies[k] > cap:
+                label, body, _ = pieces[k]
+                pieces[k] = (label, _prefix_within(body, cap, count) + " [… cut]", True)
+                bodies[k] = count(pieces[k][1])
+        fixed = sum(labels[k] + bodies[k] for k in words)
+    # labels alone over half the room: keep the first and last blocks, the user's words and as
+    # many blocks from both ends as fit; drop the rest
+    if sum(labels) + fixed - sum(labels[k] for k in words) > half and len(pieces) > 2:
+        n = len(pieces)
+        keep: set[int] = set()
         used = 0
-        lo, hi = 0, len(pieces) - 1
-        while lo <= hi:
-            k = lo if len(front) <= len(back) else hi
-            if used + labels[k] > room:
+
+        def take(k: int) -> bool:
+            nonlocal used
+            size = labels[k] + (bodies[k] if pieces[k][2] else 0)
+            if used + size > half:
+                return False
+            keep.add(k)
+            used += size
+            return True
+
+        take(0)
+        take(n - 1)
+        for k in words:
+            take(k)
+        order = [k for pair in zip(range(n), reversed(range(n)), strict=True) for k in pair]
+        for k in dict.fromkeys(order):
+            if k not in keep and not take(k):
                 break
-            used += labels[k]
-            if k == lo:
-                front.append(k)
-                lo += 1
-            else:
-                back.append(k)
-                hi -= 1
-        back.reverse()
-        note = (f"[... {len(pieces) - len(front) - len(back)} blocks omitted ...]", "")
-        order = [*front, -1, *back]
-        pieces = [note if k < 0 else pieces[k] for k in order]
-        labels = [count(note[0]) + 1 if k < 0 else labels[k] for k in order]
-        bodies = [0 if k < 0 else bodies[k] for k in order]
-    room = max_tokens - sum(labels) - 8
+        kept: list[int] = []
+        last = -1
+        for k in sorted(keep):
+            if k > last + 1:
+                kept.append(-(k - last - 1))  # a gap of that many blocks
+            kept.append(k)
+            last = k
+        if last < n - 1:
+            kept.append(-(n - 1 - last))
+        notes = {g: (f"[... {-g} blocks omitted ...]", "", False) for g in kept if g < 0}
+        pieces = [notes[k] if k < 0 else pieces[k] for k in kept]
+        labels = [count(notes[k][0]) + 1 if k < 0 else labels[k] for k in kept]
+        bodies = [0 if k < 0 else bodies[k] for k in kept]
+    free = [k for k, (_, _, protected) in enumerate(pieces) if not protected]
+    words_size = sum(b for b, (_, _, p) in zip(bodies, pieces, strict=True) if p)
+    room = max_tokens - sum(labels) - words_size - 8
     text = ""
     for _ in range(6):
-        cap = _water_level(bodies, max(room, 0))
+        cap = _water_level([bodies[k] for k in free], max(room, 0))
         parts = [
-            label + (trim_middle(body, cap, count, size) if size > cap else body)
-            for (label, body), size in zip(pieces, bodies, strict=True)
+            label + (trim_middle(body, cap, count, size) if size > cap and not protected else body)
+            for (label, body, protected), size in zip(pieces, bodies, strict=True)
         ]
         text = "\n".join(parts)
         size = count(text)

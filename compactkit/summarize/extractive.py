@@ -3,7 +3,12 @@
 Sections (always in this order, each a `## ` heading with `- ` items):
 
 * **Task**: the first user message (the context's task), abbreviated;
-* **User constraints**: later user messages;
+* **User messages**: every later message in the user's own words (`Message.is_human`: not tool output,
+  harness text or demonstrations carried in a user turn), verbatim up to a per-message cap (continuation
+  lines indented two spaces); a longer one ends with `[… N more characters]`, and the section then
+  starts with a line saying the whole messages are in the recovery store under the summary's etag.
+  User messages are never dropped: when they do not fit, the cap per message goes down (the same cap for
+  all, the largest that fits);
 * **Files read** / **Files changed**: from tool-call inputs (path arguments, edit/write/str_replace
   tools, `apply_patch` headers, `sed -i`, `tee`, `touch`, `rm`, `mv`, `cp`, redirections `>`);
 * **Commands and outcomes**: each command or tool call with ok/error and the exit code when the
@@ -11,9 +16,11 @@ Sections (always in this order, each a `## ` heading with `- ` items):
 * **Errors**: the last `Error`/`Exception` line of every failed call;
 * **Open items**: the last assistant text, calls still pending, unfinished plan steps.
 
-An earlier extractive summary inside the window is merged in (its items come first). When the
-summary is over its token limit, each list loses its oldest items first (the most recent are kept)
-and says how many it dropped.
+An earlier extractive summary inside the window is merged in (its items come first), and so is a summary
+the source agent wrote itself (a user message with origin "summary"). When the summary is over its token
+limit, user messages first give up what is past a share of the summary, then each other list loses its
+oldest items first (the most recent are kept, and it says how many it dropped), then user messages are
+cut further.
 """
 
 from __future__ import annotations
@@ -26,14 +33,27 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..context import Message, SummaryBlock, ToolCallBlock, ToolResultBlock
-from .base import SUMMARY_SECTIONS, Summarizer, SummaryRequest, clip_tokens
+from ..context import ElidedBlock, Message, SummaryBlock, TextBlock, ToolCallBlock, ToolResultBlock
+from .base import (
+    LEGACY_SECTIONS,
+    SUMMARY_SECTIONS,
+    USER_MESSAGE_CHARS,
+    Summarizer,
+    SummaryRequest,
+    clip_tokens,
+)
 
 TASK_CHARS = 600
 ITEM_CHARS = 240
 OPEN_CHARS = 400
 SHELL_CHARS = 4000
 """Only the start of a long command is parsed for the files it touches."""
+USER_SHARE = 0.5
+"""Share of the summary user messages may fill before the other sections give up items."""
+USER_SOFT_FLOOR = 1_000
+"""Characters per user message kept while the other sections still have items to give up."""
+USER_FLOOR = 40
+"""The cap per user message never goes below this (the summary is clipped instead)."""
 
 _EDITOR_TOOLS = {"str_replace_editor", "str_replace_based_edit_tool", "text_editor", "editor"}
 _EDITOR_READ = {"view", "read"}
@@ -74,8 +94,10 @@ _STRONG_ERROR = re.compile(
 )
 _WEAK_ERROR = re.compile(
     r"Error|Exception|\berror\b|ERROR|FAILED|\bfailed\b|Traceback|No such file or directory"
-    r"|command not found|Permission denied"
+    r"|command not found|Permission denied|\b(?:[0-9]+ )?exceptions?\b|\bfailures?\b"
 )
+_WRAPPER_LINE = re.compile(r"^[\s\d]*(?:</?[A-Za-z][\w-]*>[\s\d]*)+$")
+"""Tags a harness wraps output in (`<returncode>1</returncode>`, `<output>`), not what it says."""
 _SOURCE_LINE = re.compile(r"^\s*>?\s*\d+\s*(?:[│|:]|$)|^\s*[│|]")
 _RUNNING = re.compile(r"Process running with session ID (\d+)")
 _PLAIN_PATH = re.compile(r"^[\w./~+@-]+$")
@@ -108,12 +130,60 @@ class _Ordered:
         return iter(self.items)
 
 
+@dataclass(frozen=True)
+class UserWords:
+    """A message in the user's own words: `text` verbatim (blank lines dropped), possibly already
+    cut by an earlier summary; `chars` is the length of the whole message."""
+
+    text: str
+    chars: int
+
+    @classmethod
+    def of(cls, text: str) -> UserWords:
+        lines = [line.rstrip() for line in text.strip().splitlines()]
+        kept = "\n".join(line for line in lines if line.strip())
+        return cls(kept, len(kept))
+
+    def cut(self, cap: int) -> bool:
+        """Whether the item at `cap` leaves part of the message out."""
+        return self.chars > min(len(self.text), cap)
+
+    def item(self, cap: int) -> str:
+        """The summary item: the text up to `cap` characters, saying how many more there are when
+        any is cut, each line after the first indented two spaces."""
+        body = self.text if len(self.text) <= cap else self.text[:cap].rstrip()
+        cut = self.chars - len(body)
+        if cut > 0:
+            body += f" [… {cut:,} more characters]"
+        return "\n  ".join(body.split("\n"))
+
+
+_CUT_NOTE = re.compile(r" \[… ([\d,]+) more characters\]$")
+_WHERE_NOTE = "(a message cut short here is whole in the recovery store"
+
+
+def where_note(etag: str) -> str:
+    """The first `User messages` item when a message is cut: where the whole messages are."""
+    where = f"under etag {etag}" if etag else "of this summary"
+    return f"{_WHERE_NOTE} {where}: expand the summary to read it)"
+
+
+def _user_words(item: str) -> UserWords:
+    """A `User messages` item of an earlier summary back as the words it holds."""
+    match = _CUT_NOTE.search(item)
+    if not match:
+        return UserWords(item, len(item))
+    text = item[: match.start()]
+    return UserWords(text, len(text) + int(match.group(1).replace(",", "")))
+
+
 @dataclass
 class Facts:
     """What the extractive summary reports, gathered from a window of messages."""
 
-    task: str = ""
-    constraints: _Ordered = field(default_factory=_Ordered)
+    task: str | UserWords = ""
+    users: dict[str, UserWords] = field(default_factory=dict)
+    """Messages in the user's words by text, in order of last mention."""
     read: _Ordered = field(default_factory=_Ordered)
     changed: _Ordered = field(default_factory=_Ordered)
     commands: list[str] = field(default_factory=list)
@@ -122,12 +192,18 @@ class Facts:
     earlier: list[str] = field(default_factory=list)
     omitted: dict[str, int] = field(default_factory=dict)
 
-    def sections(self) -> list[tuple[str, list[str]]]:
+    def add_user(self, words: UserWords) -> None:
+        if not words.text:
+            return
+        self.users.pop(words.text, None)
+        self.users[words.text] = words
+
+    def sections(self) -> list[tuple[str, list[str | UserWords]]]:
         read = [p for p in self.read if p not in self.changed.items]
-        out = [
+        out: list[tuple[str, list[str | UserWords]]] = [
             ("Task", [self.task] if self.task else []),
-            ("User constraints", list(self.constraints)),
-            ("Files read", read),
+            ("User messages", list(self.users.values())),
+            ("Files read", list(read)),
             ("Files changed", list(self.changed)),
             ("Commands and outcomes", list(self.commands)),
             ("Errors", list(self.errors)),
@@ -254,7 +330,7 @@ def shell_files(command: str) -> tuple[list[str], list[str]]:
             if target.startswith("/"):
                 cwd = target
             continue
-        files = [at(a) for a in args if not a.startswith("-")]
+        files = [at(a) for a in args if a and not a.startswith("-")]  # `sed -i ''` (BSD)
         if tool in ("sed", "perl") and any(a.startswith("-i") or a == "-pi" for a in args):
             has_script_flag = any(a in ("-e", "--expression", "-f") for a in args)
             candidates = files if has_script_flag else files[1:]
@@ -290,7 +366,7 @@ def error_line(text: str) -> str:
     lines = [
         line.strip()
         for line in text.splitlines()
-        if line.strip() and not _SOURCE_LINE.match(line) and not line.lstrip().startswith("<")
+        if line.strip() and not _SOURCE_LINE.match(line) and not _WRAPPER_LINE.match(line)
     ]
     for pattern in (_STRONG_ERROR, _WEAK_ERROR):
         for line in reversed(lines):
@@ -481,15 +557,18 @@ def _merge_summary(facts: Facts, text: str) -> None:
     for title, items in sections.items():
         dropped = sum(_omitted_count(i) for i in items)
         items = [i for i in items if not _omitted_count(i) and i != "none"]
+        if title in LEGACY_SECTIONS:
+            title = LEGACY_SECTIONS[title]
         if dropped:
             facts.omitted[title] = facts.omitted.get(title, 0) + dropped
         if title == "Task" and items and not facts.task:
             facts.task = items[0]
         elif title == "Earlier summary":
             facts.earlier.extend(items)
-        elif title == "User constraints":
+        elif title == "User messages":
             for item in items:
-                facts.constraints.add(item)
+                if not item.startswith(_WHERE_NOTE):
+                    facts.add_user(_user_words(item))
         elif title == "Files read":
             for item in items:
                 facts.read.add(item)
@@ -513,7 +592,9 @@ def _omitted_count(item: str) -> int:
 
 
 def parse_sections(text: str) -> dict[str, list[str]]:
-    """The `## Section` / `- item` structure of a summary in this backend's format ({} if not)."""
+    """The `## Section` / `- item` structure of a summary in this backend's format ({} if not).
+
+    Lines indented two spaces continue the item above them (multi-line user messages)."""
     out: dict[str, list[str]] = {}
     current: list[str] | None = None
     for line in text.splitlines():
@@ -522,14 +603,30 @@ def parse_sections(text: str) -> dict[str, list[str]]:
             current = out.setdefault(title, [])
         elif line.startswith("- ") and current is not None:
             current.append(line[2:].strip())
-    known = set(SUMMARY_SECTIONS) | {"Earlier summary"}
+        elif line.startswith("  ") and current:
+            current[-1] += "\n" + line[2:]
+    known = set(SUMMARY_SECTIONS) | set(LEGACY_SECTIONS) | {"Earlier summary"}
     return out if out and set(out) <= known else {}
+
+
+def users_words(msg: Message) -> str | None:
+    """The text of a message in the user's own words (None for any other message).
+
+    `Message.is_human`, and also a human message whose text static-elision has rewritten."""
+    if msg.is_human:
+        return "\n".join(b.text for b in msg.content if isinstance(b, TextBlock)).strip()
+    if msg.role == "user" and msg.origin is None and not msg.tool_results:
+        parts = [b.text for b in msg.content if isinstance(b, (TextBlock, ElidedBlock))]
+        if any(isinstance(b, ElidedBlock) for b in msg.content) and "".join(parts).strip():
+            return "\n".join(parts).strip()
+    return None
 
 
 def gather(messages: Iterable[Message], task: str = "") -> Facts:
     """The facts of a window of messages (`task`: the context's task, when known)."""
     messages = list(messages)
     facts = Facts(task=_abbrev(task, TASK_CHARS) if task.strip() else "")
+    task_text = UserWords.of(task).text if task.strip() else ""
     results: dict[str, ToolResultBlock] = {}
     for msg in messages:
         for answer in msg.tool_results:
@@ -542,12 +639,16 @@ def gather(messages: Iterable[Message], task: str = "") -> Facts:
             if isinstance(block, SummaryBlock):
                 _merge_summary(facts, block.text)
         if msg.role == "user":
-            text = "\n".join(b.text for b in msg.content if b.type == "text").strip()
-            if text and not msg.metadata.get("is_demo"):
+            if msg.origin == "summary":  # a summary the source agent wrote: history, not words
+                _merge_summary(facts, "\n".join(b.text for b in msg.content if b.type == "text"))
+                continue
+            text = users_words(msg)
+            if text:
+                words = UserWords.of(text)
                 if not facts.task:
-                    facts.task = _abbrev(text, TASK_CHARS)
-                elif _abbrev(text, TASK_CHARS) != facts.task:
-                    facts.constraints.add(_abbrev(text, ITEM_CHARS))
+                    facts.task = words
+                elif words.text != task_text:
+                    facts.add_user(words)
         elif msg.role == "assistant":
             text = "\n".join(b.text for b in msg.content if b.type == "text").strip()
             if text:
@@ -567,17 +668,43 @@ def gather(messages: Iterable[Message], task: str = "") -> Facts:
 # --------------------------------------------------------------------------- rendering
 
 
-def render(facts: Facts, max_tokens: int, count: Callable[[str], int]) -> str:
-    """The summary text, within `max_tokens`: lists lose their oldest items first."""
+def render(
+    facts: Facts,
+    max_tokens: int,
+    count: Callable[[str], int],
+    user_chars: int = USER_MESSAGE_CHARS,
+    etag: str = "",
+) -> str:
+    """The summary text, within `max_tokens`.
+
+    Messages in the user's words are all kept, verbatim up to `user_chars` characters each. Over
+    the limit: user messages are first cut to what fits in `USER_SHARE` of it (never below
+    `USER_SOFT_FLOOR` characters), then the other lists lose their oldest items (each keeps its
+    newest), then user messages are cut further (never below `USER_FLOOR`), then the text is
+    clipped. `etag` names where cut messages are whole (the summary's recovery entry)."""
     sections = facts.sections()
     omitted = {title: facts.omitted.get(title, 0) for title, _ in sections}
-    costs = [[count(f"- {item}") + 1 for item in items] for _, items in sections]
+    droppable = [
+        k for k, (title, _) in enumerate(sections) if title not in ("Task", "User messages")
+    ]
+    costs = [
+        [0 if isinstance(item, UserWords) else count(f"- {item}") + 1 for item in items]
+        for _, items in sections
+    ]
     heads = [count(f"## {title}") + 1 for title, _ in sections]
 
     def note(n: int) -> str:
         return f"- ({n} earlier item{'s' if n != 1 else ''} omitted)"
 
-    def total() -> int:
+    words = [item for _, items in sections for item in items if isinstance(item, UserWords)]
+    where = f"- {where_note(etag)}"
+    longest = max((len(w.text) for w in words), default=0)
+
+    def user_cost(cap: int) -> int:
+        size = sum(count(f"- {w.item(cap)}") + 1 for w in words)
+        return size + (count(where) + 1 if any(w.cut(cap) for w in words) else 0)
+
+    def other_cost() -> int:
         size = sum(heads)
         for k, (title, items) in enumerate(sections):
             size += sum(costs[k]) if items else 2
@@ -585,12 +712,39 @@ def render(facts: Facts, max_tokens: int, count: Callable[[str], int]) -> str:
                 size += count(note(omitted[title])) + 1
         return size
 
-    while total() > max_tokens:
+    def best_cap(room: int, low: int, high: int) -> int:
+        """The largest cap in [low, high] whose user items fit `room` (low when none does)."""
+        if user_cost(high) <= room:
+            return high
+        lo, hi = low, high
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if user_cost(mid) <= room:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    cap = min(user_chars, max(longest, 1))
+    if words and other_cost() + user_cost(cap) > max_tokens:
+        share = int(max_tokens * USER_SHARE)
+        cap = best_cap(share, min(cap, USER_SOFT_FLOOR), cap)
+    size = user_cost(cap) if words else 0
+    while other_cost() + size > max_tokens:
         # the section with the most tokens in droppable items (keeping at least one each) loses
-        # its oldest item; when every section is down to one item, any item goes
-        candidates = [k for k, (_, items) in enumerate(sections) if len(items) > 1 and k > 0]
+        # its oldest item
+        candidates = [k for k in droppable if len(sections[k][1]) > 1]
         if not candidates:
-            candidates = [k for k, (_, items) in enumerate(sections) if items and k > 0]
+            break
+        k = max(candidates, key=lambda j: (sum(costs[j]), -j))
+        sections[k][1].pop(0)
+        costs[k].pop(0)
+        omitted[sections[k][0]] += 1
+    if words and other_cost() + size > max_tokens:
+        cap = best_cap(max_tokens - other_cost(), min(cap, USER_FLOOR), cap)
+        size = user_cost(cap)
+    while other_cost() + size > max_tokens:  # user messages at their floor: any other item goes
+        candidates = [k for k in droppable if sections[k][1]]
         if not candidates:
             break
         k = max(candidates, key=lambda j: (sum(costs[j]), -j))
@@ -602,20 +756,25 @@ def render(facts: Facts, max_tokens: int, count: Callable[[str], int]) -> str:
         lines.append(f"## {title}")
         if omitted[title]:
             lines.append(note(omitted[title]))
-        lines.extend(f"- {item}" for item in items)
-        if not items and not omitted[title]:
+        noted = title == "User messages" and any(w.cut(cap) for w in words)
+        if noted:
+            lines.append(where)
+        lines.extend(
+            f"- {item.item(cap) if isinstance(item, UserWords) else item}" for item in items
+        )
+        if not items and not omitted[title] and not noted:
             lines.append("- none")
     text = "\n".join(lines)
     return clip_tokens(text, max_tokens, count)
 
 
 class ExtractiveSummarizer(Summarizer):
-    """Offline and deterministic: task, user constraints, files read and changed, commands and
+    """Offline and deterministic: task, the user's messages, files read and changed, commands and
     their outcome, errors and open items, read off the window itself."""
 
     name = "extractive"
     description = (
-        "Offline, deterministic structured summary: task, user constraints, files read/changed, "
+        "Offline, deterministic structured summary: task, user messages, files read/changed, "
         "commands and outcomes, errors, open items."
     )
     prompt = ""
@@ -626,4 +785,10 @@ class ExtractiveSummarizer(Summarizer):
 
         counter = get_counter(request.tokenizer)
         facts = gather(request.messages, request.task)
-        return render(facts, request.summary_max_tokens, counter.tokenizer.count)
+        return render(
+            facts,
+            request.summary_max_tokens,
+            counter.tokenizer.count,
+            request.user_message_chars,
+            request.recovery_etag,
+        )

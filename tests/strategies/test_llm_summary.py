@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 
@@ -145,17 +146,152 @@ def test_the_summary_names_the_task_files_changed_and_last_error() -> None:
     assert sections["Open items"][0].startswith("last assistant message: THOUGHT:")
 
 
-def test_later_user_messages_are_constraints() -> None:
+def test_later_user_messages_are_kept_verbatim() -> None:
     ctx = compactkit.load_one(sample("pi-mono"))
-    strat = LlmSummary()
+    strat = LlmSummary(summary_max_tokens=20_000)
     span = strat.window(ctx)
     assert span is not None
     sections = parse_sections(_only_summary(strat.compact(ctx)).text)
-    constraints = sections["User constraints"]
-    assert "ok, create a branch refactor" in constraints
-    assert any(c.startswith("i would only want e2e tests for AgentSession") for c in constraints)
+    said = sections["User messages"]
+    assert "ok, create a branch refactor" in said
+    # a two-line message keeps its lines (the second indented under the first item)
+    assert (
+        "i would only want e2e tests for AgentSession, anything else is shitty.\n"
+        "alright, createa  full implementation plan in coding-agent/docs/refactor.md"
+    ) in "\n".join(said)
     assert any(p.endswith("src/core/agent-session.ts") for p in sections["Files changed"])
     assert any("error TS2305" in e for e in sections["Errors"])
+
+
+def _fold(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _users_words(window: tuple[Message, ...], task: str) -> list[str]:
+    """The text of every message in the user's own words in a window, read independently."""
+    out = []
+    for msg in window:
+        if msg.role == "user" and msg.is_human:
+            text = "\n".join(b.text for b in msg.content if isinstance(b, TextBlock))
+            if _fold(text) and _fold(text) != _fold(task):
+                out.append(text)
+    return out
+
+
+def test_every_user_message_of_a_window_is_in_its_summary_verbatim() -> None:
+    """On every corpus conversation: each message in the user's words that the summary replaces
+    is in it verbatim up to the per-message cap, and no user message is ever 'omitted'."""
+    cap = 2_000
+    checked = 0
+    failures = []
+    for name, ctx in all_contexts():
+        for strat in (LlmSummary(summary_max_tokens=50_000), LlmSummary()):
+            span = strat.window(ctx)
+            out = strat.compact(ctx)
+            if span is None or out is ctx:
+                continue
+            text = _only_summary(out).text
+            sections = parse_sections(text)
+            assert not any("omitted" in item for item in sections["User messages"]), name
+            # with room enough, the first `cap` characters; under the default limit at least the
+            # start of each message (the cap goes down for all messages alike)
+            keep = cap if strat.options.summary_max_tokens > 1_500 else 40
+            for words in _users_words(ctx.messages[span[0] : span[1]], ctx.task):
+                checked += 1
+                if _fold(words[:keep]) not in _fold(text):
+                    failures.append(f"{name} [{strat.label}]: {words[:80]!r}")
+    assert failures == []
+    assert checked > (100 if CORPUS is not None else 20)
+
+
+def test_harness_text_is_not_a_user_message_and_an_agents_own_summary_is_history() -> None:
+    def user(text: str, **meta: str) -> Message:
+        return Message(role="user", content=(TextBlock(text=text),), metadata=dict(meta))
+
+    def reply(text: str) -> Message:
+        return Message(role="assistant", content=(TextBlock(text=text),))
+
+    ctx = AgentContext(
+        messages=(
+            user("Fix the flaky test in tests/test_io.py"),
+            reply("Looking."),
+            user("## Goal\n- fix tests/test_io.py\n## Done\n- found the race", origin="summary"),
+            reply("Continuing."),
+            user("<system-reminder>todo list is empty</system-reminder>", origin="harness"),
+            reply("Ok."),
+            user("use pytest -p no:randomly, never sleep()"),
+            reply("Done."),
+            user("thanks"),
+            reply("Bye."),
+        )
+    )
+    out = LlmSummary(keep_last=1).compact(ctx)
+    sections = parse_sections(_only_summary(out).text)
+    assert sections["User messages"] == ["use pytest -p no:randomly, never sleep()", "thanks"]
+    assert sections["Earlier summary"] == [
+        "## Goal - fix tests/test_io.py ## Done - found the race"
+    ]
+    assert "system-reminder" not in _only_summary(out).text
+    assert expand(out) == ctx
+
+
+def test_a_long_user_message_is_cut_at_the_cap_and_the_rest_is_recoverable() -> None:
+    long = "\n".join(
+        f"requirement {i}: the exporter must keep field_{i} as it is" for i in range(200)
+    )
+    ctx = AgentContext(
+        messages=(
+            Message(role="user", content=(TextBlock(text="Write the exporter."),)),
+            Message(role="assistant", content=(TextBlock(text="Which fields?"),)),
+            Message(role="user", content=(TextBlock(text=long),)),
+            Message(role="assistant", content=(TextBlock(text="On it."),)),
+            Message(role="user", content=(TextBlock(text="go"),)),
+            Message(role="assistant", content=(TextBlock(text="Done."),)),
+        )
+    )
+    out = LlmSummary(keep_last=1, user_message_chars=500).compact(ctx)
+    block = _only_summary(out)
+    said = parse_sections(block.text)["User messages"]
+    assert said[0] == (
+        f"(a message cut short here is whole in the recovery store under etag {block.etag}: "
+        "expand the summary to read it)"
+    )
+    assert said[2] == "go"
+    cut = re.fullmatch(r"(.*) \[… ([\d,]+) more characters\]", said[1], re.S)
+    assert cut is not None
+    kept, more = cut.groups()
+    assert long.startswith(kept) and 480 <= len(kept) <= 500
+    assert len(kept) + int(more.replace(",", "")) == len(long)
+    # the whole message comes back with expand, from the entry the note names
+    assert expand(out) == ctx
+    stored = json.loads(out.recovery[block.etag])
+    assert next(m["content"][0]["text"] for m in stored if m["role"] == "user") == long
+
+
+def test_many_user_messages_are_all_kept_within_the_summary_limit() -> None:
+    turns = []
+    for i in range(60):
+        said = f"instruction {i:03d}: " + " ".join(f"keep-{i}-{k}" for k in range(60))
+        turns += [
+            Message(role="user", content=(TextBlock(text=said),)),
+            Message(role="assistant", content=(TextBlock(text=f"ack {i}"),)),
+        ]
+    ctx = AgentContext(messages=tuple(turns))
+    for limit in (2_000, 4_000):  # 60 messages of ~300 tokens: all of them would take 18,000
+        out = LlmSummary(keep_last=1, summary_max_tokens=limit).compact(ctx)
+        block = _only_summary(out)
+        assert count_tokens(block.text) <= limit
+        said = parse_sections(block.text)["User messages"]
+        assert "[summary truncated]" not in block.text
+        # every message after the task is there, each cut to the same length
+        for i in range(1, 59):
+            assert any(item.startswith(f"instruction {i:03d}: keep-{i}-0") for item in said), i
+        kept = {len(item.split(" [… ")[0]) for item in said[1:]}
+        assert len(kept) <= 2  # one cap for all (a cut may end on a space and lose it)
+    # within a budget as well, with a marker the budget leaves room for
+    budget = count_tokens(ctx) // 3
+    out = LlmSummary(keep_last=1, max_tokens=budget).compact(ctx)
+    assert count_tokens(out) <= budget
 
 
 # --------------------------------------------------------------------------- budgets

@@ -214,6 +214,36 @@ def test_a_canned_summary_replaces_the_window(
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_the_backends_are_asked_for_every_user_message_verbatim(
+    backend: str, server: tuple[str, Recorder]
+) -> None:
+    url, recorder = server
+    ctx = compactkit.load_one(sample("pi-mono"))
+    strat = _strategy(url, backend, max_input_tokens=8_000, user_message_chars=300)
+    strat.compact(ctx)
+    body = recorder.requests[0]["body"]
+    if backend == "openai":
+        system, transcript = body["messages"][0]["content"], body["messages"][1]["content"]
+    else:
+        system, transcript = body["system"], body["messages"][0]["content"]
+    assert "## User messages - EVERY message the user wrote" in system
+    assert "verbatim up to 300 characters" in system
+    # the transcript is bounded and tool outputs lose their middle, but every message in the
+    # user's words is there from its start, up to the cap, and marked as the user's own
+    assert count_tokens(transcript) <= 8_000
+    assert "tokens trimmed" in transcript
+    span = strat.window(ctx)
+    assert span is not None
+    said = [m.text for m in ctx.messages[span[0] : span[1]] if m.is_human]
+    assert len(said) >= 8
+    for text in said:
+        assert text[:300] in transcript
+        if len(text) > 300:
+            assert f"{text[:300]} [… {len(text) - 300:,} more characters]" in transcript
+    assert transcript.count("user (own words):") == len(said)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_the_same_window_is_never_summarized_twice(
     backend: str, server: tuple[str, Recorder], ctx: AgentContext
 ) -> None:
@@ -422,6 +452,35 @@ def test_the_transcript_is_bounded_deterministic_and_keeps_both_ends() -> None:
     text = SummaryRequest(messages=window, first_index=1, max_input_tokens=30_000).transcript
     assert f"[{len(window)}] " in text  # the last message is still there
     assert "tokens trimmed" in text
+
+
+def test_the_transcript_never_trims_the_users_words() -> None:
+    from compactkit import Message, TextBlock, ToolCallBlock, ToolResultBlock
+    from compactkit.summarize.base import render_transcript
+
+    counter = compactkit.get_registry().tokenizers.get("o200k_base")
+    asked = " ".join(
+        f"step {i}: rename column_{i} to field_{i};" for i in range(60)
+    )  # ~1,900 chars
+    window = []
+    for i in range(12):
+        call = ToolCallBlock(id=f"c{i}", name="bash", input={"command": f"cat big_{i}.log"})
+        output = "\n".join(f"log line {k} of file {i}" for k in range(400))
+        window += [
+            Message(role="user", content=(TextBlock(text=f"{asked} (round {i})"),)),
+            Message(role="assistant", content=(call,)),
+            Message(
+                role="tool",
+                content=(ToolResultBlock(tool_call_id=f"c{i}", content=(TextBlock(text=output),)),),
+            ),
+        ]
+    for limit in (10_000, 16_000):
+        text = render_transcript(window, 1, limit, counter.count, user_chars=1_000)
+        assert counter.count(text) <= limit
+        assert "tokens trimmed" in text  # the logs lose their middle ...
+        for i in range(12):  # ... the user's words only what is past the cap, and say so
+            cut = f"{asked} (round {i})"
+            assert f"{cut[:1_000]} [… {len(cut) - 1_000:,} more characters]" in text
 
 
 def test_clip_and_trim_respect_their_limits() -> None:
