@@ -12,9 +12,16 @@ from click.testing import CliRunner
 
 import compactkit
 import compactkit.recovery
+from compactkit import (
+    AgentContext,
+    Message,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
 from compactkit.bench.pricing import PROFILES, get_profile
 from compactkit.bench.replay import call_points, run_session
-from compactkit.bench.retention import FactRetention, extract_facts
+from compactkit.bench.retention import FACT_KINDS, FactRetention, extract_facts
 from compactkit.bench.runner import PipelineSpec, parse_pipeline, run_bench
 from compactkit.cli import make_cli
 from compactkit.errors import ConfigError
@@ -22,7 +29,7 @@ from compactkit.pipeline import Pipeline, get_strategy
 from compactkit.registry import make_registry
 from compactkit.tokens import TiktokenTokenizer, TokenCounter
 
-from .conftest import SAMPLES, sample
+from .conftest import SAMPLES, every_conversation, sample
 
 SPECS = [
     parse_pipeline("observation-mask:keep_last=5", []),
@@ -90,6 +97,141 @@ def test_retention_counts_what_the_model_can_still_see() -> None:
     assert kept.kind_share("task") == 1.0
     assert kept.share < 1.0  # the dropped middle held paths and errors
     assert recovered.share == 1.0  # expand brings everything back
+
+
+def test_none_keeps_every_fact_of_every_corpus_conversation() -> None:
+    """Facts are what the model saw in the original, so the unchanged context keeps them all."""
+    kinds: dict[str, int] = {}
+    for name, ctx in every_conversation():
+        kept, recovered = FactRetention().score(ctx, ctx)
+        for kind, (got, total) in kept.by_kind.items():
+            assert got == total, f"{name}: {kind} {got}/{total}"
+            kinds[kind] = kinds.get(kind, 0) + total
+        assert recovered.share == 1.0, name
+    assert set(kinds) == set(FACT_KINDS) and min(kinds.values()) > 0
+    assert kinds["user_message"] >= kinds["task"]
+
+
+def _said(text: str) -> Message:
+    return Message(role="user", content=(TextBlock(text=text),))
+
+
+def test_a_dropped_user_message_lowers_user_retention() -> None:
+    ctx = compactkit.load_one(sample("pi-mono"))
+    said = [i for i, m in enumerate(ctx.messages) if m.is_human]
+    assert len(said) >= 5
+    dropped = said[3]
+    # the message replaced by something else the model sees: one user message fewer
+    out = ctx.with_messages(
+        (*ctx.messages[:dropped], _said("(removed)"), *ctx.messages[dropped + 1 :])
+    )
+    kept, recovered = FactRetention().score(ctx, out)
+    total = kept.by_kind["user_message"][1]
+    assert total == len({" ".join(ctx.messages[i].text.split())[:1000] for i in said})
+    assert kept.by_kind["user_message"] == [total - 1, total]
+    assert kept.kind_share("path") == 1.0 and recovered.by_kind["user_message"][0] == total - 1
+    # cut to its first 100 characters, a message is not retained either
+    text = ctx.messages[said[1]].text
+    assert len(text) > 100
+    shortened = ctx.with_messages(
+        (*ctx.messages[: said[1]], _said(text[:100]), *ctx.messages[said[1] + 1 :])
+    )
+    assert FactRetention().score(ctx, shortened)[0].by_kind["user_message"] == [total - 1, total]
+    # harness text in a user turn is not the user's words: no fact, whatever happens to it
+    harness = ctx.with_messages(
+        (
+            *ctx.messages,
+            Message(
+                role="user",
+                content=(TextBlock(text="<system-reminder>tests pass</system-reminder>"),),
+                metadata={"origin": "harness"},
+            ),
+        )
+    )
+    assert all(
+        f.kind != "user_message" or "system-reminder" not in f.text for f in extract_facts(harness)
+    )
+
+
+def test_facts_are_only_what_the_model_saw() -> None:
+    call = ToolCallBlock(id="c1", name="bash", input={"command": "cd app && cat src/io.py | head"})
+    edit = ToolCallBlock(id="c2", name="edit", input={"file_path": "src/api.py", "old": "a"})
+    failed = ToolResultBlock(
+        tool_call_id="c1",
+        content=(
+            TextBlock(
+                text="<returncode>1</returncode>\n<output>\nTraceback (most recent call last):\n"
+                '  File "src/io.py", line 3\n    raise ValueError(x)\nValueError: bad header\n'
+                "npm error Lifecycle script `test` failed with error:\n</output>"
+            ),
+        ),
+    )
+    ok = ToolResultBlock(tool_call_id="c2", content=(TextBlock(text="Exit code: 0\nerror: none"),))
+    ctx = AgentContext(
+        system_instruction="You are a coding agent.",
+        messages=(
+            Message(
+                role="user",
+                content=(TextBlock(text="Fix the header parsing"),),
+                metadata={"cwd": "/home/me/secret-path.py"},
+            ),
+            Message(role="assistant", content=(call, edit)),
+            Message(role="tool", content=(failed, ok)),
+        ),
+        recovery={
+            "0123456789abcdef": '[{"role":"user","content":[{"type":"text","text":"x.py"}]}]'
+        },
+    )
+    facts = {(f.kind, f.text) for f in extract_facts(ctx)}
+    assert facts == {
+        ("task", "Fix the header parsing"),
+        ("user_message", "Fix the header parsing"),
+        ("last_instruction", "Fix the header parsing"),
+        ("path", "src/io.py"),
+        ("path", "src/api.py"),
+        ("error", "ValueError: bad header"),  # the report, not the npm wrapper or the source line
+    }
+
+
+def test_the_scorer_imports_nothing_from_what_it_judges() -> None:
+    """The scorer's extraction is its own: no module it imports (directly or through other
+    compactkit modules) is a summarizer or a strategy."""
+    import ast
+    import importlib.util
+
+    def is_module(name: str) -> bool:
+        try:
+            return importlib.util.find_spec(name) is not None
+        except ModuleNotFoundError:  # `package.module.attribute`
+            return False
+
+    seen: set[str] = set()
+    todo = ["compactkit.bench.retention"]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        spec = importlib.util.find_spec(name)
+        assert spec is not None and spec.origin is not None
+        tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
+        package = name if spec.origin.endswith("__init__.py") else name.rpartition(".")[0]
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                base = importlib.util.resolve_name("." * node.level + (node.module or ""), package)
+                found = [base] + [f"{base}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                found = [a.name for a in node.names]
+            else:
+                continue
+            for module in found:
+                if module.startswith("compactkit") and is_module(module):
+                    todo.append(module)
+    assert "compactkit.recovery" in seen and "compactkit.context" in seen
+    judged = sorted(
+        m for m in seen if m.startswith(("compactkit.summarize", "compactkit.strategies"))
+    )
+    assert judged == []
 
 
 def _strip_seconds(value: Any) -> Any:

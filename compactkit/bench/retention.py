@@ -1,39 +1,70 @@
 """Retention: which facts of the original session a model can still see after compaction.
 
-Facts (deterministic, extracted from the original context):
+Facts are read only from what the model was shown in the ORIGINAL context (`visible_text`: the system
+instruction, activated skills, message text, tool-call names and inputs, tool results, the text of any
+marker the session already held), never from metadata or the recovery store. A candidate that is not
+in that text is not a fact, so an unchanged context keeps 100% of its facts by construction.
 
-* ``task``: the first user message;
-* ``user``: every later user message (its text);
-* ``last_instruction``: the last user message;
-* ``path``: every file path in a tool call's input (keys such as ``path``, ``file_path``, and the file of
-  ``cat``/``sed -n``/``head`` commands);
-* ``error``: each distinct error: for every failed tool result (flagged as an error, or reporting a
-  non-zero exit code), the line that says what went wrong: its last ``...Error: ...`` /
-  ``...Exception: ...`` line, else the last line naming an error, else its first line
-  (`compactkit.summarize.extractive.error_line`).
+Kinds:
 
-A fact is *retained* when its text (whitespace folded, the first 200 characters of long ones) occurs
-in what the model is shown: message text,
-summaries, marker labels, tool-call names and inputs. The recovery store does not count; what `expand`
-could restore is reported apart as *recoverability*.
+* ``task``: the task (the first message in the user's own words, `AgentContext.task`);
+* ``user_message``: every message in the user's own words (`Message.is_human`: not tool output,
+  harness text, demonstrations or a source agent's summary carried in a user turn), its text with
+  whitespace folded, matched by its first 1,000 characters;
+* ``last_instruction``: the last message in the user's own words;
+* ``path``: every file path in a tool call's input: the value of a path-like key (``path``,
+  ``file_path``, ``filename``, ``notebook_path``, ...), and the file operands of read commands in a
+  shell command (``cat``, ``head``, ``tail``, ``nl``, ``less``, ``sed -n``, ...);
+* ``error``: for every failed tool result (flagged as an error, or reporting a non-zero exit status
+  near its start or end), the line that says what went wrong: the last line shaped like an error
+  report (``ValueError: ...``, ``error: ...``, ``error TS2305: ...``, ``fatal: ...``, ``E   ...``,
+  ``FAILED ...``), else the last line naming an error or failure, else its first line.
+
+This module reads sessions with its own rules: it imports nothing from the summarizers or strategies it
+judges (a test checks it), so a summary cannot match by sharing their code.
+
+A fact is *retained* when its text (whitespace folded; the first 200 characters of a long one, 1,000
+for user messages) occurs in what the model is shown after compaction. The recovery store does not
+count there; *recoverability* is the same test on the context after `expand` (the recovery store and
+any stash put back).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+import shlex
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..context import AgentContext, ToolResultBlock, render_block
+from ..context import AgentContext, Message, TextBlock, ToolCallBlock, ToolResultBlock, render_block
 from ..recovery import expand
-from ..strategies._common import payload_path
-from ..summarize.extractive import error_line, exit_code
 
-FACT_KINDS = ("task", "user", "last_instruction", "path", "error")
-_PATH_KEYS = ("path", "file_path", "filepath", "filename", "notebook_path", "absolute_path")
+FACT_KINDS = ("task", "user_message", "last_instruction", "path", "error")
 _SPACE = re.compile(r"\s+")
 _MAX_FACT = 200
+USER_FACT_CHARS = 1_000
+"""A user message is matched by its first 1,000 characters (whitespace folded)."""
+
+_PATH_KEY = re.compile(r"^(?:\w+_)?(?:path|file|filename|filepath)$", re.I)
+_PATHLIKE = re.compile(r"^[\w./~+@-]*[./][\w./~+@-]*$")
+_COMMAND_KEYS = ("command", "cmd")
+_READERS = {"cat", "head", "tail", "nl", "less", "more", "bat", "view", "open"}
+_SPLIT = re.compile(r"&&|\|\||[;|\n]")
+_STATUS = re.compile(
+    r"<returncode>\s*(-?\d+)|\bexit(?:ed with)?[ _](?:code|status)\b\s*:?\s*(-?\d+)", re.I
+)
+_REPORT = re.compile(
+    r"^\s*[\w.]*(?:Error|Exception|Failure)\b(?::|$)"  # Python-style: `ValueError: bad value`
+    r"|\berror(?:\[\w+\])?(?: TS\d+)?:\s*\S"  # compilers, CLIs: `error: ...`, `error TS2305: ...`
+    r"|^\s*(?:fatal|FATAL|ERROR|FAILED|FAIL)\b"
+    r"|^E {2,}\S",  # pytest's assertion lines
+)
+_MENTION = re.compile(
+    r"error|exception|traceback|failed|failure|not found|denied|no such file", re.I
+)
+_MARKUP = re.compile(r"^(?:\s|</?[\w-]+>|\d)*$")
+"""A line of wrapper tags (and a status number): `<returncode>1</returncode>`, `<output>`."""
 
 
 @dataclass(frozen=True)
@@ -46,69 +77,23 @@ def _fold(text: str) -> str:
     return _SPACE.sub(" ", text).strip()
 
 
-def _clip(text: str) -> str:
-    """Long facts are matched by their first 200 characters (after folding whitespace)."""
-    return _fold(text)[:_MAX_FACT]
+def _clip(text: str, limit: int = _MAX_FACT) -> str:
+    """Long facts are matched by their start (after folding whitespace)."""
+    return _fold(text)[:limit]
 
 
-def _error_of(block: ToolResultBlock) -> str | None:
-    code = exit_code(block.text)
-    if not (block.is_error or (code is not None and code != 0)):
-        return None
-    return error_line(block.text) or None
-
-
-def extract_facts(ctx: AgentContext) -> list[Fact]:
-    """The facts of a session, in order of first appearance, without duplicates."""
-    facts: dict[tuple[str, str], Fact] = {}
-
-    def add(kind: str, text: str) -> None:
-        clipped = _clip(text)
-        if clipped:
-            facts.setdefault((kind, clipped), Fact(kind, clipped))
-
-    task_index = ctx.first_user_index
-    user_texts = [
-        (i, m.text)
-        for i, m in enumerate(ctx.messages)
-        if m.role == "user"
-        and m.text.strip()
-        and not m.metadata.get("is_demo")
-        and not m.metadata.get("compactkit_marker")
-    ]
-    if task_index is not None:
-        add("task", ctx.messages[task_index].text)
-    for i, text in user_texts:
-        if i != task_index:
-            add("user", text)
-    if user_texts:
-        add("last_instruction", user_texts[-1][1])
-    for msg in ctx.messages:
-        for call in msg.tool_calls:
-            if isinstance(call.input, dict):
-                for key in _PATH_KEYS:
-                    value = call.input.get(key)
-                    if isinstance(value, str) and value.strip():
-                        add("path", value)
-            path = payload_path(call)
-            if path:
-                add("path", path)
-        for result in msg.tool_results:
-            error = _error_of(result)
-            if error:
-                add("error", error)
-    return list(facts.values())
+# --------------------------------------------------------------------------- what the model saw
 
 
 def visible_text(ctx: AgentContext) -> str:
-    """Everything a model is shown, whitespace folded (the recovery store excluded)."""
+    """Everything a model is shown, whitespace folded (the recovery store and metadata excluded)."""
     parts: list[str] = []
     if ctx.system_instruction:
         parts.append(ctx.system_instruction)
     parts.extend(ctx.activated_skills.values())
     for msg in ctx.messages:
         for block in msg.content:
-            if block.type == "tool_call":
+            if isinstance(block, ToolCallBlock):
                 parts.append(block.name)
                 parts.extend(_strings(block.input))
             else:
@@ -125,6 +110,117 @@ def _strings(value: Any) -> Iterable[str]:
     elif isinstance(value, list):
         for v in value:
             yield from _strings(v)
+
+
+# --------------------------------------------------------------------------- reading the session
+
+
+def _own_words(msg: Message) -> str:
+    return "\n".join(b.text for b in msg.content if isinstance(b, TextBlock))
+
+
+def _paths(call: ToolCallBlock) -> Iterator[str]:
+    """File paths a tool call names: path-like keys, and the operands of shell read commands."""
+    data = call.input
+    if isinstance(data, dict):
+        for key, value in data.items():
+            if _PATH_KEY.match(key) and isinstance(value, str) and "\n" not in value.strip():
+                yield value
+        commands = [data.get(k) for k in _COMMAND_KEYS]
+    else:
+        commands = [data]
+    for command in commands:
+        if isinstance(command, list):
+            command = " ".join(str(c) for c in command)
+        if isinstance(command, str):
+            yield from _read_operands(command)
+
+
+def _read_operands(command: str) -> Iterator[str]:
+    """The files that `cat`/`head`/`sed -n`-style commands in a shell command line read."""
+    head, _, _ = command.partition("<<")  # a here-document's body is data, not commands
+    for part in _SPLIT.split(head):
+        try:
+            words = shlex.split(part)
+        except ValueError:
+            words = part.split()
+        while words and ("=" in words[0] or words[0] in ("sudo", "time", "env")):
+            words = words[1:]
+        if not words:
+            continue
+        program = words[0].rsplit("/", 1)[-1]
+        args: list[str] = []
+        skip = False
+        for word in words[1:]:
+            if skip:
+                skip = False
+            elif word in (">", ">>", "<", "2>", "&>"):
+                skip = True
+            elif not word.startswith(("-", ">", "<", "2>")):
+                args.append(word)
+        if program == "sed" and "-n" in words[1:]:
+            args = args[1:]  # the first operand is the script
+        elif program not in _READERS:
+            continue
+        yield from (a for a in args if _PATHLIKE.match(a) and a not in (".", ".."))
+
+
+def _status(text: str) -> int | None:
+    """The exit status a tool output reports near its start or end."""
+    for chunk in (text[-500:], text[:500]):
+        found = [m for m in _STATUS.finditer(chunk)]
+        if found:
+            value = found[-1].group(1) or found[-1].group(2)
+            return int(value)
+    return None
+
+
+def failure_line(result: ToolResultBlock) -> str | None:
+    """What went wrong, for a failed tool result (None when it did not fail)."""
+    text = "\n".join(t for part in result.content for t in render_block(part))
+    status = _status(text)
+    if not result.is_error and not status:
+        return None
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    lines = [line for line in lines if not _MARKUP.match(line)]
+    for pattern in (_REPORT, _MENTION):
+        for line in reversed(lines):
+            if pattern.search(line):
+                return line
+    return lines[0] if lines else None
+
+
+def extract_facts(ctx: AgentContext) -> list[Fact]:
+    """The facts of a session, in order of first appearance, without duplicates; only what the
+    model was shown counts (see the module docs)."""
+    seen = visible_text(ctx)
+    facts: dict[tuple[str, str], Fact] = {}
+
+    def add(kind: str, text: str, limit: int = _MAX_FACT) -> None:
+        clipped = _clip(text, limit)
+        if clipped and clipped in seen:
+            facts.setdefault((kind, clipped), Fact(kind, clipped))
+
+    if ctx.first_user_index is not None:
+        add("task", ctx.task)
+    words = [_own_words(m) for m in ctx.messages if m.is_human]
+    words = [w for w in words if w.strip()]
+    for text in words:
+        add("user_message", text, USER_FACT_CHARS)
+    if words:
+        add("last_instruction", words[-1])
+    for msg in ctx.messages:
+        for call in msg.tool_calls:
+            for path in _paths(call):
+                add("path", path)
+        for result in msg.tool_results:
+            line = failure_line(result)
+            if line:
+                add("error", line)
+    return list(facts.values())
+
+
+# --------------------------------------------------------------------------- scoring
 
 
 @dataclass
@@ -175,7 +271,10 @@ class FactRetention:
     """The built-in retention scorer (see the module docs)."""
 
     name = "facts"
-    description = "task, user messages, last instruction, file paths and errors still visible"
+    description = (
+        "task, the user's messages, last instruction, file paths and errors the model saw, "
+        "still visible"
+    )
 
     def score(
         self,
@@ -183,7 +282,8 @@ class FactRetention:
         compacted: AgentContext,
         stash: Mapping[str, str] | None = None,
     ) -> tuple[RetentionScore, RetentionScore]:
-        """(retention, recoverability) of `compacted` against `original`."""
+        """(retention, recoverability) of `compacted` against `original`: facts visible after
+        compaction, and facts visible once the recovery store and `stash` are expanded."""
         facts = extract_facts(original)
         retained = score_facts(facts, visible_text(compacted))
         recovered = score_facts(facts, visible_text(expand(compacted, stash)))
