@@ -63,14 +63,18 @@ from ..context import (
     ToolResultBlock,
 )
 from ..errors import BadInputError
-from ._pairing import Repaired, Turn, repair_pairing
+from ._pairing import Turn, repair_pairing
 from ._util import (
     as_dict,
     as_text,
     content_text,
+    context_metadata,
+    nonempty_str,
+    note_repairs,
     note_skipped,
     parse_arguments,
     parts_from_content,
+    str_or_none,
     thinking_from,
 )
 from .base import Document, Format
@@ -93,51 +97,37 @@ _SUMMARY_PREFIX = "<conversation_summary>"
 """How a compaction checkpoint (`agents/compaction.py` `summary_message`) begins."""
 
 
-def text_blocks(content: Any) -> list[Block]:
-    """Message content (a string or a list of parts) as blocks; empty text gives no block."""
-    return list(parts_from_content(content))
+class MiniSweAgentFormat(Format):
+    name = "mini-swe-agent"
+    description = "mini-swe-agent .traj.json trajectory"
+    extension = ".json"
+    priority = 10
 
-
-def iso_time(value: Any) -> str | None:
-    """An epoch number (seconds) as an ISO-8601 UTC string; strings pass through."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
+    def sniff(self, doc: Document) -> bool:
         try:
-            return datetime.fromtimestamp(value, tz=timezone.utc).isoformat().replace("+00:00", "Z")
-        except (OverflowError, OSError, ValueError):
-            return None
-    return None
+            return doc.kind == "json" and _is_mini(doc.data)
+        except Exception:
+            return False
+
+    def load(self, doc: Document) -> list[AgentContext]:
+        if doc.kind != "json" or not _is_mini(doc.data):
+            raise BadInputError(
+                "not a mini-swe-agent trajectory (expected an object with messages[] and "
+                "trajectory_format or info.mini_version)",
+                path=doc.path,
+            )
+        try:
+            return [_Builder(doc.data).context()]
+        except BadInputError as exc:
+            raise BadInputError(exc.what, path=doc.path, hint=exc.hint) from None
 
 
-def _small(value: Any) -> bool:
-    return isinstance(value, (str, int, float, bool)) and (
-        not isinstance(value, str) or len(value) <= 500
-    )
-
-
-# --------------------------------------------------------------------------- the format
-
-
-def _is_mini(data: Any) -> bool:
-    if not isinstance(data, dict) or not isinstance(data.get("messages"), list):
-        return False
-    tag = data.get("trajectory_format")
-    if isinstance(tag, str) and tag.startswith("mini-swe-agent"):
-        return True
-    info = data.get("info")
-    return isinstance(info, dict) and "mini_version" in info
-
-
-def _get(value: Any, *keys: str) -> Any:
-    for key in keys:
-        if not isinstance(value, dict):
-            return None
-        value = value.get(key)
-    return value
+# --------------------------------------------------------------------------- records -> turns
 
 
 class _Builder:
+    """Turns the `messages` of one trajectory into turns."""
+
     def __init__(self, data: dict[str, Any]) -> None:
         self.data = data
         info = data.get("info")
@@ -266,7 +256,7 @@ class _Builder:
 
     # ----------------------------------------------------------------- whole file
 
-    def build(self, conversation: int | None) -> AgentContext:
+    def context(self) -> AgentContext:
         raw = self.data["messages"]
         system: str | None = None
         start = 0
@@ -355,10 +345,11 @@ class _Builder:
             keep_pending="last_message",
             orphan_results="user_message_joined",
         )
+        meta = self.metadata()
+        note_repairs(meta, repaired)
+        note_skipped(meta, self.skipped)
         return AgentContext(
-            system_instruction=system,
-            messages=tuple(repaired.messages),
-            metadata=self.context_metadata(conversation, repaired),
+            system_instruction=system, messages=tuple(repaired.messages), metadata=meta
         )
 
     def result(
@@ -377,60 +368,71 @@ class _Builder:
             meta["timestamp"] = stamp
         return Turn(role="tool", blocks=[block], metadata=meta)
 
-    def context_metadata(
-        self, conversation: int | None, repaired: Repaired
-    ) -> dict[str, JsonValue]:
-        meta: dict[str, JsonValue] = {"source_format": MiniSweAgentFormat.name}
-        instance = self.data.get("instance_id")
-        if isinstance(instance, str):
-            meta["instance_id"] = instance
+    def metadata(self) -> dict[str, JsonValue]:
         model = _get(self.config, "model", "model_name")
         if not isinstance(model, str) and self.models:
             model = self.models.most_common(1)[0][0]
-        if isinstance(model, str):
-            meta["model"] = model
-        cwd = _get(self.config, "environment", "cwd")
-        if isinstance(cwd, str) and cwd:
-            meta["cwd"] = cwd
-        for key in ("exit_status", "mini_version"):
-            if _small(self.info.get(key)):
-                meta[key] = self.info[key]
         stats = self.info.get("model_stats")
-        if isinstance(stats, dict):
-            meta["model_stats"] = {k: v for k, v in stats.items() if _small(v)}
-        if isinstance(self.info.get("submission"), str):
-            meta["submission_chars"] = len(self.info["submission"])
-        if isinstance(self.data.get("trajectory_format"), str):
-            meta["trajectory_format"] = self.data["trajectory_format"]
-        if repaired.synthesized_results:
-            meta["synthesized_results"] = repaired.synthesized_results
-        if repaired.orphan_results:
-            meta["orphan_results"] = repaired.orphan_results
-        if conversation is not None:
-            meta["conversation"] = conversation
-        note_skipped(meta, self.skipped)
-        return meta
+        submission = self.info.get("submission")
+        return context_metadata(
+            MiniSweAgentFormat.name,
+            instance_id=str_or_none(self.data.get("instance_id")),
+            model=str_or_none(model),
+            cwd=nonempty_str(_get(self.config, "environment", "cwd")),
+            exit_status=self.info["exit_status"] if _small(self.info.get("exit_status")) else None,
+            mini_version=self.info["mini_version"]
+            if _small(self.info.get("mini_version"))
+            else None,
+            model_stats=(
+                {k: v for k, v in stats.items() if _small(v)} if isinstance(stats, dict) else None
+            ),
+            submission_chars=len(submission) if isinstance(submission, str) else None,
+            trajectory_format=str_or_none(self.data.get("trajectory_format")),
+        )
 
 
-class MiniSweAgentFormat(Format):
-    name = "mini-swe-agent"
-    description = "mini-swe-agent .traj.json trajectory"
-    priority = 10
+# --------------------------------------------------------------------------- helpers
 
-    def sniff(self, doc: Document) -> bool:
+
+def _is_mini(data: Any) -> bool:
+    if not isinstance(data, dict) or not isinstance(data.get("messages"), list):
+        return False
+    tag = data.get("trajectory_format")
+    if isinstance(tag, str) and tag.startswith("mini-swe-agent"):
+        return True
+    info = data.get("info")
+    return isinstance(info, dict) and "mini_version" in info
+
+
+def _get(value: Any, *keys: str) -> Any:
+    for key in keys:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(key)
+    return value
+
+
+def text_blocks(content: Any) -> list[Block]:
+    """Message content (a string or a list of parts) as blocks; empty text gives no block."""
+    return list(parts_from_content(content))
+
+
+def iso_time(value: Any) -> str | None:
+    """An epoch number (seconds) as an ISO-8601 UTC string; strings pass through."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
         try:
-            return doc.kind == "json" and _is_mini(doc.data)
-        except Exception:
-            return False
+            return datetime.fromtimestamp(value, tz=timezone.utc).isoformat().replace("+00:00", "Z")
+        except (OverflowError, OSError, ValueError):
+            return None
+    return None
 
-    def load(self, doc: Document) -> list[AgentContext]:
-        if doc.kind != "json" or not _is_mini(doc.data):
-            raise BadInputError(
-                "not a mini-swe-agent trajectory (expected an object with messages[] and "
-                "trajectory_format or info.mini_version)",
-                path=doc.path,
-            )
-        try:
-            return [_Builder(doc.data).build(None)]
-        except BadInputError as exc:
-            raise BadInputError(exc.what, path=doc.path, hint=exc.hint) from None
+
+def _small(value: Any) -> bool:
+    return isinstance(value, (str, int, float, bool)) and (
+        not isinstance(value, str) or len(value) <= 500
+    )
+
+
+__all__ = ["MiniSweAgentFormat"]

@@ -51,8 +51,12 @@ from ._util import (
     as_dict,
     as_text,
     content_text,
+    context_metadata,
+    nonempty_str,
+    note_repairs,
     parse_arguments,
     parts_from_content,
+    str_or_none,
     thinking_from,
 )
 from .base import Document, Format
@@ -61,35 +65,49 @@ _DOCSTRING_COMMAND = re.compile(r"^(\w+):\n[ \t]+docstring:", re.MULTILINE)
 _LISTED_COMMAND = re.compile(r"^(\w+)(?=$|[ \t]+(?:<|\[|-))", re.MULTILINE)
 
 
-def _is_run(value: Any) -> bool:
-    return (
-        isinstance(value, dict)
-        and isinstance(value.get("history"), list)
-        and isinstance(value.get("trajectory"), list)
-        and all(isinstance(m, dict) and "role" in m for m in value["history"][:3])
-    )
+class SweAgentFormat(Format):
+    name = "swe-agent"
+    description = "SWE-agent .traj trajectory"
+    extension = ".traj"
+    priority = 10
+
+    def sniff(self, doc: Document) -> bool:
+        try:
+            return doc.kind == "json" and _is_swe_agent(doc.data)
+        except Exception:
+            return False
+
+    def load(self, doc: Document) -> list[AgentContext]:
+        data = doc.data
+        if doc.kind != "json" or not _is_swe_agent(data):
+            raise BadInputError(
+                "not a SWE-agent trajectory (expected an object with history[] and trajectory[])",
+                path=doc.path,
+            )
+        attempts = data.get("attempts")
+        try:
+            if isinstance(attempts, list) and attempts and all(_is_run(a) for a in attempts):
+                # a retry run: one conversation per attempt (the top-level copy of the best
+                # attempt is not loaded twice)
+                best = as_dict(data.get("info")).get("best_attempt_idx")
+                contexts = []
+                for number, attempt in enumerate(attempts):
+                    ctx = _Builder(attempt).context(number)
+                    if best == number:
+                        ctx = ctx.replace(metadata={**ctx.metadata, "best_attempt": True})
+                    contexts.append(ctx)
+                return contexts
+            return [_Builder(data).context(None)]
+        except BadInputError as exc:
+            raise BadInputError(exc.what, path=doc.path, hint=exc.hint) from None
 
 
-def _is_swe_agent(data: Any) -> bool:
-    if not isinstance(data, dict):
-        return False
-    if _is_run(data):
-        return True
-    attempts = data.get("attempts")
-    return isinstance(attempts, list) and bool(attempts) and all(_is_run(a) for a in attempts)
-
-
-def interface_commands(system_prompt: str) -> set[str]:
-    """The special commands a SWE-agent system prompt documents (both doc styles)."""
-    names = set(_DOCSTRING_COMMAND.findall(system_prompt))
-    marker = system_prompt.find("COMMANDS:\n")
-    if marker >= 0:
-        section = system_prompt[marker + len("COMMANDS:\n") :].split("\n\n", 1)[0]
-        names.update(_LISTED_COMMAND.findall(section))
-    return names
+# --------------------------------------------------------------------------- records -> turns
 
 
 class _Builder:
+    """Turns the `history` of one run (or attempt) into turns."""
+
     def __init__(self, run: dict[str, Any]) -> None:
         self.run = run
         self.history: list[Any] = run.get("history") or []
@@ -163,7 +181,8 @@ class _Builder:
                 )
         return Turn(role="assistant", blocks=blocks, metadata=self.message_metadata(msg))
 
-    def build(self, conversation: int | None) -> AgentContext:
+    def context(self, conversation: int | None) -> AgentContext:
+        """The run's context (`conversation`: the attempt's index, in a retry run)."""
         system: str | None = None
         start = 0
         first = self.history[0] if self.history else None
@@ -219,19 +238,15 @@ class _Builder:
             keep_pending="last_message",
             orphan_results="user_message_joined",
         )
-        meta = self.context_metadata(conversation)
-        if repaired.synthesized_results:
-            meta["synthesized_results"] = repaired.synthesized_results
-        if repaired.orphan_results:
-            meta["orphan_results"] = repaired.orphan_results
+        meta = self.metadata(conversation)
+        note_repairs(meta, repaired)
         return AgentContext(
             system_instruction=system, messages=tuple(repaired.messages), metadata=meta
         )
 
-    def context_metadata(self, conversation: int | None) -> dict[str, JsonValue]:
+    def metadata(self, conversation: int | None) -> dict[str, JsonValue]:
         run = self.run
         info = as_dict(run.get("info"))
-        meta: dict[str, JsonValue] = {"source_format": SweAgentFormat.name}
         replay = run.get("replay_config")
         if isinstance(replay, str):
             try:
@@ -239,12 +254,6 @@ class _Builder:
             except json.JSONDecodeError:
                 replay = None
         replay = as_dict(replay)
-        instance = as_dict(replay.get("problem_statement")).get("id")
-        if isinstance(instance, str):
-            meta["instance_id"] = instance
-        model = as_dict(as_dict(replay.get("agent")).get("model")).get("name")
-        if isinstance(model, str):
-            meta["model"] = model
         steps = run.get("trajectory") or []
         state = as_dict(steps[0]).get("state") if steps else None
         if isinstance(state, str):
@@ -252,63 +261,60 @@ class _Builder:
                 state = json.loads(state)
             except json.JSONDecodeError:
                 state = None
-        cwd = as_dict(state).get("working_dir")
-        if isinstance(cwd, str) and cwd:
-            meta["cwd"] = cwd
-        if isinstance(run.get("environment"), str):
-            meta["environment"] = run["environment"]
-        if len(self.agents) == 1:
-            meta["agent"] = next(iter(self.agents))
-        for key in ("exit_status", "swe_agent_version"):
-            if isinstance(info.get(key), str):
-                meta[key] = info[key]
         stats = info.get("model_stats")
-        if isinstance(stats, dict):
-            meta["model_stats"] = {
-                k: v for k, v in stats.items() if isinstance(v, (int, float, str, bool))
-            }
-        if isinstance(info.get("submission"), str):
-            meta["submission_chars"] = len(info["submission"])
-        meta["trajectory_steps"] = len(steps)
-        meta["demonstration_messages"] = sum(
-            1 for m in self.history if isinstance(m, dict) and m.get("is_demo")
+        submission = info.get("submission")
+        return context_metadata(
+            SweAgentFormat.name,
+            instance_id=str_or_none(as_dict(replay.get("problem_statement")).get("id")),
+            model=str_or_none(as_dict(as_dict(replay.get("agent")).get("model")).get("name")),
+            cwd=nonempty_str(as_dict(state).get("working_dir")),
+            environment=str_or_none(run.get("environment")),
+            agent=next(iter(self.agents)) if len(self.agents) == 1 else None,
+            exit_status=str_or_none(info.get("exit_status")),
+            swe_agent_version=str_or_none(info.get("swe_agent_version")),
+            model_stats=(
+                {k: v for k, v in stats.items() if isinstance(v, (int, float, str, bool))}
+                if isinstance(stats, dict)
+                else None
+            ),
+            submission_chars=len(submission) if isinstance(submission, str) else None,
+            trajectory_steps=len(steps),
+            demonstration_messages=sum(
+                1 for m in self.history if isinstance(m, dict) and m.get("is_demo")
+            ),
+            conversation=conversation,
         )
-        if conversation is not None:
-            meta["conversation"] = conversation
-        return meta
 
 
-class SweAgentFormat(Format):
-    name = "swe-agent"
-    description = "SWE-agent .traj trajectory"
-    priority = 10
+# --------------------------------------------------------------------------- helpers
 
-    def sniff(self, doc: Document) -> bool:
-        try:
-            return doc.kind == "json" and _is_swe_agent(doc.data)
-        except Exception:
-            return False
 
-    def load(self, doc: Document) -> list[AgentContext]:
-        data = doc.data
-        if doc.kind != "json" or not _is_swe_agent(data):
-            raise BadInputError(
-                "not a SWE-agent trajectory (expected an object with history[] and trajectory[])",
-                path=doc.path,
-            )
-        attempts = data.get("attempts")
-        try:
-            if isinstance(attempts, list) and attempts and all(_is_run(a) for a in attempts):
-                # a retry run: one conversation per attempt (the top-level copy of the best
-                # attempt is not loaded twice)
-                best = as_dict(data.get("info")).get("best_attempt_idx")
-                contexts = []
-                for number, attempt in enumerate(attempts):
-                    ctx = _Builder(attempt).build(number)
-                    if best == number:
-                        ctx = ctx.replace(metadata={**ctx.metadata, "best_attempt": True})
-                    contexts.append(ctx)
-                return contexts
-            return [_Builder(data).build(None)]
-        except BadInputError as exc:
-            raise BadInputError(exc.what, path=doc.path, hint=exc.hint) from None
+def _is_run(value: Any) -> bool:
+    return (
+        isinstance(value, dict)
+        and isinstance(value.get("history"), list)
+        and isinstance(value.get("trajectory"), list)
+        and all(isinstance(m, dict) and "role" in m for m in value["history"][:3])
+    )
+
+
+def _is_swe_agent(data: Any) -> bool:
+    if not isinstance(data, dict):
+        return False
+    if _is_run(data):
+        return True
+    attempts = data.get("attempts")
+    return isinstance(attempts, list) and bool(attempts) and all(_is_run(a) for a in attempts)
+
+
+def interface_commands(system_prompt: str) -> set[str]:
+    """The special commands a SWE-agent system prompt documents (both doc styles)."""
+    names = set(_DOCSTRING_COMMAND.findall(system_prompt))
+    marker = system_prompt.find("COMMANDS:\n")
+    if marker >= 0:
+        section = system_prompt[marker + len("COMMANDS:\n") :].split("\n\n", 1)[0]
+        names.update(_LISTED_COMMAND.findall(section))
+    return names
+
+
+__all__ = ["SweAgentFormat", "interface_commands"]
