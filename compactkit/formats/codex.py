@@ -64,11 +64,14 @@ from ..errors import BadInputError
 from ._pairing import Turn, repair_pairing
 from ._util import (
     as_text,
+    context_metadata,
     image_from_url,
     nonempty_parts,
+    note_repairs,
     note_skipped,
     parse_arguments,
     parts_from_content,
+    str_or_none,
 )
 from .base import Document, Format
 
@@ -100,68 +103,126 @@ _IMAGE_TAG = re.compile(r"^</?(?:local_)?image\b[^>]*>$", re.IGNORECASE)
 _HARNESS_EVENT_KINDS = {"user_instructions", "environment_context"}  # older `UserMessageEvent.kind`
 
 
-# --------------------------------------------------------------------------- the format
+class CodexRolloutFormat(Format):
+    name = "codex-rollout"
+    description = "OpenAI Codex CLI rollout JSONL"
+    extension = ".jsonl"
+    priority = 10
+
+    def sniff(self, doc: Document) -> bool:
+        if doc.kind != "jsonl" or not isinstance(doc.data, list):
+            return False
+        head = doc.data[:20]
+        return any(
+            _is_record(r) and r.get("type") in ("session_meta", "response_item") for r in head
+        )
+
+    def load(self, doc: Document) -> list[AgentContext]:
+        records = doc.data if doc.kind == "jsonl" and isinstance(doc.data, list) else []
+        if not any(_is_record(r) and r.get("type") != "event_msg" for r in records):
+            raise BadInputError(
+                "not a Codex rollout: no session_meta/response_item records",
+                path=doc.path,
+                hint="expected ~/.codex/sessions/.../rollout-*.jsonl",
+            )
+        builder = _Builder()
+        for record in records:
+            builder.add(record)
+        return [builder.context()]
 
 
-def _is_record(value: Any) -> bool:
-    return (
-        isinstance(value, dict)
-        and value.get("type") in _RECORD_TYPES
-        and isinstance(value.get("payload"), dict)
-    )
-
-
-def _output_parts(output: Any) -> tuple[tuple[ContentPart, ...], bool]:
-    """A function-call output (a string, a list of content items, or {content, success})."""
-    is_error = False
-    if isinstance(output, dict) and ("content" in output or "success" in output):
-        is_error = output.get("success") is False
-        output = output.get("content")
-    if isinstance(output, (str, list, dict)) or output is None:
-        return parts_from_content(output), is_error
-    return (TextBlock(text=as_text(output)),), is_error
-
-
-def is_harness_text(text: str) -> bool:
-    """Whether a user-role text is one Codex wrote itself (Codex's own test: a known start and end
-    marker, AGENTS.md instructions, legacy warnings; any other snake_case tag wrapping all of it)."""
-    stripped = text.strip()
-    lowered = stripped.lower()
-    if lowered.startswith("# agents.md instructions for ") and lowered.endswith("</instructions>"):
-        return True
-    if lowered.startswith(_HARNESS_PREFIXES):
-        return True
-    for tag in _HARNESS_TAGS:
-        opened = lowered.startswith(f"<{tag}") and lowered[len(tag) + 1 : len(tag) + 2] in "> \n"
-        if opened and lowered.endswith(f"</{tag}>"):
-            return True
-    return bool(_WRAPPED.match(stripped))
-
-
-def _user_key(blocks: list[Block]) -> str:
-    """What a user message says, for telling a turn's response item and event apart from others."""
-    texts = [
-        b.text for b in blocks if isinstance(b, TextBlock) and not _IMAGE_TAG.match(b.text.strip())
-    ]
-    return " ".join(" ".join(texts).split())
-
-
-def _same_input(a: str, b: str) -> bool:
-    # old versions put a preamble ("## My request for Codex:") before the text the event repeats
-    return a == b or (bool(a) and bool(b) and (a.endswith(b) or b.endswith(a)))
+# --------------------------------------------------------------------------- records -> turns
 
 
 class _Builder:
+    """Turns the records of one rollout, in file order, into turns."""
+
     def __init__(self) -> None:
         self.turns: list[Turn] = []
+        self.skipped: Counter[str] = Counter()
+        self.system: str | None = None
+        self.session_id: str | None = None
+        self.cwd: str | None = None
+        self.cli_version: str | None = None
+        self.first_model: str | None = None
         self.current: Turn | None = None  # the assistant message of the response in progress
         self.known_calls: set[str] = set()
         self.n_calls = 0
-        self.orphans = 0
+        self.orphans = 0  # outputs of unknown calls, made user text
         self.model: str | None = None
         self.web_search_ids: list[tuple[Any, str]] = []  # (action, call_id) from web_search_end
         # the user message one of a turn's two records made, until the other one arrives
         self.unpaired: tuple[str, Turn, str] | None = None  # (record kind, turn, _user_key)
+
+    def add(self, record: Any) -> None:
+        if not _is_record(record):
+            kind = record.get("type") if isinstance(record, dict) else None
+            self.skipped[kind if isinstance(kind, str) and kind else "unknown"] += 1
+            return
+        kind = record["type"]
+        payload: dict[str, Any] = record["payload"]
+        ts = record.get("timestamp")
+        if kind == "session_meta":
+            self.session_meta(payload)
+        elif kind == "turn_context":
+            if isinstance(payload.get("model"), str):
+                self.model = payload["model"]
+                if self.first_model is None:
+                    self.first_model = self.model
+        elif kind == "event_msg":
+            event = payload.get("type")
+            if event == "user_message":
+                self.user_event(payload, ts)
+            elif event == "token_count":
+                self.add_usage(payload.get("info"))
+            elif event == "web_search_end" and isinstance(payload.get("call_id"), str):
+                self.web_search_ids.append((payload.get("action"), payload["call_id"]))
+            else:
+                self.skipped[f"event_msg/{event}"] += 1
+        elif kind == "compacted":
+            if not self.compacted(payload, ts):
+                self.skipped["compacted"] += 1
+        elif not self.response_item(payload, ts):
+            self.skipped[f"response_item/{payload.get('type')}"] += 1
+
+    def session_meta(self, payload: dict[str, Any]) -> None:
+        if self.session_id is not None:
+            self.skipped["session_meta"] += 1  # a resumed/forked session repeats its header
+            return
+        self.session_id = str_or_none(payload.get("id"))
+        if isinstance(payload.get("cwd"), str):
+            self.cwd = payload["cwd"]
+        if isinstance(payload.get("cli_version"), str):
+            self.cli_version = payload["cli_version"]
+        base = payload.get("base_instructions")
+        text = base.get("text") if isinstance(base, dict) else None
+        if isinstance(text, str) and self.system is None:
+            self.system = text
+
+    def response_item(self, payload: dict[str, Any], ts: Any) -> bool:
+        """Add one response item; False for those left out (ghost snapshots, encrypted
+        compactions, empty messages, unknown future items)."""
+        kind = payload.get("type")
+        if kind == "message":
+            role = payload.get("role")
+            blocks = nonempty_parts(payload.get("content"))
+            if not blocks:
+                return False
+            if role == "assistant":
+                self.assistant(ts).blocks.extend(blocks)
+            elif role in ("developer", "system"):
+                self.plain("system", blocks, ts)
+            else:
+                self.user_item(blocks, ts)
+        elif kind == "reasoning":
+            self.assistant(ts).blocks.append(_thinking(payload))
+        elif kind in _CALL_ITEMS:
+            self.add_call(payload, ts)
+        elif kind in _OUTPUT_ITEMS:
+            self.add_output(payload, ts)
+        else:
+            return False
+        return True
 
     def close(self) -> None:
         self.current = None
@@ -328,116 +389,77 @@ class _Builder:
             last.metadata["usage"] = usage
         self.close()
 
-
-class CodexRolloutFormat(Format):
-    name = "codex-rollout"
-    description = "OpenAI Codex CLI rollout JSONL"
-    extension = ".jsonl"
-    priority = 10
-
-    def sniff(self, doc: Document) -> bool:
-        if doc.kind != "jsonl" or not isinstance(doc.data, list):
-            return False
-        head = doc.data[:20]
-        return any(
-            _is_record(r) and r.get("type") in ("session_meta", "response_item") for r in head
-        )
-
-    def load(self, doc: Document) -> list[AgentContext]:
-        records = doc.data if doc.kind == "jsonl" and isinstance(doc.data, list) else []
-        if not any(_is_record(r) and r.get("type") != "event_msg" for r in records):
-            raise BadInputError(
-                "not a Codex rollout: no session_meta/response_item records",
-                path=doc.path,
-                hint="expected ~/.codex/sessions/.../rollout-*.jsonl",
-            )
-        b = _Builder()
-        system: str | None = None
-        meta: dict[str, JsonValue] = {"source_format": self.name}
-        skipped: Counter[str] = Counter()
-        for record in records:
-            if not _is_record(record):
-                kind = record.get("type") if isinstance(record, dict) else None
-                skipped[kind if isinstance(kind, str) and kind else "unknown"] += 1
-                continue
-            kind = record["type"]
-            payload: dict[str, Any] = record["payload"]
-            ts = record.get("timestamp")
-            if kind == "session_meta":
-                if "session_id" in meta:
-                    skipped["session_meta"] += 1  # a resumed/forked session repeats its header
-                    continue
-                if isinstance(payload.get("id"), str):
-                    meta["session_id"] = payload["id"]
-                if isinstance(payload.get("cwd"), str):
-                    meta["cwd"] = payload["cwd"]
-                if isinstance(payload.get("cli_version"), str):
-                    meta["cli_version"] = payload["cli_version"]
-                base = payload.get("base_instructions")
-                text = base.get("text") if isinstance(base, dict) else None
-                if isinstance(text, str) and system is None:
-                    system = text
-            elif kind == "turn_context":
-                if isinstance(payload.get("model"), str):
-                    b.model = payload["model"]
-                    meta.setdefault("model", b.model)
-            elif kind == "event_msg":
-                event = payload.get("type")
-                if event == "user_message":
-                    b.user_event(payload, ts)
-                elif event == "token_count":
-                    b.add_usage(payload.get("info"))
-                elif event == "web_search_end" and isinstance(payload.get("call_id"), str):
-                    b.web_search_ids.append((payload.get("action"), payload["call_id"]))
-                else:
-                    skipped[f"event_msg/{event}"] += 1
-            elif kind == "compacted":
-                if not b.compacted(payload, ts):
-                    skipped["compacted"] += 1
-            elif not self._response_item(b, payload, ts):
-                skipped[f"response_item/{payload.get('type')}"] += 1
+    def context(self) -> AgentContext:
         repaired = repair_pairing(
-            [t.freeze() for t in b.turns],
+            [t.freeze() for t in self.turns],
             close="unless_answered",
             keep_pending="last_assistant",
             orphan_results="keep",  # add_output made the outputs of unknown calls user text
         )
-        if repaired.synthesized_results:
-            meta["synthesized_results"] = repaired.synthesized_results
-        if b.orphans:
-            meta["orphan_results"] = b.orphans
-        note_skipped(meta, skipped)
-        return [
-            AgentContext(
-                system_instruction=system, messages=tuple(repaired.messages), metadata=meta
-            )
-        ]
+        repaired.orphan_results += self.orphans
+        meta = context_metadata(
+            CodexRolloutFormat.name,
+            session_id=self.session_id,
+            cwd=self.cwd,
+            cli_version=self.cli_version,
+            model=self.first_model,
+        )
+        note_repairs(meta, repaired)
+        note_skipped(meta, self.skipped)
+        return AgentContext(
+            system_instruction=self.system, messages=tuple(repaired.messages), metadata=meta
+        )
 
-    @staticmethod
-    def _response_item(b: _Builder, payload: dict[str, Any], ts: Any) -> bool:
-        """Add one response item; False for those left out (ghost snapshots, encrypted
-        compactions, empty messages, unknown future items)."""
-        kind = payload.get("type")
-        if kind == "message":
-            role = payload.get("role")
-            blocks = nonempty_parts(payload.get("content"))
-            if not blocks:
-                return False
-            if role == "assistant":
-                b.assistant(ts).blocks.extend(blocks)
-            elif role in ("developer", "system"):
-                b.plain("system", blocks, ts)
-            else:
-                b.user_item(blocks, ts)
-        elif kind == "reasoning":
-            b.assistant(ts).blocks.append(_thinking(payload))
-        elif kind in _CALL_ITEMS:
-            b.add_call(payload, ts)
-        elif kind in _OUTPUT_ITEMS:
-            b.add_output(payload, ts)
-        else:
-            return False
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _is_record(value: Any) -> bool:
+    return (
+        isinstance(value, dict)
+        and value.get("type") in _RECORD_TYPES
+        and isinstance(value.get("payload"), dict)
+    )
+
+
+def _output_parts(output: Any) -> tuple[tuple[ContentPart, ...], bool]:
+    """A function-call output (a string, a list of content items, or {content, success})."""
+    is_error = False
+    if isinstance(output, dict) and ("content" in output or "success" in output):
+        is_error = output.get("success") is False
+        output = output.get("content")
+    if isinstance(output, (str, list, dict)) or output is None:
+        return parts_from_content(output), is_error
+    return (TextBlock(text=as_text(output)),), is_error
+
+
+def is_harness_text(text: str) -> bool:
+    """Whether a user-role text is one Codex wrote itself (Codex's own test: a known start and end
+    marker, AGENTS.md instructions, legacy warnings; any other snake_case tag wrapping all of it)."""
+    stripped = text.strip()
+    lowered = stripped.lower()
+    if lowered.startswith("# agents.md instructions for ") and lowered.endswith("</instructions>"):
         return True
+    if lowered.startswith(_HARNESS_PREFIXES):
+        return True
+    for tag in _HARNESS_TAGS:
+        opened = lowered.startswith(f"<{tag}") and lowered[len(tag) + 1 : len(tag) + 2] in "> \n"
+        if opened and lowered.endswith(f"</{tag}>"):
+            return True
+    return bool(_WRAPPED.match(stripped))
+
+
+def _user_key(blocks: list[Block]) -> str:
+    """What a user message says, for telling a turn's response item and event apart from others."""
+    texts = [
+        b.text for b in blocks if isinstance(b, TextBlock) and not _IMAGE_TAG.match(b.text.strip())
+    ]
+    return " ".join(" ".join(texts).split())
+
+
+def _same_input(a: str, b: str) -> bool:
+    # old versions put a preamble ("## My request for Codex:") before the text the event repeats
+    return a == b or (bool(a) and bool(b) and (a.endswith(b) or b.endswith(a)))
 
 
 def _thinking(payload: dict[str, Any]) -> ThinkingBlock:
@@ -450,3 +472,6 @@ def _thinking(payload: dict[str, Any]) -> ThinkingBlock:
     encrypted = payload.get("encrypted_content")
     signature = encrypted if isinstance(encrypted, str) and encrypted else None
     return ThinkingBlock(thinking=text, signature=signature, redacted=not text and bool(signature))
+
+
+__all__ = ["CodexRolloutFormat", "is_harness_text"]
