@@ -43,6 +43,13 @@ class Turn:
             role=self.role, content=tuple(self.blocks), name=self.name, metadata=self.metadata
         )
 
+    @classmethod
+    def of(cls, msg: Message) -> Turn:
+        """A message (such as `synthesized_results(...)`) as a turn, to add among the others."""
+        return cls(
+            role=msg.role, blocks=list(msg.content), metadata=dict(msg.metadata), name=msg.name
+        )
+
 
 def synthesized_results(call_ids: Iterable[str]) -> Message:
     """One tool message (metadata `{"synthesized": true}`) answering each of `call_ids`, in order,

@@ -54,7 +54,6 @@ from ..context import (
     Block,
     ContentPart,
     ImageBlock,
-    Message,
     Role,
     TextBlock,
     ThinkingBlock,
@@ -63,8 +62,16 @@ from ..context import (
 )
 from ..errors import BadInputError
 from ..recovery import prune
-from ._pairing import NO_RESULT_TEXT, synthesized_results
-from ._util import as_text, note_skipped, parse_arguments
+from ._pairing import NO_RESULT_TEXT, RepairCounts, Turn, synthesized_results
+from ._util import (
+    as_text,
+    context_metadata,
+    nonempty_str,
+    note_repairs,
+    note_skipped,
+    parse_arguments,
+    str_or_none,
+)
 from .base import Document, Format
 
 # how pi frames summaries for the model (coding-agent `messages.ts`, `convertToLlm`)
@@ -77,21 +84,6 @@ BRANCH_SUMMARY_PREFIX = (
     "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n"
 )
 BRANCH_SUMMARY_SUFFIX = "</summary>"
-
-
-def _records(doc: Document) -> list[Any]:
-    if doc.kind == "json":
-        return [doc.data] if isinstance(doc.data, dict) else []
-    return list(doc.data)
-
-
-def _is_header(record: Any) -> bool:
-    return (
-        isinstance(record, dict)
-        and record.get("type") == "session"
-        and isinstance(record.get("id"), str)
-        and ("cwd" in record or "timestamp" in record)
-    )
 
 
 class PiSessionFormat(Format):
@@ -126,51 +118,19 @@ class PiSessionFormat(Format):
                 builder.skipped[f"{_kind(entry)} (other branch)"] += 1
         for key, entry in path:
             builder.add(key, entry)
-        if not builder.messages:
+        if not builder.turns:
             return []
-        builder.close_calls(final=True)
-        return [AgentContext(messages=tuple(builder.messages), metadata=_metadata(header, builder))]
+        return [builder.context(header)]
 
 
-def _kind(entry: dict[str, Any]) -> str:
-    """An entry's kind for `skipped_records`: its type, and a message's role."""
-    kind = as_text(entry.get("type")) or "unknown"
-    message = entry.get("message")
-    if kind == "message" and isinstance(message, dict):
-        return f"message/{as_text(message.get('role'))}"
-    return kind
-
-
-def _entry_key(index: int, entry: dict[str, Any]) -> str:
-    value = entry.get("id")
-    return value if isinstance(value, str) else f"#{index}"
-
-
-def _active_path(entries: list[tuple[int, dict[str, Any]]]) -> list[tuple[str, dict[str, Any]]]:
-    """The entries pi would read: the leaf-to-root path (v2+), or every entry in order (v1)."""
-    keyed = [(_entry_key(i, e), e) for i, e in entries]
-    if not any(isinstance(e.get("id"), str) for _, e in entries):
-        return keyed
-    by_id = {key: entry for key, entry in keyed}
-    path: list[tuple[str, dict[str, Any]]] = []
-    seen: set[str] = set()
-    key: str | None = keyed[-1][0] if keyed else None
-    while key is not None and key in by_id and key not in seen:
-        seen.add(key)
-        entry = by_id[key]
-        path.append((key, entry))
-        parent = entry.get("parentId")
-        key = parent if isinstance(parent, str) else None
-    path.reverse()
-    return path
-
-
-# --------------------------------------------------------------------------- entries -> messages
+# --------------------------------------------------------------------------- entries -> turns
 
 
 class _Builder:
+    """Turns the entries of the active path, in order, into turns."""
+
     def __init__(self) -> None:
-        self.messages: list[Message] = []
+        self.turns: list[Turn] = []
         self.skipped: Counter[str] = Counter()
         self.pending_meta: dict[str, JsonValue] = {}
         self.open_calls: dict[str, None] = {}
@@ -180,8 +140,7 @@ class _Builder:
         self.model: dict[str, JsonValue] = {}
         self.thinking_level: str | None = None
         self.title: str | None = None
-        self.synthesized_results = 0
-        self.synthesized_calls = 0
+        self.repairs = RepairCounts()
         self.skipped_empty_assistant = 0
         self.compactions = 0
 
@@ -296,7 +255,7 @@ class _Builder:
                 entry,
                 {"synthesized": True},
             )
-            self.synthesized_calls += 1
+            self.repairs.synthesized_calls += 1
         block = ToolResultBlock(
             tool_call_id=call_id,
             content=_parts(message.get("content")),
@@ -316,7 +275,7 @@ class _Builder:
             first_kept = f"#{entry['firstKeptEntryIndex']}"
         kept_from = self.first_message.get(first_kept) if isinstance(first_kept, str) else None
         if kept_from is None:
-            kept_from = len(self.messages)  # nothing kept (or an unknown entry): all summarized
+            kept_from = len(self.turns)  # nothing kept (or an unknown entry): all summarized
         info: dict[str, JsonValue] = {"first_kept_message": kept_from}
         if isinstance(entry.get("firstKeptEntryId"), str):
             info["first_kept_entry_id"] = entry["firstKeptEntryId"]
@@ -327,7 +286,7 @@ class _Builder:
         if entry.get("fromHook") is True:
             info["from_hook"] = True
         info["summarized_messages"] = sum(
-            1 for m in self.messages[:kept_from] if "pi_compaction" not in m.metadata
+            1 for t in self.turns[:kept_from] if "pi_compaction" not in t.metadata
         )
         block = _framed(summary, COMPACTION_SUMMARY_PREFIX, COMPACTION_SUMMARY_SUFFIX)
         self._emit("user", [block], entry, {ORIGIN_KEY: "summary", "pi_compaction": info})
@@ -355,9 +314,9 @@ class _Builder:
         meta.update(self.pending_meta)
         self.pending_meta = {}
         for key in self.waiting_keys:
-            self.first_message.setdefault(key, len(self.messages))
+            self.first_message.setdefault(key, len(self.turns))
         self.waiting_keys = []
-        self.messages.append(Message(role=role, content=tuple(blocks), metadata=meta))
+        self.turns.append(Turn(role, blocks, meta))
         return True
 
     def close_calls(self, final: bool = False) -> None:
@@ -369,47 +328,90 @@ class _Builder:
         inserted later would shift, and a synthesized call carries its entry's metadata."""
         if not self.open_calls:
             return
-        if final and self.messages and self.messages[-1].role == "assistant":
+        if final and self.turns and self.turns[-1].role == "assistant":
             return
-        self.messages.append(synthesized_results(self.open_calls))
-        self.synthesized_results += len(self.open_calls)
+        self.turns.append(Turn.of(synthesized_results(self.open_calls)))
+        self.repairs.synthesized_results += len(self.open_calls)
         self.answered.update(self.open_calls)
         self.open_calls.clear()
 
+    def context(self, header: dict[str, Any]) -> AgentContext:
+        """The context, calls of a final assistant message left pending, with the metadata of
+        the session `header`."""
+        self.close_calls(final=True)
+        model = self.model.get("model") or header.get("modelId")
+        provider = self.model.get("provider") or header.get("provider")
+        thinking = self.thinking_level or header.get("thinkingLevel")
+        meta = context_metadata(
+            PiSessionFormat.name,
+            session_id=header["id"],
+            cwd=nonempty_str(header.get("cwd")),
+            timestamp=nonempty_str(header.get("timestamp")),
+            branched_from=nonempty_str(header.get("branchedFrom")),
+            parent_session=nonempty_str(header.get("parentSession")),
+            version=header["version"] if isinstance(header.get("version"), int) else 1,
+            model=str_or_none(model),
+            provider=str_or_none(provider),
+            thinking_level=str_or_none(thinking),
+            title=self.title or None,
+            compactions=self.compactions or None,
+        )
+        note_repairs(meta, self.repairs)
+        if self.skipped_empty_assistant:
+            meta["skipped_empty_assistant"] = self.skipped_empty_assistant
+        note_skipped(meta, self.skipped)
+        return AgentContext(messages=tuple(t.freeze() for t in self.turns), metadata=meta)
 
-def _metadata(header: dict[str, Any], builder: _Builder) -> dict[str, JsonValue]:
-    meta: dict[str, JsonValue] = {"source_format": PiSessionFormat.name}
-    meta["session_id"] = header["id"]
-    for source, target in (
-        ("cwd", "cwd"),
-        ("timestamp", "timestamp"),
-        ("branchedFrom", "branched_from"),
-        ("parentSession", "parent_session"),
-    ):
-        if isinstance(header.get(source), str) and header[source]:
-            meta[target] = header[source]
-    meta["version"] = header["version"] if isinstance(header.get("version"), int) else 1
-    model = builder.model.get("model") or header.get("modelId")
-    provider = builder.model.get("provider") or header.get("provider")
-    if isinstance(model, str):
-        meta["model"] = model
-    if isinstance(provider, str):
-        meta["provider"] = provider
-    thinking = builder.thinking_level or header.get("thinkingLevel")
-    if isinstance(thinking, str):
-        meta["thinking_level"] = thinking
-    if builder.title:
-        meta["title"] = builder.title
-    for key, value in (
-        ("compactions", builder.compactions),
-        ("synthesized_results", builder.synthesized_results),
-        ("synthesized_calls", builder.synthesized_calls),
-        ("skipped_empty_assistant", builder.skipped_empty_assistant),
-    ):
-        if value:
-            meta[key] = value
-    note_skipped(meta, builder.skipped)
-    return meta
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _records(doc: Document) -> list[Any]:
+    if doc.kind == "json":
+        return [doc.data] if isinstance(doc.data, dict) else []
+    return list(doc.data)
+
+
+def _is_header(record: Any) -> bool:
+    return (
+        isinstance(record, dict)
+        and record.get("type") == "session"
+        and isinstance(record.get("id"), str)
+        and ("cwd" in record or "timestamp" in record)
+    )
+
+
+def _kind(entry: dict[str, Any]) -> str:
+    """An entry's kind for `skipped_records`: its type, and a message's role."""
+    kind = as_text(entry.get("type")) or "unknown"
+    message = entry.get("message")
+    if kind == "message" and isinstance(message, dict):
+        return f"message/{as_text(message.get('role'))}"
+    return kind
+
+
+def _entry_key(index: int, entry: dict[str, Any]) -> str:
+    value = entry.get("id")
+    return value if isinstance(value, str) else f"#{index}"
+
+
+def _active_path(entries: list[tuple[int, dict[str, Any]]]) -> list[tuple[str, dict[str, Any]]]:
+    """The entries pi would read: the leaf-to-root path (v2+), or every entry in order (v1)."""
+    keyed = [(_entry_key(i, e), e) for i, e in entries]
+    if not any(isinstance(e.get("id"), str) for _, e in entries):
+        return keyed
+    by_id = {key: entry for key, entry in keyed}
+    path: list[tuple[str, dict[str, Any]]] = []
+    seen: set[str] = set()
+    key: str | None = keyed[-1][0] if keyed else None
+    while key is not None and key in by_id and key not in seen:
+        seen.add(key)
+        entry = by_id[key]
+        path.append((key, entry))
+        parent = entry.get("parentId")
+        key = parent if isinstance(parent, str) else None
+    path.reverse()
+    return path
 
 
 def _framed(summary: str, prefix: str, suffix: str) -> TextBlock:
@@ -495,6 +497,9 @@ def _assistant_blocks(content: Any) -> list[Block]:
         else:
             blocks.append(TextBlock(text=as_text(item)))
     return blocks
+
+
+# --------------------------------------------------------------------------- what pi's model saw
 
 
 def pi_model_view(ctx: AgentContext) -> AgentContext:
