@@ -89,7 +89,17 @@ from ..context import (
 )
 from ..errors import BadInputError
 from ._pairing import Turn, repair_pairing
-from ._util import as_text, image_from_url, nonempty_parts, note_skipped, parse_arguments
+from ._util import (
+    as_dict,
+    as_text,
+    context_metadata,
+    image_from_url,
+    nonempty_parts,
+    note_repairs,
+    note_skipped,
+    parse_arguments,
+    str_or_none,
+)
 from .base import Document, Format
 
 _SKIP_ACTIONS = {
@@ -132,6 +142,489 @@ _BOOKKEEPING = {
     "wait_for_response",
 }
 _RUN_KEYS = ("instance_id", "instruction", "issue", "metadata", "test_result", "instance")
+
+
+class OpenHandsEventsFormat(Format):
+    name = "openhands-events"
+    description = "OpenHands event stream JSON / eval output.jsonl"
+    extension = ".json"
+    priority = 10
+
+    def sniff(self, doc: Document) -> bool:
+        data = doc.data
+        if _event_list(data) is not None:
+            return True
+        if doc.kind == "json":
+            return _is_run(data)
+        return isinstance(data, list) and bool(data) and _is_run(data[0])
+
+    def load(self, doc: Document) -> list[AgentContext]:
+        data = doc.data
+        events = _event_list(data)
+        if events is not None:
+            return [_context(_events(events), {}, None)]
+        runs = [data] if doc.kind == "json" else data
+        if not isinstance(runs, list) or not runs or not all(_is_run(r) for r in runs):
+            raise BadInputError(
+                "not an OpenHands event list or output.jsonl (no events with action/observation)",
+                path=doc.path,
+                hint="expected a list of events or rows with a history[] of events",
+            )
+        return [_context(_events(run["history"]), run, n) for n, run in enumerate(runs)]
+
+
+# --------------------------------------------------------------------------- events -> turns
+
+
+class _Builder:
+    """Turns the events of one conversation, in order, into turns: V0 action / observation
+    events, or software-agent-sdk events (`kind` names each event's class)."""
+
+    def __init__(self, events: list[dict[str, Any]]) -> None:
+        self.sdk = any(_is_sdk_event(e) for e in events)
+        self.legacy = not any("id" in e for e in events)  # V0 without ids: pair in order
+        self.turns: list[Turn] = []
+        self.skipped: Counter[str] = Counter()
+        self.system: str | None = None
+        self.model: str | None = None
+        self.tools: list[str] = []
+        self.summaries: set[str] = set()
+        self.user_actions: set[int] = (
+            set()
+        )  # ids of actions the user ran (their output is no result)
+        self.call_of_action: dict[int, str] = {}
+        self.known: set[str] = set()
+        self.answered: set[str] = set()
+        self.open_in_order: list[str] = []  # legacy pairing: observations answer in order
+        self.by_response: dict[str, Turn] = {}
+        self.n_calls = 0
+        self.rebuilt_calls = 0
+        self.orphans = 0
+
+    def add(self, event: dict[str, Any]) -> None:
+        if not self.sdk:
+            if "action" in event:
+                self.action(event)
+            else:
+                self.observation(event)
+        elif not _is_sdk_event(event):
+            self.skipped["action" if "action" in event else "observation"] += 1
+        else:
+            handler = getattr(self, f"on_{event['kind']}", None)
+            if handler is None:
+                self.skipped[event["kind"]] += 1  # state updates, pauses, token logs, ...
+            else:
+                handler(event)
+
+    def summary(self, event: dict[str, Any], text: str, info: dict[str, JsonValue]) -> None:
+        """A condensation summary the agent sent its model (once, however many records hold it)."""
+        if text in self.summaries:
+            return
+        self.summaries.add(text)
+        meta = _sdk_stamp(event) if self.sdk else _stamp(event)
+        meta[ORIGIN_KEY] = "summary"
+        meta["openhands_condensation"] = info
+        self.turns.append(Turn("user", [TextBlock(text=text)], meta))
+
+    # ----------------------------------------------------------------- V0 actions
+
+    def action(self, event: dict[str, Any]) -> None:
+        kind = event["action"]
+        args = _args(event)
+        tcm = event.get("tool_call_metadata")
+        if kind in _SKIP_ACTIONS:
+            self.skipped[f"action/{kind}"] += 1
+            return
+        if kind == "condensation":
+            summary = _text(args.get("summary"))
+            if not summary:
+                self.skipped["action/condensation"] += 1
+                return
+            info = {
+                k: v
+                for k, v in args.items()
+                if k not in ("summary", "thought") and v is not None and k not in _BOOKKEEPING
+            }
+            self.summary(event, summary, {"action": "condensation", **info})
+            return
+        if kind == "system":
+            text = _text(args.get("content")) or _text(event.get("message"))
+            if self.system is None and not self.turns:
+                self.system = text
+            else:
+                self.turns.append(Turn("system", [TextBlock(text=text)], _stamp(event)))
+            return
+        if event.get("source") == "user" and kind != "message" and not isinstance(tcm, dict):
+            self.user_action(event, kind, args)
+            return
+        if isinstance(tcm, dict) and kind != "message":
+            self.tool_call(event, tcm)
+            return
+        if kind == "message":
+            self.message(event, args)
+        elif kind == "think":
+            thought = _text(args.get("thought")) or _text(event.get("message"))
+            self.turns.append(Turn("assistant", [ThinkingBlock(thinking=thought)], _stamp(event)))
+        elif kind in ("finish", "reject"):
+            text = (
+                _text(args.get("final_thought"))
+                or _text(args.get("thought"))
+                or _text(args.get("reason"))
+                or _text(event.get("message"))
+            )
+            self.turns.append(Turn("assistant", [TextBlock(text=text)], _stamp(event)))
+        else:
+            self.plain_call(event, kind, args)
+
+    def human_said(self) -> bool:
+        return any(t.role == "user" and ORIGIN_KEY not in t.metadata for t in self.turns)
+
+    def message(self, event: dict[str, Any], args: dict[str, Any]) -> None:
+        source = event.get("source")
+        if source is None:  # old flat events: the task first, the agent's replies after it
+            source = "agent" if any(t.role == "user" for t in self.turns) else "user"
+        role: Role = "assistant" if source == "agent" else "user"
+        text = _text(args.get("content")) or _text(event.get("message"))
+        blocks: list[Block] = [TextBlock(text=text)]
+        urls = args.get("image_urls") or args.get("images_urls")
+        if isinstance(urls, list):
+            blocks.extend(image_from_url(u) for u in urls if isinstance(u, str) and u.strip())
+        meta = _stamp(event)
+        if role == "user":
+            files = args.get("file_urls")
+            if isinstance(files, list) and files:
+                meta["file_urls"] = [f for f in files if isinstance(f, str)]
+            if source != "user" or (text.startswith(_FAKE_USER_REPLY) and self.human_said()):
+                meta[ORIGIN_KEY] = "harness"  # an environment message or the eval's fake user
+        self.turns.append(Turn(role, blocks, meta))
+
+    def user_action(self, event: dict[str, Any], kind: str, args: dict[str, Any]) -> None:
+        """An action the user ran themselves, as the agent was told about it."""
+        if kind == "run":
+            text = f"User executed the command:\n{_text(args.get('command'))}"
+        elif kind == "finish":
+            text = _text(args.get("final_thought")) or _text(args.get("thought"))
+            if not text:
+                self.skipped["action/finish"] += 1  # the user's /exit: nothing was said
+                return
+        else:
+            text = f"User requested {kind}: {as_text(_action_input(args))}"
+        meta = _stamp(event)
+        meta["action"] = kind
+        self.turns.append(Turn("user", [TextBlock(text=text)], meta))
+        if isinstance(event.get("id"), int):
+            self.user_actions.add(event["id"])
+
+    def new_call_id(self, event: dict[str, Any]) -> str:
+        self.n_calls += 1
+        if isinstance(event.get("id"), int):
+            return f"call_{event['id']}"
+        return f"call_{self.n_calls}"
+
+    def register(self, event: dict[str, Any], call_id: str) -> None:
+        self.known.add(call_id)
+        if isinstance(event.get("id"), int):
+            self.call_of_action[event["id"]] = call_id
+        if self.legacy:
+            self.open_in_order.append(call_id)
+
+    def plain_call(self, event: dict[str, Any], kind: str, args: dict[str, Any]) -> None:
+        call_id = self.new_call_id(event)
+        blocks: list[Block] = []
+        thought = _text(args.get("thought"))
+        if thought:
+            blocks.append(TextBlock(text=thought))
+        blocks.append(ToolCallBlock(id=call_id, name=kind, input=_action_input(args)))
+        self.turns.append(Turn("assistant", blocks, _stamp(event)))
+        self.register(event, call_id)
+
+    def tool_call(self, event: dict[str, Any], tcm: dict[str, Any]) -> str:
+        """The call an event's tool_call_metadata records, added to its response's message."""
+        call_id = tcm.get("tool_call_id")
+        if not isinstance(call_id, str) or not call_id:
+            call_id = self.new_call_id(event)
+        else:
+            self.n_calls += 1
+        response = tcm.get("model_response")
+        message = _model_message(response)
+        response_id = response.get("id") if isinstance(response, dict) else None
+        turn = self.by_response.get(response_id) if isinstance(response_id, str) else None
+        if turn is None:
+            meta = _stamp(event)
+            blocks: list[Block]
+            if message:
+                blocks = _response_blocks(message)
+                if isinstance(response, dict):
+                    if isinstance(response.get("model"), str):
+                        meta["model"] = response["model"]
+                        self.model = self.model or response["model"]
+                    if isinstance(response.get("usage"), dict):
+                        meta["usage"] = response["usage"]
+                if isinstance(response_id, str):
+                    meta["response_id"] = response_id
+            else:
+                thought = _text(_args(event).get("thought"))
+                blocks = [TextBlock(text=thought)] if thought else []
+            turn = Turn("assistant", blocks, meta)
+            self.turns.append(turn)
+            if isinstance(response_id, str):
+                self.by_response[response_id] = turn
+        arguments = _call_arguments(message, call_id)
+        if arguments is None:
+            arguments = _action_input(_args(event)) if "action" in event else {}
+        name = tcm.get("function_name")
+        if not isinstance(name, str) or not name:
+            name = _text(event.get("action")) or "tool"
+        turn.blocks.append(ToolCallBlock(id=call_id, name=name, input=arguments))
+        self.register(event, call_id)
+        return call_id
+
+    # ----------------------------------------------------------------- V0 observations
+
+    def observation(self, event: dict[str, Any]) -> None:
+        kind = event["observation"]
+        if kind in _SKIP_OBSERVATIONS:
+            self.skipped[f"observation/{kind}"] += 1
+            return
+        if kind == "recall":
+            if _recall_text(event).strip():
+                meta = _stamp(event)
+                meta["observation"] = "recall"
+                meta[ORIGIN_KEY] = "harness"
+                self.turns.append(Turn("user", [TextBlock(text=_recall_text(event))], meta))
+            else:
+                self.skipped["observation/recall"] += 1
+            return
+        if kind == "condense":
+            self.summary(event, as_text(event.get("content")), {"observation": "condense"})
+            return
+        cause = event.get("cause")
+        call_id = None if cause in self.user_actions else self.find_call(event)
+        if call_id is None:
+            if cause not in self.user_actions:
+                self.orphans += 1
+            meta = _stamp(event)
+            meta["observation"] = kind
+            meta[ORIGIN_KEY] = "tool-output"
+            self.turns.append(Turn("user", list(_observation_parts(event)), meta))
+            return
+        self.answered.add(call_id)
+        if call_id in self.open_in_order:
+            self.open_in_order.remove(call_id)
+        result = ToolResultBlock(
+            tool_call_id=call_id, content=_observation_parts(event), is_error=kind == "error"
+        )
+        last = self.turns[-1] if self.turns else None
+        if last is not None and last.role == "tool":
+            last.blocks.append(result)
+        else:
+            self.turns.append(Turn("tool", [result], _stamp(event)))
+
+    def find_call(self, event: dict[str, Any]) -> str | None:
+        tcm = event.get("tool_call_metadata")
+        tcm_id = tcm.get("tool_call_id") if isinstance(tcm, dict) else None
+        cause = event.get("cause")
+        by_cause = self.call_of_action.get(cause) if isinstance(cause, int) else None
+        candidates: list[Any] = [tcm_id, by_cause]
+        for candidate in candidates:
+            if isinstance(candidate, str) and candidate in self.known:
+                return None if candidate in self.answered else candidate
+        if (
+            isinstance(tcm, dict)
+            and isinstance(tcm_id, str)
+            and _model_message(tcm.get("model_response"))
+        ):
+            # the action was not recorded, but its model response was: rebuild the call
+            self.rebuilt_calls += 1
+            return self.tool_call(event, tcm)
+        if self.legacy and self.open_in_order and "cause" not in event:
+            return self.open_in_order.pop(0)
+        return None
+
+    # ----------------------------------------------------------------- software-agent-sdk events
+
+    def on_SystemPromptEvent(self, event: dict[str, Any]) -> None:
+        parts = [
+            _text(p.get("text")) if isinstance(p, dict) else _text(p)
+            for p in (event.get("system_prompt"), event.get("dynamic_context"))
+        ]
+        text = "\n\n".join(p for p in parts if p)
+        for tool in event.get("tools") or []:
+            if isinstance(tool, dict):
+                function = tool.get("function")
+                name = tool.get("name") or (function or {}).get("name")
+                if isinstance(name, str):
+                    self.tools.append(name)
+        if self.system is None and not self.turns:
+            self.system = text
+        else:
+            self.turns.append(Turn("system", [TextBlock(text=text)], _sdk_stamp(event)))
+
+    def on_MessageEvent(self, event: dict[str, Any]) -> None:
+        message = event.get("llm_message")
+        message = message if isinstance(message, dict) else {}
+        meta = _sdk_stamp(event)
+        blocks: list[Block] = list(_sdk_parts(message.get("content")))
+        extended = _sdk_parts(event.get("extended_content"))
+        if isinstance(event.get("sender"), str):
+            meta["sender"] = event["sender"]
+        role = message.get("role")
+        if role == "assistant":
+            blocks = [*_sdk_thinking(message), *blocks, *extended]
+            self.turns.append(Turn("assistant", blocks, meta))
+            return
+        if role == "system":
+            self.turns.append(Turn("system", [*blocks, *extended], meta))
+            return
+        if event.get("source") != "user":
+            meta[ORIGIN_KEY] = "harness"  # a hook, another agent or the environment wrote it
+        self.turns.append(Turn("user", blocks, meta))
+        if extended:  # skill knowledge the agent context appended to the user's message
+            info: dict[str, JsonValue] = {ORIGIN_KEY: "harness"}
+            skills: list[JsonValue] = [
+                s for s in event.get("activated_skills") or [] if isinstance(s, str)
+            ]
+            if skills:
+                info["activated_skills"] = skills
+            self.turns.append(Turn("user", list(extended), info))
+
+    def on_ActionEvent(self, event: dict[str, Any]) -> None:
+        response_id = event.get("llm_response_id")
+        last = self.turns[-1] if self.turns else None
+        if (
+            last is None
+            or last.role != "assistant"
+            or not isinstance(response_id, str)
+            or last.metadata.get("response_id") != response_id
+        ):
+            meta = _sdk_stamp(event)
+            if isinstance(response_id, str):
+                meta["response_id"] = response_id
+            blocks = [*_sdk_thinking(event), *_sdk_parts(event.get("thought"))]
+            last = Turn("assistant", blocks, meta)
+            self.turns.append(last)
+        call = event.get("tool_call")
+        call = call if isinstance(call, dict) else {}
+        function = call["function"] if isinstance(call.get("function"), dict) else {}
+        call_id = _text(call.get("id")) or _text(event.get("tool_call_id"))
+        name = _text(call.get("name")) or _text(function.get("name"))
+        arguments = call.get("arguments", function.get("arguments"))
+        last.blocks.append(
+            ToolCallBlock(
+                id=call_id,
+                name=name or _text(event.get("tool_name")) or "tool",
+                input=parse_arguments(arguments),
+            )
+        )
+
+    def sdk_result(
+        self, event: dict[str, Any], parts: list[ContentPart], error: bool, **info: JsonValue
+    ) -> None:
+        block = ToolResultBlock(
+            tool_call_id=_text(event.get("tool_call_id")), content=tuple(parts), is_error=error
+        )
+        last = self.turns[-1] if self.turns else None
+        if last is not None and last.role == "tool" and not info:
+            last.blocks.append(block)
+        else:
+            self.turns.append(Turn("tool", [block], {**_sdk_stamp(event), **info}))
+
+    def on_ObservationEvent(self, event: dict[str, Any]) -> None:
+        observation = event.get("observation")
+        observation = observation if isinstance(observation, dict) else {}
+        parts = _sdk_parts(observation.get("content"))
+        if not parts:  # older SDK observations held their text in `output` / `error`
+            text = _text(observation.get("output")) or _text(observation.get("error"))
+            parts = [TextBlock(text=text or as_text(observation))]
+        parts.extend(_sdk_parts(event.get("extended_content")))
+        error = observation.get("is_error") is True or bool(_text(observation.get("error")))
+        self.sdk_result(event, parts, error)
+
+    def on_UserRejectObservation(self, event: dict[str, Any]) -> None:
+        reason = _text(event.get("rejection_reason")) or "User rejected the action"
+        source = _text(event.get("rejection_source")) or "user"
+        self.sdk_result(
+            event, [TextBlock(text=f"Action rejected: {reason}")], True, rejected_by=source
+        )
+
+    def on_AgentErrorEvent(self, event: dict[str, Any]) -> None:
+        self.sdk_result(event, [TextBlock(text=_text(event.get("error")))], True)
+
+    def on_Condensation(self, event: dict[str, Any]) -> None:
+        text = _text(event.get("summary"))
+        if not text:
+            self.skipped["Condensation"] += 1  # forgetting without a summary adds nothing
+            return
+        forgotten = event.get("forgotten_event_ids")
+        info: dict[str, JsonValue] = {
+            "kind": "Condensation",
+            "forgotten_events": len(forgotten) if isinstance(forgotten, list) else 0,
+        }
+        if isinstance(event.get("summary_offset"), int):
+            info["summary_offset"] = event["summary_offset"]
+        self.summary(event, text, info)
+
+    def on_CondensationSummaryEvent(self, event: dict[str, Any]) -> None:
+        self.summary(event, _text(event.get("summary")), {"kind": "CondensationSummaryEvent"})
+
+    # ----------------------------------------------------------------- the context
+
+    def context(self, run: dict[str, Any], number: int | None) -> AgentContext:
+        """The context, with the metadata of the eval / resolver `run` holding it (`{}` for a
+        bare event list) and its index `number` in a file of runs."""
+        turns = self.turns
+        instruction = run.get("instruction")
+        if (
+            isinstance(instruction, str)
+            and instruction
+            and not any(t.role == "user" and ORIGIN_KEY not in t.metadata for t in turns)
+        ):
+            turns.insert(0, Turn("user", [TextBlock(text=instruction)]))
+        repaired = repair_pairing(
+            [t.freeze() for t in turns],
+            close="unless_answered",
+            keep_pending="last_assistant",
+            # V0 observations answering no call are user text already; V1 results name their call
+            orphan_results="user_message_each",
+        )
+        issue = as_dict(run.get("issue"))
+        run_meta = as_dict(run.get("metadata"))
+        llm_model = as_dict(run_meta.get("llm_config")).get("model")
+        meta = context_metadata(
+            OpenHandsEventsFormat.name,
+            conversation=number,
+            instance_id=str_or_none(run.get("instance_id")),
+            title=str_or_none(issue.get("title")),
+            issue=(
+                f"{issue['owner']}/{issue['repo']}#{issue['number']}"
+                if issue.get("owner") and issue.get("repo") and issue.get("number") is not None
+                else None
+            ),
+            model=llm_model if isinstance(llm_model, str) else self.model or None,
+            agent_class=str_or_none(run_meta.get("agent_class")),
+            error=str_or_none(run.get("error")),
+        )
+        note_repairs(meta, repaired)
+        if self.rebuilt_calls:
+            meta["rebuilt_calls"] = self.rebuilt_calls
+        if self.orphans:
+            meta["unpaired_observations"] = self.orphans
+        if self.tools:
+            meta["tools"] = list(self.tools)
+        note_skipped(meta, self.skipped)
+        return AgentContext(
+            system_instruction=self.system, messages=tuple(repaired.messages), metadata=meta
+        )
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _context(events: list[dict[str, Any]], run: dict[str, Any], number: int | None) -> AgentContext:
+    builder = _Builder(events)
+    for event in events:
+        builder.add(event)
+    return builder.context(run, number)
 
 
 def _is_event(value: Any) -> bool:
@@ -280,263 +773,6 @@ def _stamp(event: dict[str, Any]) -> dict[str, JsonValue]:
     return meta
 
 
-class _Conversation:
-    """Builds one conversation from a list of events."""
-
-    def __init__(self, events: list[dict[str, Any]]) -> None:
-        self.legacy = not any("id" in e for e in events)
-        self.turns: list[Turn] = []
-        self.system: str | None = None
-        self.model: str | None = None
-        self.tools: list[str] = []
-        self.skipped: Counter[str] = Counter()
-        self.summaries: set[str] = set()
-        self.user_actions: set[int] = (
-            set()
-        )  # ids of actions the user ran (their output is no result)
-        self.call_of_action: dict[int, str] = {}
-        self.known: set[str] = set()
-        self.answered: set[str] = set()
-        self.open_in_order: list[str] = []  # legacy pairing: observations answer in order
-        self.by_response: dict[str, Turn] = {}
-        self.n_calls = 0
-        self.rebuilt_calls = 0
-        self.orphans = 0
-        for event in events:
-            if "action" in event:
-                self.action(event)
-            else:
-                self.observation(event)
-
-    # ----------------------------------------------------------------- actions
-
-    def action(self, event: dict[str, Any]) -> None:
-        kind = event["action"]
-        args = _args(event)
-        tcm = event.get("tool_call_metadata")
-        if kind in _SKIP_ACTIONS:
-            self.skipped[f"action/{kind}"] += 1
-            return
-        if kind == "condensation":
-            summary = _text(args.get("summary"))
-            if not summary:
-                self.skipped["action/condensation"] += 1
-                return
-            info = {
-                k: v
-                for k, v in args.items()
-                if k not in ("summary", "thought") and v is not None and k not in _BOOKKEEPING
-            }
-            self.summary(event, summary, {"action": "condensation", **info})
-            return
-        if kind == "system":
-            text = _text(args.get("content")) or _text(event.get("message"))
-            if self.system is None and not self.turns:
-                self.system = text
-            else:
-                self.turns.append(Turn("system", [TextBlock(text=text)], _stamp(event)))
-            return
-        if event.get("source") == "user" and kind != "message" and not isinstance(tcm, dict):
-            self.user_action(event, kind, args)
-            return
-        if isinstance(tcm, dict) and kind != "message":
-            self.tool_call(event, tcm)
-            return
-        if kind == "message":
-            self.message(event, args)
-        elif kind == "think":
-            thought = _text(args.get("thought")) or _text(event.get("message"))
-            self.turns.append(Turn("assistant", [ThinkingBlock(thinking=thought)], _stamp(event)))
-        elif kind in ("finish", "reject"):
-            text = (
-                _text(args.get("final_thought"))
-                or _text(args.get("thought"))
-                or _text(args.get("reason"))
-                or _text(event.get("message"))
-            )
-            self.turns.append(Turn("assistant", [TextBlock(text=text)], _stamp(event)))
-        else:
-            self.plain_call(event, kind, args)
-
-    def human_said(self) -> bool:
-        return any(t.role == "user" and ORIGIN_KEY not in t.metadata for t in self.turns)
-
-    def message(self, event: dict[str, Any], args: dict[str, Any]) -> None:
-        source = event.get("source")
-        if source is None:  # old flat events: the task first, the agent's replies after it
-            source = "agent" if any(t.role == "user" for t in self.turns) else "user"
-        role: Role = "assistant" if source == "agent" else "user"
-        text = _text(args.get("content")) or _text(event.get("message"))
-        blocks: list[Block] = [TextBlock(text=text)]
-        urls = args.get("image_urls") or args.get("images_urls")
-        if isinstance(urls, list):
-            blocks.extend(image_from_url(u) for u in urls if isinstance(u, str) and u.strip())
-        meta = _stamp(event)
-        if role == "user":
-            files = args.get("file_urls")
-            if isinstance(files, list) and files:
-                meta["file_urls"] = [f for f in files if isinstance(f, str)]
-            if source != "user" or (text.startswith(_FAKE_USER_REPLY) and self.human_said()):
-                meta[ORIGIN_KEY] = "harness"  # an environment message or the eval's fake user
-        self.turns.append(Turn(role, blocks, meta))
-
-    def user_action(self, event: dict[str, Any], kind: str, args: dict[str, Any]) -> None:
-        """An action the user ran themselves, as the agent was told about it."""
-        if kind == "run":
-            text = f"User executed the command:\n{_text(args.get('command'))}"
-        elif kind == "finish":
-            text = _text(args.get("final_thought")) or _text(args.get("thought"))
-            if not text:
-                self.skipped["action/finish"] += 1  # the user's /exit: nothing was said
-                return
-        else:
-            text = f"User requested {kind}: {as_text(_action_input(args))}"
-        meta = _stamp(event)
-        meta["action"] = kind
-        self.turns.append(Turn("user", [TextBlock(text=text)], meta))
-        if isinstance(event.get("id"), int):
-            self.user_actions.add(event["id"])
-
-    def summary(self, event: dict[str, Any], text: str, info: dict[str, JsonValue]) -> None:
-        """A condensation summary the agent sent its model (once, however many records hold it)."""
-        if text in self.summaries:
-            return
-        self.summaries.add(text)
-        meta = _stamp(event)
-        meta[ORIGIN_KEY] = "summary"
-        meta["openhands_condensation"] = info
-        self.turns.append(Turn("user", [TextBlock(text=text)], meta))
-
-    def new_call_id(self, event: dict[str, Any]) -> str:
-        self.n_calls += 1
-        if isinstance(event.get("id"), int):
-            return f"call_{event['id']}"
-        return f"call_{self.n_calls}"
-
-    def register(self, event: dict[str, Any], call_id: str) -> None:
-        self.known.add(call_id)
-        if isinstance(event.get("id"), int):
-            self.call_of_action[event["id"]] = call_id
-        if self.legacy:
-            self.open_in_order.append(call_id)
-
-    def plain_call(self, event: dict[str, Any], kind: str, args: dict[str, Any]) -> None:
-        call_id = self.new_call_id(event)
-        blocks: list[Block] = []
-        thought = _text(args.get("thought"))
-        if thought:
-            blocks.append(TextBlock(text=thought))
-        blocks.append(ToolCallBlock(id=call_id, name=kind, input=_action_input(args)))
-        self.turns.append(Turn("assistant", blocks, _stamp(event)))
-        self.register(event, call_id)
-
-    def tool_call(self, event: dict[str, Any], tcm: dict[str, Any]) -> str:
-        """The call an event's tool_call_metadata records, added to its response's message."""
-        call_id = tcm.get("tool_call_id")
-        if not isinstance(call_id, str) or not call_id:
-            call_id = self.new_call_id(event)
-        else:
-            self.n_calls += 1
-        response = tcm.get("model_response")
-        message = _model_message(response)
-        response_id = response.get("id") if isinstance(response, dict) else None
-        turn = self.by_response.get(response_id) if isinstance(response_id, str) else None
-        if turn is None:
-            meta = _stamp(event)
-            blocks: list[Block]
-            if message:
-                blocks = _response_blocks(message)
-                if isinstance(response, dict):
-                    if isinstance(response.get("model"), str):
-                        meta["model"] = response["model"]
-                        self.model = self.model or response["model"]
-                    if isinstance(response.get("usage"), dict):
-                        meta["usage"] = response["usage"]
-                if isinstance(response_id, str):
-                    meta["response_id"] = response_id
-            else:
-                thought = _text(_args(event).get("thought"))
-                blocks = [TextBlock(text=thought)] if thought else []
-            turn = Turn("assistant", blocks, meta)
-            self.turns.append(turn)
-            if isinstance(response_id, str):
-                self.by_response[response_id] = turn
-        arguments = _call_arguments(message, call_id)
-        if arguments is None:
-            arguments = _action_input(_args(event)) if "action" in event else {}
-        name = tcm.get("function_name")
-        if not isinstance(name, str) or not name:
-            name = _text(event.get("action")) or "tool"
-        turn.blocks.append(ToolCallBlock(id=call_id, name=name, input=arguments))
-        self.register(event, call_id)
-        return call_id
-
-    # ----------------------------------------------------------------- observations
-
-    def observation(self, event: dict[str, Any]) -> None:
-        kind = event["observation"]
-        if kind in _SKIP_OBSERVATIONS:
-            self.skipped[f"observation/{kind}"] += 1
-            return
-        if kind == "recall":
-            if _recall_text(event).strip():
-                meta = _stamp(event)
-                meta["observation"] = "recall"
-                meta[ORIGIN_KEY] = "harness"
-                self.turns.append(Turn("user", [TextBlock(text=_recall_text(event))], meta))
-            else:
-                self.skipped["observation/recall"] += 1
-            return
-        if kind == "condense":
-            self.summary(event, as_text(event.get("content")), {"observation": "condense"})
-            return
-        cause = event.get("cause")
-        call_id = None if cause in self.user_actions else self.find_call(event)
-        if call_id is None:
-            if cause not in self.user_actions:
-                self.orphans += 1
-            meta = _stamp(event)
-            meta["observation"] = kind
-            meta[ORIGIN_KEY] = "tool-output"
-            self.turns.append(Turn("user", list(_observation_parts(event)), meta))
-            return
-        self.answered.add(call_id)
-        if call_id in self.open_in_order:
-            self.open_in_order.remove(call_id)
-        result = ToolResultBlock(
-            tool_call_id=call_id, content=_observation_parts(event), is_error=kind == "error"
-        )
-        last = self.turns[-1] if self.turns else None
-        if last is not None and last.role == "tool":
-            last.blocks.append(result)
-        else:
-            self.turns.append(Turn("tool", [result], _stamp(event)))
-
-    def find_call(self, event: dict[str, Any]) -> str | None:
-        tcm = event.get("tool_call_metadata")
-        tcm_id = tcm.get("tool_call_id") if isinstance(tcm, dict) else None
-        cause = event.get("cause")
-        by_cause = self.call_of_action.get(cause) if isinstance(cause, int) else None
-        candidates: list[Any] = [tcm_id, by_cause]
-        for candidate in candidates:
-            if isinstance(candidate, str) and candidate in self.known:
-                return None if candidate in self.answered else candidate
-        if (
-            isinstance(tcm, dict)
-            and isinstance(tcm_id, str)
-            and _model_message(tcm.get("model_response"))
-        ):
-            # the action was not recorded, but its model response was: rebuild the call
-            self.rebuilt_calls += 1
-            return self.tool_call(event, tcm)
-        if self.legacy and self.open_in_order and "cause" not in event:
-            return self.open_in_order.pop(0)
-        return None
-
-
-# --------------------------------------------------------------------------- software-agent-sdk
-
-
 def _sdk_parts(content: Any) -> list[ContentPart]:
     """SDK message content (`TextContent` / `ImageContent` dicts, or a string) as parts."""
     if isinstance(content, str):
@@ -584,242 +820,4 @@ def _sdk_stamp(event: dict[str, Any]) -> dict[str, JsonValue]:
     return meta
 
 
-class _SdkConversation:
-    """Builds one conversation from software-agent-sdk events (`kind` names each event's class)."""
-
-    def __init__(self, events: list[dict[str, Any]]) -> None:
-        self.turns: list[Turn] = []
-        self.system: str | None = None
-        self.model: str | None = None
-        self.tools: list[str] = []
-        self.skipped: Counter[str] = Counter()
-        self.summaries: set[str] = set()
-        self.rebuilt_calls = 0
-        self.orphans = 0
-        for event in events:
-            if not _is_sdk_event(event):
-                self.skipped["action" if "action" in event else "observation"] += 1
-                continue
-            handler = getattr(self, f"on_{event['kind']}", None)
-            if handler is None:
-                self.skipped[event["kind"]] += 1  # state updates, pauses, token logs, ...
-            else:
-                handler(event)
-
-    def on_SystemPromptEvent(self, event: dict[str, Any]) -> None:
-        parts = [
-            _text(p.get("text")) if isinstance(p, dict) else _text(p)
-            for p in (event.get("system_prompt"), event.get("dynamic_context"))
-        ]
-        text = "\n\n".join(p for p in parts if p)
-        for tool in event.get("tools") or []:
-            if isinstance(tool, dict):
-                function = tool.get("function")
-                name = tool.get("name") or (function or {}).get("name")
-                if isinstance(name, str):
-                    self.tools.append(name)
-        if self.system is None and not self.turns:
-            self.system = text
-        else:
-            self.turns.append(Turn("system", [TextBlock(text=text)], _sdk_stamp(event)))
-
-    def on_MessageEvent(self, event: dict[str, Any]) -> None:
-        message = event.get("llm_message")
-        message = message if isinstance(message, dict) else {}
-        meta = _sdk_stamp(event)
-        blocks: list[Block] = list(_sdk_parts(message.get("content")))
-        extended = _sdk_parts(event.get("extended_content"))
-        if isinstance(event.get("sender"), str):
-            meta["sender"] = event["sender"]
-        role = message.get("role")
-        if role == "assistant":
-            blocks = [*_sdk_thinking(message), *blocks, *extended]
-            self.turns.append(Turn("assistant", blocks, meta))
-            return
-        if role == "system":
-            self.turns.append(Turn("system", [*blocks, *extended], meta))
-            return
-        if event.get("source") != "user":
-            meta[ORIGIN_KEY] = "harness"  # a hook, another agent or the environment wrote it
-        self.turns.append(Turn("user", blocks, meta))
-        if extended:  # skill knowledge the agent context appended to the user's message
-            info: dict[str, JsonValue] = {ORIGIN_KEY: "harness"}
-            skills: list[JsonValue] = [
-                s for s in event.get("activated_skills") or [] if isinstance(s, str)
-            ]
-            if skills:
-                info["activated_skills"] = skills
-            self.turns.append(Turn("user", list(extended), info))
-
-    def on_ActionEvent(self, event: dict[str, Any]) -> None:
-        response_id = event.get("llm_response_id")
-        last = self.turns[-1] if self.turns else None
-        if (
-            last is None
-            or last.role != "assistant"
-            or not isinstance(response_id, str)
-            or last.metadata.get("response_id") != response_id
-        ):
-            meta = _sdk_stamp(event)
-            if isinstance(response_id, str):
-                meta["response_id"] = response_id
-            blocks = [*_sdk_thinking(event), *_sdk_parts(event.get("thought"))]
-            last = Turn("assistant", blocks, meta)
-            self.turns.append(last)
-        call = event.get("tool_call")
-        call = call if isinstance(call, dict) else {}
-        function = call["function"] if isinstance(call.get("function"), dict) else {}
-        call_id = _text(call.get("id")) or _text(event.get("tool_call_id"))
-        name = _text(call.get("name")) or _text(function.get("name"))
-        arguments = call.get("arguments", function.get("arguments"))
-        last.blocks.append(
-            ToolCallBlock(
-                id=call_id,
-                name=name or _text(event.get("tool_name")) or "tool",
-                input=parse_arguments(arguments),
-            )
-        )
-
-    def result(
-        self, event: dict[str, Any], parts: list[ContentPart], error: bool, **info: JsonValue
-    ) -> None:
-        block = ToolResultBlock(
-            tool_call_id=_text(event.get("tool_call_id")), content=tuple(parts), is_error=error
-        )
-        last = self.turns[-1] if self.turns else None
-        if last is not None and last.role == "tool" and not info:
-            last.blocks.append(block)
-        else:
-            self.turns.append(Turn("tool", [block], {**_sdk_stamp(event), **info}))
-
-    def on_ObservationEvent(self, event: dict[str, Any]) -> None:
-        observation = event.get("observation")
-        observation = observation if isinstance(observation, dict) else {}
-        parts = _sdk_parts(observation.get("content"))
-        if not parts:  # older SDK observations held their text in `output` / `error`
-            text = _text(observation.get("output")) or _text(observation.get("error"))
-            parts = [TextBlock(text=text or as_text(observation))]
-        parts.extend(_sdk_parts(event.get("extended_content")))
-        error = observation.get("is_error") is True or bool(_text(observation.get("error")))
-        self.result(event, parts, error)
-
-    def on_UserRejectObservation(self, event: dict[str, Any]) -> None:
-        reason = _text(event.get("rejection_reason")) or "User rejected the action"
-        source = _text(event.get("rejection_source")) or "user"
-        self.result(event, [TextBlock(text=f"Action rejected: {reason}")], True, rejected_by=source)
-
-    def on_AgentErrorEvent(self, event: dict[str, Any]) -> None:
-        self.result(event, [TextBlock(text=_text(event.get("error")))], True)
-
-    def summary(self, event: dict[str, Any], text: str, info: dict[str, JsonValue]) -> None:
-        if text in self.summaries:
-            return
-        self.summaries.add(text)
-        meta = _sdk_stamp(event)
-        meta[ORIGIN_KEY] = "summary"
-        meta["openhands_condensation"] = info
-        self.turns.append(Turn("user", [TextBlock(text=text)], meta))
-
-    def on_Condensation(self, event: dict[str, Any]) -> None:
-        text = _text(event.get("summary"))
-        if not text:
-            self.skipped["Condensation"] += 1  # forgetting without a summary adds nothing
-            return
-        forgotten = event.get("forgotten_event_ids")
-        info: dict[str, JsonValue] = {
-            "kind": "Condensation",
-            "forgotten_events": len(forgotten) if isinstance(forgotten, list) else 0,
-        }
-        if isinstance(event.get("summary_offset"), int):
-            info["summary_offset"] = event["summary_offset"]
-        self.summary(event, text, info)
-
-    def on_CondensationSummaryEvent(self, event: dict[str, Any]) -> None:
-        self.summary(event, _text(event.get("summary")), {"kind": "CondensationSummaryEvent"})
-
-
-class OpenHandsEventsFormat(Format):
-    name = "openhands-events"
-    description = "OpenHands event stream JSON / eval output.jsonl"
-    priority = 10
-
-    def sniff(self, doc: Document) -> bool:
-        data = doc.data
-        if _event_list(data) is not None:
-            return True
-        if doc.kind == "json":
-            return _is_run(data)
-        return isinstance(data, list) and bool(data) and _is_run(data[0])
-
-    def load(self, doc: Document) -> list[AgentContext]:
-        data = doc.data
-        events = _event_list(data)
-        if events is not None:
-            return [self._context(_events(events), {})]
-        runs = [data] if doc.kind == "json" else data
-        if not isinstance(runs, list) or not runs or not all(_is_run(r) for r in runs):
-            raise BadInputError(
-                "not an OpenHands event list or output.jsonl (no events with action/observation)",
-                path=doc.path,
-                hint="expected a list of events or rows with a history[] of events",
-            )
-        contexts = []
-        for number, run in enumerate(runs):
-            contexts.append(self._context(_events(run["history"]), run, number))
-        return contexts
-
-    def _context(
-        self, events: list[dict[str, Any]], run: dict[str, Any], number: int | None = None
-    ) -> AgentContext:
-        sdk = any(_is_sdk_event(e) for e in events)
-        conv = _SdkConversation(events) if sdk else _Conversation(events)
-        turns = conv.turns
-        instruction = run.get("instruction")
-        if (
-            isinstance(instruction, str)
-            and instruction
-            and not any(t.role == "user" and ORIGIN_KEY not in t.metadata for t in turns)
-        ):
-            turns.insert(0, Turn("user", [TextBlock(text=instruction)]))
-        repaired = repair_pairing(
-            [t.freeze() for t in turns],
-            close="unless_answered",
-            keep_pending="last_assistant",
-            # V0 observations answering no call are user text already; V1 results name their call
-            orphan_results="user_message_each",
-        )
-        meta: dict[str, JsonValue] = {"source_format": self.name}
-        if number is not None:
-            meta["conversation"] = number
-        if isinstance(run.get("instance_id"), str):
-            meta["instance_id"] = run["instance_id"]
-        issue = run.get("issue")
-        if isinstance(issue, dict):
-            if isinstance(issue.get("title"), str):
-                meta["title"] = issue["title"]
-            if issue.get("owner") and issue.get("repo") and issue.get("number") is not None:
-                meta["issue"] = f"{issue['owner']}/{issue['repo']}#{issue['number']}"
-        run_meta = run.get("metadata")
-        llm = run_meta.get("llm_config") if isinstance(run_meta, dict) else None
-        if isinstance(llm, dict) and isinstance(llm.get("model"), str):
-            meta["model"] = llm["model"]
-        elif conv.model:
-            meta["model"] = conv.model
-        if isinstance(run_meta, dict) and isinstance(run_meta.get("agent_class"), str):
-            meta["agent_class"] = run_meta["agent_class"]
-        if isinstance(run.get("error"), str):
-            meta["error"] = run["error"]
-        if repaired.synthesized_results:
-            meta["synthesized_results"] = repaired.synthesized_results
-        if conv.rebuilt_calls:
-            meta["rebuilt_calls"] = conv.rebuilt_calls
-        if conv.orphans:
-            meta["unpaired_observations"] = conv.orphans
-        if repaired.orphan_results:
-            meta["orphan_results"] = repaired.orphan_results
-        if conv.tools:
-            meta["tools"] = list(conv.tools)
-        note_skipped(meta, conv.skipped)
-        return AgentContext(
-            system_instruction=conv.system, messages=tuple(repaired.messages), metadata=meta
-        )
+__all__ = ["OpenHandsEventsFormat"]
