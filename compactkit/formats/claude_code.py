@@ -97,8 +97,17 @@ from ..context import (
     ToolResultBlock,
 )
 from ..errors import BadInputError
-from ._pairing import NO_RESULT_TEXT, Repaired, Turn, repair_pairing
-from ._util import as_text, image_from, note_skipped, parts_from_content
+from ._pairing import NO_RESULT_TEXT, Turn, repair_pairing
+from ._util import (
+    as_dict,
+    as_text,
+    context_metadata,
+    image_from,
+    nonempty_str,
+    note_repairs,
+    note_skipped,
+    parts_from_content,
+)
 from .base import Document, Format
 
 _SNIFF_LIMIT = 50
@@ -125,49 +134,10 @@ _HARNESS_PREFIXES = (
 _ABSORBED = (None, "absorbed_mid_turn")
 """`remove` reasons that mean the running turn took the queued prompt (none before 2.1.246)."""
 
-
-def _records(doc: Document) -> list[dict[str, Any]]:
-    data: Any = doc.data
-    if doc.kind == "json":
-        data = [data] if isinstance(data, dict) else data
-    if not isinstance(data, list):
-        return []
-    return [r for r in data if isinstance(r, dict)]
-
-
-def _is_message_record(record: dict[str, Any]) -> bool:
-    """A user/assistant record with the keys only Claude Code writes together."""
-    return (
-        record.get("type") in ("user", "assistant")
-        and isinstance(record.get("message"), dict)
-        and isinstance(record.get("uuid"), str)
-        and "parentUuid" in record
-        and ("sessionId" in record or "isSidechain" in record)
-    )
-
-
-def _kind(record: dict[str, Any]) -> str:
-    """How a record is named in `skipped_records`: its type, plus its subtype where it has one."""
-    kind = record.get("type")
-    name = kind if isinstance(kind, str) and kind else "unknown"
-    sub: Any = None
-    if kind == "system":
-        sub = record.get("subtype")
-    elif kind == "attachment":
-        sub = _dict(record.get("attachment")).get("type")
-    elif kind == "queue-operation":
-        sub = record.get("operation")
-    return f"{name}/{sub}" if isinstance(sub, str) and sub else name
-
-
-def _is_content_record(record: dict[str, Any]) -> bool:
-    """A record that can become a message (counted as off the path when its branch is dropped)."""
-    kind = _kind(record)
-    return kind in ("user", "assistant", "system/local_command", "attachment/queued_command")
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
+_COMMAND_PARTS = re.compile(
+    r"<command-(?:name|message)>[^<]*</command-(?:name|message)>|<command-args>\s*</command-args>"
+)
+"""The tags of a slash command typed with no arguments (`/clear`: nothing is left without them)."""
 
 
 class ClaudeCodeFormat(Format):
@@ -194,13 +164,243 @@ class ClaudeCodeFormat(Format):
                 "not a Claude Code session: no user/assistant records with uuid and parentUuid",
                 path=doc.path,
             )
-        return _Loader(records).contexts()
+        return _RecordTree(records).contexts()
+
+
+# --------------------------------------------------------------------------- records -> turns
+
+
+class _Builder:
+    """Turns the kept records of one conversation, in file order, into turns."""
+
+    def __init__(self, absorbed: Counter[str]) -> None:
+        self.turns: list[Turn] = []
+        self.skipped: Counter[str] = Counter()
+        self.open_response: tuple[int, str] | None = None  # (turn index, message.id)
+        self.queue: list[_Queued] = []
+        self.injections: list[Turn] = []  # queued prompts the running turn took
+        self.absorbed = Counter(absorbed)  # queued_command attachment texts not yet matched
+        self.queued_commands = 0
+
+    def add(self, record: dict[str, Any]) -> None:
+        kind = _kind(record)
+        if kind.startswith("queue-operation"):
+            self._queue(record, kind)
+        elif kind == "assistant" and isinstance(record.get("message"), dict):
+            self._assistant(record)
+        elif kind == "user" and isinstance(record.get("message"), dict):
+            self._user(record)
+        elif kind == "system/local_command":
+            self._local_command(record)
+        elif kind == "attachment/queued_command":
+            self._queued_attachment(record)
+        else:  # UI events, snapshots, context Claude Code rebuilds, unknown types
+            self.skipped[kind] += 1
+
+    # ----------------------------------------------------------------- queued prompts
+
+    def _queue(self, record: dict[str, Any], kind: str) -> None:
+        operation = record.get("operation")
+        content = record.get("content")
+        if operation == "enqueue":
+            blocks = _user_blocks(content)
+            self.queue.append(_Queued(blocks, _queued_text(content), record.get("timestamp")))
+            return
+        item = self._take(content)
+        if operation == "dequeue" and item is not None:
+            return  # comes back as the next prompt record, read there
+        if operation == "remove" and record.get("reason") in _ABSORBED:
+            if item is None and isinstance(content, (str, list)):  # its enqueue is missing
+                item = _Queued(_user_blocks(content), _queued_text(content))
+            if item is not None:
+                self._absorb(item, record.get("timestamp"))
+                return
+        self.skipped[kind] += 1  # popAll (back to the input box), or nothing to take
+        if item is not None:
+            self.skipped["queue-operation/enqueue"] += 1
+
+    def _take(self, content: Any) -> _Queued | None:
+        """The queued prompt an operation retires: the one with its text, else the next in line."""
+        if not self.queue:
+            return None
+        if isinstance(content, (str, list)):
+            text = _queued_text(content)
+            for index, item in enumerate(self.queue):
+                if item.text == text:
+                    return self.queue.pop(index)
+        index = next((i for i, q in enumerate(self.queue) if not q.later), 0)
+        return self.queue.pop(index)
+
+    def _absorb(self, item: _Queued, timestamp: Any) -> None:
+        """A prompt the running turn took, with no record of its own in older versions."""
+        if self.absorbed[item.text] > 0:  # the queued_command attachment holds it
+            self.absorbed[item.text] -= 1
+            return
+        if not item.blocks:
+            self.skipped["queue-operation/enqueue"] += 1  # a prompt Claude Code did not log
+            return
+        meta: dict[str, JsonValue] = {"queued_command": True}
+        _put(meta, "timestamp", timestamp if timestamp is not None else item.timestamp)
+        if _harness_blocks(item.blocks):
+            meta[ORIGIN_KEY] = "harness"
+        self.injections.append(Turn("user", item.blocks, meta))
+
+    def _queued_attachment(self, record: dict[str, Any]) -> None:
+        attachment = as_dict(record.get("attachment"))
+        blocks = _user_blocks(attachment.get("prompt"))
+        if not blocks:
+            self.skipped["attachment/queued_command"] += 1
+            return
+        meta: dict[str, JsonValue] = {"queued_command": True}
+        _put(meta, "uuid", record.get("uuid"))
+        _put(meta, "timestamp", record.get("timestamp"))
+        _put(meta, "command_mode", attachment.get("commandMode"))
+        origin = as_dict(attachment.get("origin")).get("kind")
+        if (
+            attachment.get("commandMode") not in (None, "prompt")
+            or origin not in (None, "human")
+            or attachment.get("isMeta") is True
+            or record.get("isMeta") is True
+            or _harness_blocks(blocks)
+        ):
+            meta[ORIGIN_KEY] = "harness"
+        self.injections.append(Turn("user", blocks, meta))
+
+    def _flush_injections(self) -> None:
+        for turn in self.injections:
+            self._append(turn)
+            self.queued_commands += 1
+        self.injections.clear()
+
+    # ----------------------------------------------------------------- assistant records
+
+    def _assistant(self, record: dict[str, Any]) -> None:
+        message = record["message"]
+        blocks = _assistant_blocks(message.get("content"))
+        response_id = message.get("id") if isinstance(message.get("id"), str) else None
+        if self.open_response is not None and response_id == self.open_response[1]:
+            draft = self.turns[self.open_response[0]]
+            known = {b.id for b in draft.blocks if isinstance(b, ToolCallBlock)}
+            draft.blocks.extend(
+                b for b in blocks if not (isinstance(b, ToolCallBlock) and b.id in known)
+            )
+            _update_response_metadata(draft.metadata, record)
+            return
+        if not blocks:
+            self.skipped["assistant"] += 1
+            return
+        self._flush_injections()
+        meta: dict[str, JsonValue] = {}
+        if response_id:
+            meta["id"] = response_id
+        _put(meta, "uuid", record.get("uuid"))
+        _put(meta, "timestamp", record.get("timestamp"))
+        _put(meta, "model", message.get("model"))
+        _update_response_metadata(meta, record)
+        self.turns.append(Turn("assistant", blocks, meta))
+        self.open_response = (len(self.turns) - 1, response_id) if response_id else None
+
+    # ----------------------------------------------------------------- user records
+
+    def _user(self, record: dict[str, Any]) -> None:
+        content = record["message"].get("content")
+        meta: dict[str, JsonValue] = {}
+        _put(meta, "uuid", record.get("uuid"))
+        _put(meta, "timestamp", record.get("timestamp"))
+        if record.get("isMeta") is True:
+            meta["is_meta"] = True
+        items: list[Any] = content if isinstance(content, list) else [content]
+        results: list[Block] = []
+        rest: list[Block] = []
+        for item in items:
+            if isinstance(item, dict) and item.get("type") == "tool_result":
+                results.append(
+                    ToolResultBlock(
+                        tool_call_id=as_text(item.get("tool_use_id")),
+                        content=_result_parts(item.get("content")),
+                        is_error=item.get("is_error") is True,
+                    )
+                )
+            else:
+                rest.extend(_user_blocks(item))
+        if results:
+            self._append(Turn("tool", results, dict(meta)), keep_response=True)
+        if not rest:
+            if not results:
+                self.skipped["user"] += 1  # an empty prompt
+            return
+        if record.get("isCompactSummary") is True:
+            # Claude Code's own /compact summary: the text its model was sent, kept as it is
+            meta["compact_summary"] = True
+            meta[ORIGIN_KEY] = "summary"
+        elif (
+            record.get("isMeta") is True
+            or record.get("isVisibleInTranscriptOnly") is True  # sent as synthetic, not typed
+            or as_dict(record.get("origin")).get("kind") not in (None, "human")
+            or _harness_blocks(rest)
+        ):
+            meta[ORIGIN_KEY] = "harness"
+        self._append(Turn("user", rest, meta))
+
+    def _local_command(self, record: dict[str, Any]) -> None:
+        """A local slash command or its output, which the model receives as a user message."""
+        blocks = _user_blocks(record.get("content"))
+        if not blocks:
+            self.skipped["system/local_command"] += 1
+            return
+        meta: dict[str, JsonValue] = {"local_command": True}
+        _put(meta, "uuid", record.get("uuid"))
+        _put(meta, "timestamp", record.get("timestamp"))
+        if _harness_blocks(blocks):
+            meta[ORIGIN_KEY] = "harness"
+        self._append(Turn("user", blocks, meta))
+
+    # ----------------------------------------------------------------- pairing
+
+    def _append(self, turn: Turn, keep_response: bool = False) -> None:
+        self.turns.append(turn)
+        if not keep_response:
+            self.open_response = None
+
+    def close(self) -> None:
+        """Add what the records left waiting: prompts taken by a turn the file ends in, and the
+        marks of bare local commands; count queued prompts never delivered."""
+        self._flush_injections()
+        _mark_local_commands(self.turns)
+        self.skipped["queue-operation/enqueue"] += len(self.queue)  # never delivered
+        self.queue.clear()
+
+    def context(self, meta: dict[str, JsonValue]) -> AgentContext:
+        """The context (after `close`) with `meta` and the counts of what pairing repair did.
+
+        A call still open when the next non-tool message starts gets a synthesized error result;
+        only calls of the last assistant message may stay pending. A result whose call was not
+        made yet gets a synthesized call (`name="unknown"`, one message each) just before its
+        tool message; a second result for one call is dropped (counted in `orphan_results`).
+        """
+        repaired = repair_pairing(
+            [turn.freeze() for turn in self.turns],
+            close="all",
+            keep_pending="last_output_assistant",
+            synthesize_calls="if_not_called_yet",
+            one_message_per_call=True,
+            unknown_tool_name="unknown",
+            orphan_results="drop",
+        )
+        note_repairs(meta, repaired)
+        if self.queued_commands:
+            meta["queued_commands"] = self.queued_commands
+        note_skipped(meta, self.skipped)
+        return AgentContext(messages=tuple(repaired.messages), metadata=meta)
 
 
 # --------------------------------------------------------------------------- the record tree
 
 
-class _Loader:
+class _RecordTree:
+    """Which records make each conversation of a file: the `parentUuid` tree, its sidechains, the
+    path to the leaf and the records hanging off it."""
+
     def __init__(self, records: list[dict[str, Any]]) -> None:
         self.records = records
         self.by_uuid: dict[str, int] = {}
@@ -309,7 +509,7 @@ class _Loader:
             if i not in in_tree and r.get("type") != "queue-operation"
         )
         absorbed = Counter(
-            _queued_text(_dict(r.get("attachment")).get("prompt"))
+            _queued_text(as_dict(r.get("attachment")).get("prompt"))
             for r in self.records
             if _kind(r) == "attachment/queued_command"
         )
@@ -322,40 +522,32 @@ class _Loader:
             kept, off_path = self.active(group)
             sidechain = self.records[group[0]].get("isSidechain") is True
             owns_file_records = number == owner
-            stream = sorted(kept + queue_ops) if owns_file_records else kept
             builder = _Builder(absorbed)
-            for i in stream:
+            for i in sorted(kept + queue_ops) if owns_file_records else kept:
                 builder.add(self.records[i])
-            repaired = builder.finish()
-            messages = repaired.messages
-            skipped = builder.skipped
+            builder.close()
             kept_set = set(kept)
-            skipped.update(
+            builder.skipped.update(
                 _kind(self.records[i])
                 for i in group
                 if i not in kept_set and not _is_content_record(self.records[i])
             )
             if owns_file_records:
-                skipped.update(loose)
-            meta = self._metadata(group, kept, titles)
-            if len(groups) > 1:
-                meta["conversation"] = number
+                builder.skipped.update(loose)
+            parent: str | None = None
             if sidechain:
-                meta["sidechain"] = True
-                first = next((m for m in messages if m.role == "user"), None)
-                call = task_prompts.get(first.text) if first is not None else None
-                if call is not None:
-                    meta["parent_tool_call_id"] = call
-            if off_path:
-                meta["off_path_records"] = off_path
-            if repaired.synthesized_results:
-                meta["synthesized_results"] = repaired.synthesized_results
-            if repaired.synthesized_calls:
-                meta["synthesized_calls"] = repaired.synthesized_calls
-            if builder.queued_commands:
-                meta["queued_commands"] = builder.queued_commands
-            note_skipped(meta, skipped)
-            out.append(AgentContext(messages=tuple(messages), metadata=meta))
+                first = next((t for t in builder.turns if t.role == "user"), None)
+                parent = task_prompts.get(first.freeze().text) if first is not None else None
+            meta = self._metadata(
+                group,
+                kept,
+                titles,
+                conversation=number if len(groups) > 1 else None,
+                sidechain=True if sidechain else None,
+                parent_tool_call_id=parent,
+                off_path_records=off_path or None,
+            )
+            out.append(builder.context(meta))
         return out
 
     def _task_prompts(self, group: list[int]) -> dict[str, str]:
@@ -376,23 +568,17 @@ class _Loader:
         return prompts
 
     def _metadata(
-        self, group: list[int], kept: list[int], titles: dict[str, str]
+        self, group: list[int], kept: list[int], titles: dict[str, str], **more: JsonValue
     ) -> dict[str, JsonValue]:
-        meta: dict[str, JsonValue] = {"source_format": ClaudeCodeFormat.name}
         first = self.records[group[0]]
-        for key, target in (
-            ("sessionId", "session_id"),
-            ("cwd", "cwd"),
-            ("version", "version"),
-            ("gitBranch", "git_branch"),
-            ("agentId", "agent_id"),
-        ):
+
+        def field(key: str) -> str | None:
             value = next(
                 (self.records[i][key] for i in group if isinstance(self.records[i].get(key), str)),
                 first.get(key),
             )
-            if isinstance(value, str) and value:
-                meta[target] = value
+            return nonempty_str(value)
+
         slug = next(
             (
                 self.records[i]["slug"]
@@ -401,8 +587,6 @@ class _Loader:
             ),
             None,
         )
-        if slug:
-            meta["slug"] = slug
         models = [
             m
             for i in kept
@@ -410,14 +594,78 @@ class _Loader:
             and isinstance(m := _message(self.records[i]).get("model"), str)
             and m != "<synthetic>"
         ]
-        if models:
-            meta["model"] = models[-1]
-        for i in reversed(kept):
-            title = titles.get(self.records[i].get("uuid", ""))
-            if title:
-                meta["title"] = title
-                break
-        return meta
+        title = next(
+            (t for i in reversed(kept) if (t := titles.get(self.records[i].get("uuid", "")))), None
+        )
+        return context_metadata(
+            ClaudeCodeFormat.name,
+            session_id=field("sessionId"),
+            cwd=field("cwd"),
+            version=field("version"),
+            git_branch=field("gitBranch"),
+            agent_id=field("agentId"),
+            slug=slug or None,
+            model=models[-1] if models else None,
+            title=title,
+            **more,
+        )
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+@dataclass
+class _Queued:
+    """A prompt waiting in Claude Code's command queue (from an `enqueue` record)."""
+
+    blocks: list[Block]
+    text: str
+    timestamp: Any = None
+
+    @property
+    def later(self) -> bool:
+        """Task notifications wait behind prompts (priority 'later' against 'next')."""
+        return self.text.lstrip().startswith("<task-notification>")
+
+
+def _records(doc: Document) -> list[dict[str, Any]]:
+    data: Any = doc.data
+    if doc.kind == "json":
+        data = [data] if isinstance(data, dict) else data
+    if not isinstance(data, list):
+        return []
+    return [r for r in data if isinstance(r, dict)]
+
+
+def _is_message_record(record: dict[str, Any]) -> bool:
+    """A user/assistant record with the keys only Claude Code writes together."""
+    return (
+        record.get("type") in ("user", "assistant")
+        and isinstance(record.get("message"), dict)
+        and isinstance(record.get("uuid"), str)
+        and "parentUuid" in record
+        and ("sessionId" in record or "isSidechain" in record)
+    )
+
+
+def _kind(record: dict[str, Any]) -> str:
+    """How a record is named in `skipped_records`: its type, plus its subtype where it has one."""
+    kind = record.get("type")
+    name = kind if isinstance(kind, str) and kind else "unknown"
+    sub: Any = None
+    if kind == "system":
+        sub = record.get("subtype")
+    elif kind == "attachment":
+        sub = as_dict(record.get("attachment")).get("type")
+    elif kind == "queue-operation":
+        sub = record.get("operation")
+    return f"{name}/{sub}" if isinstance(sub, str) and sub else name
+
+
+def _is_content_record(record: dict[str, Any]) -> bool:
+    """A record that can become a message (counted as off the path when its branch is dropped)."""
+    kind = _kind(record)
+    return kind in ("user", "assistant", "system/local_command", "attachment/queued_command")
 
 
 def _message(record: dict[str, Any]) -> dict[str, Any]:
@@ -461,238 +709,6 @@ def _only_tool_results(record: dict[str, Any]) -> bool:
     return all(b.get("type") == "tool_result" for b in _content_list(record))
 
 
-# --------------------------------------------------------------------------- records -> messages
-
-
-@dataclass
-class _Queued:
-    """A prompt waiting in Claude Code's command queue (from an `enqueue` record)."""
-
-    blocks: list[Block]
-    text: str
-    timestamp: Any = None
-
-    @property
-    def later(self) -> bool:
-        """Task notifications wait behind prompts (priority 'later' against 'next')."""
-        return self.text.lstrip().startswith("<task-notification>")
-
-
-class _Builder:
-    """Turns the kept records of one conversation, in file order, into messages."""
-
-    def __init__(self, absorbed: Counter[str]) -> None:
-        self.drafts: list[Turn] = []
-        self.open_response: tuple[int, str] | None = None  # (draft index, message.id)
-        self.queue: list[_Queued] = []
-        self.injections: list[Turn] = []  # queued prompts the running turn took
-        self.absorbed = Counter(absorbed)  # queued_command attachment texts not yet matched
-        self.queued_commands = 0
-        self.skipped: Counter[str] = Counter()
-
-    def add(self, record: dict[str, Any]) -> None:
-        kind = _kind(record)
-        if kind.startswith("queue-operation"):
-            self._queue(record, kind)
-        elif kind == "assistant" and isinstance(record.get("message"), dict):
-            self._assistant(record)
-        elif kind == "user" and isinstance(record.get("message"), dict):
-            self._user(record)
-        elif kind == "system/local_command":
-            self._local_command(record)
-        elif kind == "attachment/queued_command":
-            self._queued_attachment(record)
-        else:  # UI events, snapshots, context Claude Code rebuilds, unknown types
-            self.skipped[kind] += 1
-
-    # ----------------------------------------------------------------- queued prompts
-
-    def _queue(self, record: dict[str, Any], kind: str) -> None:
-        operation = record.get("operation")
-        content = record.get("content")
-        if operation == "enqueue":
-            blocks = _user_blocks(content)
-            self.queue.append(_Queued(blocks, _queued_text(content), record.get("timestamp")))
-            return
-        item = self._take(content)
-        if operation == "dequeue" and item is not None:
-            return  # comes back as the next prompt record, read there
-        if operation == "remove" and record.get("reason") in _ABSORBED:
-            if item is None and isinstance(content, (str, list)):  # its enqueue is missing
-                item = _Queued(_user_blocks(content), _queued_text(content))
-            if item is not None:
-                self._absorb(item, record.get("timestamp"))
-                return
-        self.skipped[kind] += 1  # popAll (back to the input box), or nothing to take
-        if item is not None:
-            self.skipped["queue-operation/enqueue"] += 1
-
-    def _take(self, content: Any) -> _Queued | None:
-        """The queued prompt an operation retires: the one with its text, else the next in line."""
-        if not self.queue:
-            return None
-        if isinstance(content, (str, list)):
-            text = _queued_text(content)
-            for index, item in enumerate(self.queue):
-                if item.text == text:
-                    return self.queue.pop(index)
-        index = next((i for i, q in enumerate(self.queue) if not q.later), 0)
-        return self.queue.pop(index)
-
-    def _absorb(self, item: _Queued, timestamp: Any) -> None:
-        """A prompt the running turn took, with no record of its own in older versions."""
-        if self.absorbed[item.text] > 0:  # the queued_command attachment holds it
-            self.absorbed[item.text] -= 1
-            return
-        if not item.blocks:
-            self.skipped["queue-operation/enqueue"] += 1  # a prompt Claude Code did not log
-            return
-        meta: dict[str, JsonValue] = {"queued_command": True}
-        _put(meta, "timestamp", timestamp if timestamp is not None else item.timestamp)
-        if _harness_blocks(item.blocks):
-            meta[ORIGIN_KEY] = "harness"
-        self.injections.append(Turn("user", item.blocks, meta))
-
-    def _queued_attachment(self, record: dict[str, Any]) -> None:
-        attachment = _dict(record.get("attachment"))
-        blocks = _user_blocks(attachment.get("prompt"))
-        if not blocks:
-            self.skipped["attachment/queued_command"] += 1
-            return
-        meta: dict[str, JsonValue] = {"queued_command": True}
-        _put(meta, "uuid", record.get("uuid"))
-        _put(meta, "timestamp", record.get("timestamp"))
-        _put(meta, "command_mode", attachment.get("commandMode"))
-        origin = _dict(attachment.get("origin")).get("kind")
-        if (
-            attachment.get("commandMode") not in (None, "prompt")
-            or origin not in (None, "human")
-            or attachment.get("isMeta") is True
-            or record.get("isMeta") is True
-            or _harness_blocks(blocks)
-        ):
-            meta[ORIGIN_KEY] = "harness"
-        self.injections.append(Turn("user", blocks, meta))
-
-    def _flush_injections(self) -> None:
-        for turn in self.injections:
-            self._append(turn)
-            self.queued_commands += 1
-        self.injections.clear()
-
-    # ----------------------------------------------------------------- assistant records
-
-    def _assistant(self, record: dict[str, Any]) -> None:
-        message = record["message"]
-        blocks = _assistant_blocks(message.get("content"))
-        response_id = message.get("id") if isinstance(message.get("id"), str) else None
-        if self.open_response is not None and response_id == self.open_response[1]:
-            draft = self.drafts[self.open_response[0]]
-            known = {b.id for b in draft.blocks if isinstance(b, ToolCallBlock)}
-            draft.blocks.extend(
-                b for b in blocks if not (isinstance(b, ToolCallBlock) and b.id in known)
-            )
-            _update_response_metadata(draft.metadata, record)
-            return
-        if not blocks:
-            self.skipped["assistant"] += 1
-            return
-        self._flush_injections()
-        meta: dict[str, JsonValue] = {}
-        if response_id:
-            meta["id"] = response_id
-        _put(meta, "uuid", record.get("uuid"))
-        _put(meta, "timestamp", record.get("timestamp"))
-        _put(meta, "model", message.get("model"))
-        _update_response_metadata(meta, record)
-        self.drafts.append(Turn("assistant", blocks, meta))
-        self.open_response = (len(self.drafts) - 1, response_id) if response_id else None
-
-    # ----------------------------------------------------------------- user records
-
-    def _user(self, record: dict[str, Any]) -> None:
-        content = record["message"].get("content")
-        meta: dict[str, JsonValue] = {}
-        _put(meta, "uuid", record.get("uuid"))
-        _put(meta, "timestamp", record.get("timestamp"))
-        if record.get("isMeta") is True:
-            meta["is_meta"] = True
-        items: list[Any] = content if isinstance(content, list) else [content]
-        results: list[Block] = []
-        rest: list[Block] = []
-        for item in items:
-            if isinstance(item, dict) and item.get("type") == "tool_result":
-                results.append(
-                    ToolResultBlock(
-                        tool_call_id=as_text(item.get("tool_use_id")),
-                        content=_result_parts(item.get("content")),
-                        is_error=item.get("is_error") is True,
-                    )
-                )
-            else:
-                rest.extend(_user_blocks(item))
-        if results:
-            self._append(Turn("tool", results, dict(meta)), keep_response=True)
-        if not rest:
-            if not results:
-                self.skipped["user"] += 1  # an empty prompt
-            return
-        if record.get("isCompactSummary") is True:
-            # Claude Code's own /compact summary: the text its model was sent, kept as it is
-            meta["compact_summary"] = True
-            meta[ORIGIN_KEY] = "summary"
-        elif (
-            record.get("isMeta") is True
-            or record.get("isVisibleInTranscriptOnly") is True  # sent as synthetic, not typed
-            or _dict(record.get("origin")).get("kind") not in (None, "human")
-            or _harness_blocks(rest)
-        ):
-            meta[ORIGIN_KEY] = "harness"
-        self._append(Turn("user", rest, meta))
-
-    def _local_command(self, record: dict[str, Any]) -> None:
-        """A local slash command or its output, which the model receives as a user message."""
-        blocks = _user_blocks(record.get("content"))
-        if not blocks:
-            self.skipped["system/local_command"] += 1
-            return
-        meta: dict[str, JsonValue] = {"local_command": True}
-        _put(meta, "uuid", record.get("uuid"))
-        _put(meta, "timestamp", record.get("timestamp"))
-        if _harness_blocks(blocks):
-            meta[ORIGIN_KEY] = "harness"
-        self._append(Turn("user", blocks, meta))
-
-    # ----------------------------------------------------------------- pairing
-
-    def _append(self, draft: Turn, keep_response: bool = False) -> None:
-        self.drafts.append(draft)
-        if not keep_response:
-            self.open_response = None
-
-    def finish(self) -> Repaired:
-        """Freeze the drafts, closing calls that never got a result and results without a call.
-
-        A call still open when the next non-tool message starts gets a synthesized error result;
-        only calls of the last assistant message may stay pending. A result whose call was not
-        made yet gets a synthesized call (`name="unknown"`, one message each) just before its
-        tool message; a second result for one call is dropped.
-        """
-        self._flush_injections()  # a prompt taken by a turn the file ends in
-        _mark_local_commands(self.drafts)
-        self.skipped["queue-operation/enqueue"] += len(self.queue)  # never delivered
-        self.queue.clear()
-        return repair_pairing(
-            [draft.freeze() for draft in self.drafts],
-            close="all",
-            keep_pending="last_output_assistant",
-            synthesize_calls="if_not_called_yet",
-            one_message_per_call=True,
-            unknown_tool_name="unknown",
-            orphan_results="drop",
-        )
-
-
 def _user_blocks(content: Any) -> list[Block]:
     """What a user turn holds (a string, a content part or a list of them) as blocks: text and
     images as they are, other parts (a `document`...) as their JSON; empty text left out."""
@@ -715,11 +731,6 @@ def _queued_text(content: Any) -> str:
     return "\n".join(b.text for b in _user_blocks(content) if isinstance(b, TextBlock))
 
 
-_COMMAND_PARTS = re.compile(
-    r"<command-(?:name|message)>[^<]*</command-(?:name|message)>|<command-args>\s*</command-args>"
-)
-
-
 def _bare_command(blocks: list[Block]) -> bool:
     """Text that is only a slash command with no arguments (`/clear`, `/init`)."""
     text = "".join(b.text for b in blocks if isinstance(b, TextBlock))
@@ -730,11 +741,11 @@ def _bare_command(blocks: list[Block]) -> bool:
     )
 
 
-def _mark_local_commands(drafts: list[Turn]) -> None:
+def _mark_local_commands(turns: list[Turn]) -> None:
     """Mark a bare slash command answered by local output (`/clear`, `/model`: Claude Code ran it
     itself, the model did no work) with `COMMAND_KEY`, so the task is looked for after it. A prompt
     command (`/init`, a custom command) makes the model work and may well be the task."""
-    for command, answer in itertools.pairwise(drafts):
+    for command, answer in itertools.pairwise(turns):
         if (
             command.role == "user"
             and ORIGIN_KEY not in command.metadata

@@ -747,3 +747,18 @@ def test_a_bare_local_command_is_the_users_but_the_task_is_the_request_after_it(
     prompt.user("thanks")
     (ctx2,) = prompt.load(tmp_path)
     assert ctx2.task.startswith("<command-message>init is analyzing")
+
+
+def test_a_second_result_for_one_call_is_dropped_and_counted(tmp_path: Path) -> None:
+    """Repair counts are written the same way by every format: a dropped duplicate result counts
+    in `orphan_results`, as in the chat formats."""
+    s = _Session("2.1.0")
+    s.user("list the files")
+    s.call("toolu_1", "ls")
+    s.user([{"type": "tool_result", "tool_use_id": "toolu_1", "content": "again"}])
+    s.assistant(_text("done"))
+    (ctx,) = s.load(tmp_path)
+    results = [r.text for m in ctx.messages for r in m.tool_results]
+    assert results == ["ok"]
+    assert ctx.metadata["orphan_results"] == 1
+    assert pairing_problems(ctx) == [] and validate(ctx) == []
