@@ -1,8 +1,10 @@
-"""Helpers shared by the chat-API adapters (openai-chat and anthropic-messages).
+"""Helpers shared by the chat-API adapters (openai-chat and anthropic-messages; cline reads
+Anthropic blocks and repairs pairing the same way).
 
 Both read the same containers (a messages array, a request body, a log, a list of those), tell
-each other's files apart by what only one API has, keep the same message and context metadata,
-repair tool-call pairing the same way, and write JSON one message per line.
+each other's files apart by what only one API has, read Anthropic content blocks the same way,
+keep the same message and context metadata, repair tool-call pairing the same way, and write JSON
+one message per line.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from ..context import (
     NATIVE_FORMAT_TAG,
     AgentContext,
     Block,
+    ImageBlock,
     Marker,
     Message,
     TextBlock,
@@ -27,7 +30,7 @@ from ..context import (
     marker_text,
 )
 from ._pairing import Repaired, repair_pairing
-from ._util import as_text
+from ._util import as_text, context_metadata, image_from_url, note_repairs, str_or_none
 from .base import Document
 
 _OPENAI_ONLY_ROLES = frozenset({"tool", "function", "developer"})
@@ -204,40 +207,91 @@ def chat_context(
     index: int | None,
 ) -> AgentContext:
     """The context of one conversation read by format `fmt`: `messages` after
-    `repair_chat_pairing`, with `context_metadata`."""
+    `repair_chat_pairing`, with `chat_metadata` and the repair counts."""
     repaired = repair_chat_pairing(messages)
-    return AgentContext(
-        system_instruction=system,
-        messages=tuple(repaired.messages),
-        metadata=context_metadata(fmt, container, index, repaired),
-    )
+    meta = chat_metadata(fmt, container, index)
+    note_repairs(meta, repaired)
+    return AgentContext(system_instruction=system, messages=tuple(repaired.messages), metadata=meta)
 
 
-def context_metadata(
-    fmt: str, container: dict[str, Any], index: int | None, repaired: Repaired
-) -> dict[str, JsonValue]:
-    """Context metadata: source format, model, tools, conversation number, tau-bench keys and
-    the counts of what pairing repair did."""
-    meta: dict[str, JsonValue] = {"source_format": fmt}
+def chat_metadata(fmt: str, container: dict[str, Any], index: int | None) -> dict[str, JsonValue]:
+    """Context metadata of a conversation and the container that held it: model, tau-bench keys,
+    tools, conversation number."""
     model = container.get("model")
     response = container.get("response")
     if not isinstance(model, str) and isinstance(response, dict):
         model = response.get("model")
-    if isinstance(model, str):
-        meta["model"] = model
+    run: dict[str, JsonValue] = {}
     for key in ("instance_id", "task_id", "trial", "reward"):
         value = container.get(key)
         if isinstance(value, (str, int, float)) and not isinstance(value, bool):
-            meta[key] = value
+            run[key] = value
     tools = container.get("tools")
-    if isinstance(tools, list) and tools:
-        meta["tools"] = tools
-    if index is not None:
-        meta["conversation"] = index
-    for key in ("synthesized_results", "synthesized_calls", "renamed_calls", "orphan_results"):
-        if getattr(repaired, key):
-            meta[key] = getattr(repaired, key)
-    return meta
+    return context_metadata(
+        fmt,
+        model=str_or_none(model),
+        **run,
+        tools=tools if isinstance(tools, list) and tools else None,
+        conversation=index,
+    )
+
+
+# --------------------------------------------------------------------------- Anthropic blocks
+
+
+def anthropic_image(block: dict[str, Any]) -> ImageBlock:
+    """An Anthropic `image` block (`source` base64, url or file)."""
+    source = block.get("source")
+    source = source if isinstance(source, dict) else {}
+    kind = source.get("type")
+    media_type = source.get("media_type") if isinstance(source.get("media_type"), str) else None
+    if kind == "base64":
+        return ImageBlock(media_type=media_type, data=as_text(source.get("data")))
+    if kind == "url":
+        image = image_from_url(source.get("url"))
+        if media_type is None:
+            return image
+        return ImageBlock(media_type=media_type, url=image.url, data=image.data)
+    return ImageBlock(media_type=media_type, url=as_text(source.get("file_id")) or None)
+
+
+def anthropic_document_text(block: dict[str, Any]) -> str:
+    """A `document` block's text (a text source), else the block as JSON."""
+    source = block.get("source")
+    if isinstance(source, dict) and source.get("type") == "text":
+        return as_text(source.get("data"))
+    return as_text(block)
+
+
+def anthropic_block(block: dict[str, Any]) -> Block:
+    """One Anthropic content block other than `tool_result` as a context block: text, image,
+    thinking (signed or redacted), `tool_use`, a document's text; any other block as its JSON."""
+    kind = block.get("type")
+    if kind == "text":
+        return TextBlock(text=as_text(block.get("text")))
+    if kind == "image":
+        return anthropic_image(block)
+    if kind == "thinking":
+        signature = block.get("signature")
+        return ThinkingBlock(
+            thinking=as_text(block.get("thinking")),
+            signature=signature if isinstance(signature, str) else None,
+        )
+    if kind == "redacted_thinking":
+        data = block.get("data")
+        return ThinkingBlock(
+            thinking="", signature=data if isinstance(data, str) else None, redacted=True
+        )
+    if kind == "tool_use":
+        value = block.get("input")
+        return ToolCallBlock(
+            id=as_text(block.get("id")),
+            name=as_text(block.get("name")),
+            input=value if value is not None else {},
+        )
+    if kind == "document":
+        return TextBlock(text=anthropic_document_text(block))
+    return TextBlock(text=as_text(block))
 
 
 # --------------------------------------------------------------------------- writing

@@ -1,5 +1,9 @@
 """Anthropic Messages API request or saved messages array.
 
+Upstream: the Messages API reference (request body, content blocks, tool use) and
+anthropics/anthropic-sdk-python `src/anthropic/types/` (`MessageParam`, `MessageCreateParams` and
+the block params); Cline's saved `api_conversation_history.json` arrays for the `ts` key.
+
 Accepted shapes (JSON): a request body `{"model"?, "system"?: str | [text blocks], "messages":
 [...], "tools"?}`; a bare messages array as Cline and others save it (messages may carry `ts`,
 `id`, `model`, `usage`); a list of request bodies (one conversation each). JSONL: one body per line
@@ -53,7 +57,6 @@ from ..context import (
     Block,
     ContentPart,
     ImageBlock,
-    Message,
     TextBlock,
     ThinkingBlock,
     ToolCallBlock,
@@ -62,6 +65,9 @@ from ..context import (
 from ..errors import BadInputError
 from ._chat import (
     Conversation,
+    anthropic_block,
+    anthropic_document_text,
+    anthropic_image,
     anthropic_marks,
     block_as_text,
     chat_context,
@@ -72,6 +78,7 @@ from ._chat import (
     openai_marks,
     read_conversations,
 )
+from ._pairing import Turn
 from ._util import as_text, image_from_url, text_of
 from .base import Document, Format
 from .export import (
@@ -86,31 +93,123 @@ from .export import (
 from .provider_rules import ANTHROPIC_ID
 
 _ROLES = frozenset({"user", "assistant", "system"})
+_FREE_TEXT_SCHEMA = {
+    "type": "object",
+    "properties": {"input": {"type": "string"}},
+    "required": ["input"],
+}
+"""The input schema of an OpenAI free-text `custom` tool written as an Anthropic tool."""
+
+
+class AnthropicMessagesFormat(ProviderWriter, Format):
+    name = "anthropic-messages"
+    description = "Anthropic Messages API request or saved messages array"
+    extension = ".json"
+    priority = 0
+    can_write = True
+
+    def sniff(self, doc: Document) -> bool:
+        try:
+            convs = conversations_of(doc)
+            return bool(convs) and _is_anthropic(convs or [])
+        except Exception:
+            return False
+
+    def load(self, doc: Document) -> list[AgentContext]:
+        convs = conversations_of(doc)
+        if convs is None or not all(_anthropic_shaped(m) for msgs, _ in convs for m in msgs):
+            raise BadInputError(
+                "not Anthropic messages (no array of {role: user|assistant, content} found)",
+                path=doc.path,
+            )
+        return read_conversations(convs, lambda *conv: _Builder().context(*conv))
+
+    def dump(self, contexts: Sequence[AgentContext]) -> str:
+        """A saved session (see `export` for a request to send); drops are logged as one warning."""
+        result = self.export(contexts)
+        log_warning(result, self.name)
+        return result.text
+
+    def export(
+        self, contexts: Sequence[AgentContext], options: WriterOptions | None = None
+    ) -> Export:
+        """File text for `contexts` written with `options`, and what writing them dropped."""
+        notes = ExportNotes()
+        bodies = [to_anthropic_request(c, options, notes) for c in contexts]
+        if len(bodies) == 1:
+            return Export(_body_text(bodies[0]), notes)
+        return Export("".join(json.dumps(b, ensure_ascii=False) + "\n" for b in bodies), notes)
+
+
+# --------------------------------------------------------------------------- messages -> turns
+
+
+class _Builder:
+    """Turns one Anthropic messages array into turns."""
+
+    def __init__(self) -> None:
+        self.turns: list[Turn] = []
+
+    def add(self, raw: dict[str, Any]) -> None:
+        """One saved message (a user message with results gives a tool turn, then a user turn)."""
+        role = raw.get("role")
+        meta = message_metadata(raw)
+        blocks = _content_blocks(raw.get("content"))
+        if role in ("assistant", "system"):
+            self.turns.append(Turn(role, [anthropic_block(b) for b in blocks], meta))
+            return
+        results: list[Block] = [
+            ToolResultBlock(
+                tool_call_id=as_text(b.get("tool_use_id")),
+                content=_result_parts(b.get("content")),
+                is_error=b.get("is_error") is True,
+            )
+            for b in blocks
+            if b.get("type") == "tool_result"
+        ]
+        others = [anthropic_block(b) for b in blocks if b.get("type") != "tool_result"]
+        if results:
+            self.turns.append(Turn("tool", results, meta))
+        if others or not results:
+            self.turns.append(Turn("user", others, {} if results else meta))
+
+    def context(
+        self, msgs: list[Any], container: dict[str, Any], index: int | None
+    ) -> AgentContext:
+        """One messages array (with its body's system and tools) as a context."""
+        system: str | None = None
+        raw_system = container.get("system")
+        rest = [m for m in msgs if isinstance(m, dict)]
+        if isinstance(raw_system, (str, list)):
+            system = text_of(raw_system)
+        elif rest and rest[0].get("role") == "system":
+            system = text_of(rest.pop(0).get("content"))
+        for m in rest:
+            self.add(m)
+        turns = [t.freeze() for t in self.turns]
+        return chat_context(AnthropicMessagesFormat.name, system, turns, container, index)
 
 
 # --------------------------------------------------------------------------- reading
 
 
-def _image(block: dict[str, Any]) -> ImageBlock:
-    source = block.get("source")
-    source = source if isinstance(source, dict) else {}
-    kind = source.get("type")
-    media_type = source.get("media_type") if isinstance(source.get("media_type"), str) else None
-    if kind == "base64":
-        return ImageBlock(media_type=media_type, data=as_text(source.get("data")))
-    if kind == "url":
-        image = image_from_url(source.get("url"))
-        if media_type is None:
-            return image
-        return ImageBlock(media_type=media_type, url=image.url, data=image.data)
-    return ImageBlock(media_type=media_type, url=as_text(source.get("file_id")) or None)
+def _anthropic_shaped(m: Any) -> bool:
+    if not isinstance(m, dict) or m.get("role") not in _ROLES:
+        return False
+    content = m.get("content")
+    if isinstance(content, str):
+        return True
+    return isinstance(content, list) and all(
+        isinstance(b, dict) and isinstance(b.get("type"), str) for b in content
+    )
 
 
-def _document_text(block: dict[str, Any]) -> str:
-    source = block.get("source")
-    if isinstance(source, dict) and source.get("type") == "text":
-        return as_text(source.get("data"))
-    return as_text(block)
+def _is_anthropic(convs: Sequence[Conversation]) -> bool:
+    if has_foreign_keys(convs):
+        return False
+    if not all(_anthropic_shaped(m) for msgs, _ in convs for m in msgs):
+        return False
+    return anthropic_marks(convs) and not openai_marks(convs)
 
 
 def _content_blocks(content: Any) -> list[dict[str, Any]]:
@@ -132,84 +231,12 @@ def _result_parts(content: Any) -> tuple[ContentPart, ...]:
         if kind == "text":
             parts.append(TextBlock(text=as_text(block.get("text"))))
         elif kind == "image":
-            parts.append(_image(block))
+            parts.append(anthropic_image(block))
         elif kind == "document":
-            parts.append(TextBlock(text=_document_text(block)))
+            parts.append(TextBlock(text=anthropic_document_text(block)))
         else:
             parts.append(TextBlock(text=as_text(block)))
     return tuple(parts)
-
-
-def _block(block: dict[str, Any]) -> Block:
-    """One non-tool_result content block as a context block."""
-    kind = block.get("type")
-    if kind == "text":
-        return TextBlock(text=as_text(block.get("text")))
-    if kind == "image":
-        return _image(block)
-    if kind == "thinking":
-        signature = block.get("signature")
-        return ThinkingBlock(
-            thinking=as_text(block.get("thinking")),
-            signature=signature if isinstance(signature, str) else None,
-        )
-    if kind == "redacted_thinking":
-        data = block.get("data")
-        return ThinkingBlock(
-            thinking="", signature=data if isinstance(data, str) else None, redacted=True
-        )
-    if kind == "tool_use":
-        value = block.get("input")
-        return ToolCallBlock(
-            id=as_text(block.get("id")),
-            name=as_text(block.get("name")),
-            input=value if value is not None else {},
-        )
-    if kind == "document":
-        return TextBlock(text=_document_text(block))
-    return TextBlock(text=as_text(block))
-
-
-def _messages(raw: dict[str, Any]) -> list[Message]:
-    """One saved message as context messages (a user message with results gives two)."""
-    role = raw.get("role")
-    meta = message_metadata(raw)
-    blocks = _content_blocks(raw.get("content"))
-    if role == "assistant":
-        return [Message(role="assistant", content=tuple(_block(b) for b in blocks), metadata=meta)]
-    if role == "system":
-        return [Message(role="system", content=tuple(_block(b) for b in blocks), metadata=meta)]
-    results = [
-        ToolResultBlock(
-            tool_call_id=as_text(b.get("tool_use_id")),
-            content=_result_parts(b.get("content")),
-            is_error=b.get("is_error") is True,
-        )
-        for b in blocks
-        if b.get("type") == "tool_result"
-    ]
-    others = tuple(_block(b) for b in blocks if b.get("type") != "tool_result")
-    out: list[Message] = []
-    if results:
-        out.append(Message(role="tool", content=tuple(results), metadata=meta))
-    if others or not results:
-        out.append(Message(role="user", content=others, metadata={} if results else meta))
-    return out
-
-
-def read_conversation(
-    msgs: list[Any], container: dict[str, Any], index: int | None
-) -> AgentContext:
-    """One Anthropic messages array (with its body's system and tools) as a context."""
-    system: str | None = None
-    raw_system = container.get("system")
-    rest = [m for m in msgs if isinstance(m, dict)]
-    if isinstance(raw_system, (str, list)):
-        system = text_of(raw_system)
-    elif rest and rest[0].get("role") == "system":
-        system = text_of(rest.pop(0).get("content"))
-    messages = [out for m in rest for out in _messages(m)]
-    return chat_context("anthropic-messages", system, messages, container, index)
 
 
 # --------------------------------------------------------------------------- writing
@@ -285,13 +312,6 @@ def _user_block(block: Block, notes: ExportNotes) -> dict[str, Any] | None:
     if isinstance(block, ImageBlock):
         return _image_out(block)
     return _text_out(block, notes)
-
-
-_FREE_TEXT_SCHEMA = {
-    "type": "object",
-    "properties": {"input": {"type": "string"}},
-    "required": ["input"],
-}
 
 
 def tool_out(tool: Any) -> dict[str, Any] | None:
@@ -467,61 +487,4 @@ def _body_text(body: dict[str, Any]) -> str:
     return "{\n " + ",\n ".join(fields) + "\n}\n"
 
 
-# --------------------------------------------------------------------------- the format
-
-
-def _anthropic_shaped(m: Any) -> bool:
-    if not isinstance(m, dict) or m.get("role") not in _ROLES:
-        return False
-    content = m.get("content")
-    if isinstance(content, str):
-        return True
-    return isinstance(content, list) and all(
-        isinstance(b, dict) and isinstance(b.get("type"), str) for b in content
-    )
-
-
-def _is_anthropic(convs: Sequence[Conversation]) -> bool:
-    if has_foreign_keys(convs):
-        return False
-    if not all(_anthropic_shaped(m) for msgs, _ in convs for m in msgs):
-        return False
-    return anthropic_marks(convs) and not openai_marks(convs)
-
-
-class AnthropicMessagesFormat(ProviderWriter, Format):
-    name = "anthropic-messages"
-    description = "Anthropic Messages API request or saved messages array"
-    can_write = True
-
-    def sniff(self, doc: Document) -> bool:
-        try:
-            convs = conversations_of(doc)
-            return bool(convs) and _is_anthropic(convs or [])
-        except Exception:
-            return False
-
-    def load(self, doc: Document) -> list[AgentContext]:
-        convs = conversations_of(doc)
-        if convs is None or not all(_anthropic_shaped(m) for msgs, _ in convs for m in msgs):
-            raise BadInputError(
-                "not Anthropic messages (no array of {role: user|assistant, content} found)",
-                path=doc.path,
-            )
-        return read_conversations(convs, read_conversation)
-
-    def dump(self, contexts: Sequence[AgentContext]) -> str:
-        """A saved session (see `export` for a request to send); drops are logged as one warning."""
-        result = self.export(contexts)
-        log_warning(result, self.name)
-        return result.text
-
-    def export(
-        self, contexts: Sequence[AgentContext], options: WriterOptions | None = None
-    ) -> Export:
-        """File text for `contexts` written with `options`, and what writing them dropped."""
-        notes = ExportNotes()
-        bodies = [to_anthropic_request(c, options, notes) for c in contexts]
-        if len(bodies) == 1:
-            return Export(_body_text(bodies[0]), notes)
-        return Export("".join(json.dumps(b, ensure_ascii=False) + "\n" for b in bodies), notes)
+__all__ = ["AnthropicMessagesFormat", "foreign_model", "to_anthropic_request", "tool_out"]

@@ -62,16 +62,22 @@ from ..context import (
     Block,
     ContentPart,
     ImageBlock,
-    Message,
     TextBlock,
     ThinkingBlock,
     ToolCallBlock,
     ToolResultBlock,
 )
 from ..errors import BadInputError
-from ._chat import context_metadata, message_metadata, repair_chat_pairing
-from ._util import as_text, image_from_url, note_skipped, thinking_from
-from .anthropic_messages import _block as anthropic_block
+from ._chat import anthropic_block, anthropic_image, message_metadata, repair_chat_pairing
+from ._pairing import Turn
+from ._util import (
+    as_text,
+    context_metadata,
+    image_from_url,
+    note_repairs,
+    note_skipped,
+    thinking_from,
+)
 from .base import Document, Format
 
 HISTORY_FILE = "api_conversation_history.json"
@@ -166,6 +172,372 @@ _ERROR_STARTS = (
 _BLOCKED = re.compile(r"^Access to .* is blocked by the \.(?:cline|roo)ignore", re.DOTALL)
 _ROO_KEYS = ("isSummary", "condenseId", "condenseParent", "truncationParent", "isTruncationMarker")
 _ROLES = frozenset({"user", "assistant"})
+
+
+class ClineFormat(Format):
+    name = "cline"
+    description = "Cline / Roo Code task history (api_conversation_history.json)"
+    extension = ".json"
+    priority = 10
+
+    def sniff(self, doc: Document) -> bool:
+        if doc.kind != "json":
+            return False
+        data = doc.data
+        if _is_ui_messages(data) or _is_task_metadata(data):
+            return True
+        messages = _messages_of(data)
+        if not messages or not _all_shaped(data, messages):
+            return False
+        return isinstance(data, dict) or _signed(messages)
+
+    def load(self, doc: Document) -> list[AgentContext]:
+        data = doc.data
+        if doc.kind == "json" and (_is_ui_messages(data) or _is_task_metadata(data)):
+            which = "ui_messages.json" if isinstance(data, list) else "task_metadata.json"
+            instead = Path(doc.path).with_name(HISTORY_FILE)
+            raise BadInputError(
+                f"this is Cline's {which} (the chat panel's record), not the conversation the "
+                "model saw",
+                path=doc.path,
+                hint=f"load {instead} instead",
+            )
+        messages = _messages_of(data) if doc.kind == "json" else None
+        if messages is None or not _all_shaped(data, messages):
+            raise BadInputError(
+                "not a Cline / Roo Code task history (no array of user / assistant messages)",
+                path=doc.path,
+                hint=f"expected a task folder's {HISTORY_FILE}",
+            )
+        return [_Builder().context(messages, doc.path)]
+
+
+# --------------------------------------------------------------------------- messages -> turns
+
+
+class _Builder:
+    """Turns one task history into turns."""
+
+    def __init__(self) -> None:
+        self.turns: list[Turn] = []
+        self.skipped: Counter[str] = Counter()
+        self.open_calls: list[tuple[str, str]] = []  # (id, name) of the last assistant's XML calls
+        self.pending_thinking: list[Block] = []
+        self.model: str | None = None
+
+    # ----------------------------------------------------------------- messages
+
+    def add(self, index: int, raw: Any) -> None:
+        if not isinstance(raw, dict):
+            self.skipped["non-object"] += 1
+            return
+        if "role" not in raw and raw.get("type") == "reasoning":
+            self.reasoning_item(raw)
+            return
+        role = raw.get("role")
+        meta = self.metadata(raw)
+        if raw.get("isSummary") is True:
+            text = _plain_text(raw.get("content"))
+            self.turns.append(Turn("user", [TextBlock(text=text)], {**meta, ORIGIN_KEY: "summary"}))
+            return
+        if role == "assistant":
+            self.assistant(index, raw, meta)
+        elif role == "user":
+            self.user(raw, meta)
+        elif role == "tool":
+            self.user({"content": raw.get("content")}, meta)
+        else:
+            self.skipped[f"role/{role}"] += 1
+
+    def metadata(self, raw: dict[str, Any]) -> dict[str, JsonValue]:
+        meta = message_metadata(raw)
+        info = raw.get("modelInfo")
+        if isinstance(info, dict) and isinstance(info.get("modelId"), str):
+            meta["model"] = info["modelId"]
+            if isinstance(info.get("mode"), str):
+                meta["mode"] = info["mode"]
+        if isinstance(raw.get("metrics"), dict):
+            meta["usage"] = raw["metrics"]
+        for key in _ROO_KEYS:
+            if raw.get(key) is not None and key != "isSummary":
+                meta[key] = raw[key]
+        if raw.get("role") == "assistant" and isinstance(meta.get("model"), str):
+            self.model = self.model or str(meta["model"])
+        return meta
+
+    def reasoning_item(self, raw: dict[str, Any]) -> None:
+        summary = raw.get("summary")
+        text = "\n".join(
+            as_text(s.get("text")) for s in summary or [] if isinstance(s, dict) and s.get("text")
+        )
+        sealed = raw.get("encrypted_content")
+        if not text and not isinstance(sealed, str):
+            self.skipped["reasoning"] += 1
+            return
+        self.pending_thinking.append(
+            ThinkingBlock(
+                thinking=text,
+                signature=sealed if isinstance(sealed, str) else None,
+                redacted=not text,
+            )
+        )
+
+    def assistant(self, index: int, raw: dict[str, Any], meta: dict[str, JsonValue]) -> None:
+        content = raw.get("content")
+        items = (
+            [{"type": "text", "text": content}]
+            if isinstance(content, str)
+            else [b for b in content if isinstance(b, dict)]
+            if isinstance(content, list)
+            else []
+        )
+        native = any(b.get("type") in ("tool_use", "tool-call") for b in items)
+        blocks: list[Block] = list(self.pending_thinking)
+        self.pending_thinking = []
+        if not any(b.get("type") in ("thinking", "reasoning") for b in items):
+            blocks.extend(thinking_from(raw))
+        calls: list[tuple[str, str]] = []
+        for item in items:
+            kind = item.get("type")
+            if kind == "text" and not native:
+                for piece in split_tool_calls(as_text(item.get("text"))):
+                    if isinstance(piece, str):
+                        blocks.append(TextBlock(text=piece))
+                        continue
+                    call_id = f"cline-{index}-{len(calls)}"
+                    calls.append((call_id, piece[0]))
+                    blocks.append(ToolCallBlock(id=call_id, name=piece[0], input=piece[1]))
+            elif kind == "tool-call":
+                value = item.get("input")
+                blocks.append(
+                    ToolCallBlock(
+                        id=as_text(item.get("toolCallId")),
+                        name=as_text(item.get("toolName")),
+                        input=value if value is not None else {},
+                    )
+                )
+            elif kind == "reasoning":
+                text = as_text(item.get("text"))
+                if text:
+                    blocks.append(ThinkingBlock(thinking=text))
+            elif kind == "thoughtSignature":
+                self.skipped["thoughtSignature"] += 1
+            else:
+                blocks.append(anthropic_block(item))
+        self.open_calls = calls
+        self.turns.append(Turn("assistant", blocks, meta))
+
+    def user(self, raw: dict[str, Any], meta: dict[str, JsonValue]) -> None:
+        content = raw.get("content")
+        items: list[Any] = [content] if isinstance(content, str) else list(content or [])
+        turn = _UserTurn()
+        current: _Result | None = None
+        for item in items:
+            if isinstance(item, str):
+                item = {"type": "text", "text": item}
+            if not isinstance(item, dict):
+                continue
+            kind = item.get("type")
+            if kind in ("tool_result", "tool-result"):
+                current = None
+                self.native_result(turn, item)
+            elif kind in ("image", "file"):
+                image = _image(item) if kind == "image" else None
+                if current is not None and current.orphan and image is not None:
+                    turn.blocks.append(image)
+                elif current is not None and image is not None:
+                    current.parts.append(image)
+                elif image is not None:
+                    turn.blocks.append(image)
+                    turn.human = True
+                else:
+                    turn.add_text(as_text(item), "plain")
+            elif kind == "text":
+                current = self.text(turn, current, as_text(item.get("text")))
+            else:
+                current = None
+                turn.add_text(as_text(item), "plain")
+        self.open_calls = []
+        if turn.results:
+            results: list[Block] = [
+                ToolResultBlock(tool_call_id=r.call_id, content=tuple(r.parts), is_error=r.is_error)
+                for r in turn.results
+            ]
+            self.turns.append(Turn("tool", results, meta))
+        if turn.blocks:
+            user_meta: dict[str, JsonValue] = {} if turn.results else dict(meta)
+            if raw.get("isTruncationMarker") is True or not turn.human:
+                user_meta[ORIGIN_KEY] = "tool-output" if turn.tool_output else "harness"
+            self.turns.append(Turn("user", turn.blocks, user_meta))
+
+    def take_call(self, name: str) -> str | None:
+        for i, (call_id, called) in enumerate(self.open_calls):
+            if called == name:
+                del self.open_calls[i]
+                return call_id
+        if self.open_calls:
+            return self.open_calls.pop(0)[0]
+        return None
+
+    def add_result(self, turn: _UserTurn, call_id: str, text: str, error: bool) -> _Result:
+        part, words = _split_user_words(text)
+        result = _Result(call_id=call_id, is_error=error or _is_error_text(text))
+        if part:
+            result.parts.append(TextBlock(text=part))
+        turn.results.append(result)
+        turn.add_text(words, "human")
+        return result
+
+    def native_result(self, turn: _UserTurn, item: dict[str, Any]) -> None:
+        if item.get("type") == "tool-result":
+            call_id = as_text(item.get("toolCallId"))
+            parts, error = _ai_sdk_output(item.get("output"))
+        else:
+            call_id = as_text(item.get("tool_use_id"))
+            parts, error = _result_parts(item.get("content")), item.get("is_error") is True
+        text = "\n".join(p.text for p in parts if isinstance(p, TextBlock))
+        part, words = _split_user_words(text)
+        if words:
+            images = [p for p in parts if not isinstance(p, TextBlock)]
+            parts = [TextBlock(text=part)] if part else []
+            parts.extend(images)
+        turn.results.append(
+            _Result(call_id=call_id, parts=parts, is_error=error or _is_error_text(text))
+        )
+        turn.add_text(words, "human")
+
+    def text(self, turn: _UserTurn, current: _Result | None, text: str) -> _Result | None:
+        """One user text block; returns the result that later blocks may continue."""
+        for piece in _env_split(text):
+            current = self.text_piece(turn, current, piece)
+        return current
+
+    def text_piece(self, turn: _UserTurn, current: _Result | None, text: str) -> _Result | None:
+        head = text.lstrip()
+        header = _HEADER.match(head)
+        skipped = _NOT_EXECUTED.match(head)
+        if header is not None:
+            call_id = self.take_call(header.group("name"))
+            body = head[header.end() :].removeprefix("\n")
+            if call_id is None:
+                turn.add_text(text, "harness")
+                turn.tool_output = True
+                return _Result(call_id="", orphan=True)
+            return self.add_result(turn, call_id, body, False)
+        if skipped is not None:
+            call_id = self.take_call(skipped.group("a") or skipped.group("b"))
+            if call_id is not None:
+                self.add_result(turn, call_id, text, True)
+                return None
+        kind = _text_kind(text)
+        if current is not None and kind == "plain":
+            if not current.parts and _is_error_text(text):
+                current.is_error = True
+            part, words = _split_user_words(text)
+            if current.orphan:
+                turn.add_text(part, "harness")
+            elif part:
+                current.parts.append(TextBlock(text=part))
+            turn.add_text(words, "human")
+            return current
+        turn.add_text(text, kind)
+        return None
+
+    # ----------------------------------------------------------------- the context
+
+    def context(self, messages: list[Any], path: str) -> AgentContext:
+        """The task history `messages` (read from `path`) as a context."""
+        for index, raw in enumerate(messages):
+            self.add(index, raw)
+        if self.pending_thinking:
+            self.turns.append(Turn("assistant", self.pending_thinking))
+        repaired = repair_chat_pairing([t.freeze() for t in self.turns])
+        file = Path(path)
+        meta = context_metadata(
+            ClineFormat.name,
+            session_id=file.parent.name if file.name == HISTORY_FILE and file.parent.name else None,
+            model=self.model or None,
+        )
+        note_repairs(meta, repaired)
+        note_skipped(meta, self.skipped)
+        return AgentContext(messages=tuple(repaired.messages), metadata=meta)
+
+
+# --------------------------------------------------------------------------- sniffing
+
+
+def _messages_of(data: Any) -> list[Any] | None:
+    """The saved messages: the legacy array, or Roo Code's `{"version": 2, "messages"}`."""
+    if isinstance(data, list):
+        return data
+    if (
+        isinstance(data, dict)
+        and data.get("version") == 2
+        and isinstance(data.get("messages"), list)
+    ):
+        return list(data["messages"])
+    return None
+
+
+def _is_ui_messages(data: Any) -> bool:
+    items = data[:20] if isinstance(data, list) else []
+    return bool(items) and all(
+        isinstance(m, dict) and m.get("type") in ("say", "ask") and isinstance(m.get("ts"), int)
+        for m in items
+    )
+
+
+def _is_task_metadata(data: Any) -> bool:
+    return isinstance(data, dict) and "files_in_context" in data and "messages" not in data
+
+
+def _shaped(m: Any, roles: frozenset[str] = _ROLES) -> bool:
+    if not isinstance(m, dict):
+        return False
+    if "role" not in m:
+        return m.get("type") == "reasoning"
+    if m.get("role") not in roles:
+        return False
+    content = m.get("content")
+    return isinstance(content, str) or (
+        isinstance(content, list)
+        and all(isinstance(b, dict) and isinstance(b.get("type"), str) for b in content)
+    )
+
+
+def _all_shaped(data: Any, messages: list[Any]) -> bool:
+    """Every item a message of the legacy array, or (in Roo Code's envelope) of AI SDK messages."""
+    roles = _ROLES | {"tool"} if isinstance(data, dict) else _ROLES
+    return all(_shaped(m, roles) for m in messages)
+
+
+def _user_texts(m: dict[str, Any]) -> Iterator[str]:
+    content = m.get("content")
+    if isinstance(content, str):
+        yield content
+    elif isinstance(content, list):
+        for b in content:
+            if b.get("type") == "text" and isinstance(b.get("text"), str):
+                yield b["text"]
+
+
+def _signed(messages: list[Any]) -> bool:
+    """Something only Cline or Roo Code writes into a saved message array."""
+    for m in messages:
+        if any(key in m for key in ("modelInfo", *_ROO_KEYS)):
+            return True
+        if m.get("role") != "user":
+            continue
+        for text in _user_texts(m):
+            head = text.lstrip()
+            if (
+                "<environment_details>" in text
+                or "<potentially_relevant_details>" in text
+                or head.startswith("[TASK RESUMPTION]")
+                or _HEADER.match(head)
+            ):
+                return True
+    return False
 
 
 # --------------------------------------------------------------------------- assistant: XML calls
@@ -317,8 +689,7 @@ def _image(block: dict[str, Any]) -> ImageBlock:
         if isinstance(media, str) and image.media_type is None:
             return ImageBlock(media_type=media, url=image.url, data=image.data)
         return image
-    out = anthropic_block(block)
-    return out if isinstance(out, ImageBlock) else ImageBlock()
+    return anthropic_image(block)
 
 
 def _result_parts(content: Any) -> list[ContentPart]:
@@ -335,271 +706,6 @@ def _result_parts(content: Any) -> list[ContentPart]:
     return parts
 
 
-class _Reader:
-    """Turns one task history into context messages."""
-
-    def __init__(self) -> None:
-        self.out: list[Message] = []
-        self.skipped: Counter[str] = Counter()
-        self.open_calls: list[tuple[str, str]] = []  # (id, name) of the last assistant's XML calls
-        self.pending_thinking: list[Block] = []
-        self.model: str | None = None
-
-    # ----------------------------------------------------------------- messages
-
-    def message(self, index: int, raw: Any) -> None:
-        if not isinstance(raw, dict):
-            self.skipped["non-object"] += 1
-            return
-        if "role" not in raw and raw.get("type") == "reasoning":
-            self.reasoning_item(raw)
-            return
-        role = raw.get("role")
-        meta = self.metadata(raw)
-        if raw.get("isSummary") is True:
-            text = _plain_text(raw.get("content"))
-            self.out.append(
-                Message(
-                    role="user",
-                    content=(TextBlock(text=text),),
-                    metadata={**meta, ORIGIN_KEY: "summary"},
-                )
-            )
-            return
-        if role == "assistant":
-            self.assistant(index, raw, meta)
-        elif role == "user":
-            self.user(raw, meta)
-        elif role == "tool":
-            self.user({"content": raw.get("content")}, meta)
-        else:
-            self.skipped[f"role/{role}"] += 1
-
-    def metadata(self, raw: dict[str, Any]) -> dict[str, JsonValue]:
-        meta = message_metadata(raw)
-        info = raw.get("modelInfo")
-        if isinstance(info, dict) and isinstance(info.get("modelId"), str):
-            meta["model"] = info["modelId"]
-            if isinstance(info.get("mode"), str):
-                meta["mode"] = info["mode"]
-        if isinstance(raw.get("metrics"), dict):
-            meta["usage"] = raw["metrics"]
-        for key in _ROO_KEYS:
-            if raw.get(key) is not None and key != "isSummary":
-                meta[key] = raw[key]
-        if raw.get("role") == "assistant" and isinstance(meta.get("model"), str):
-            self.model = self.model or str(meta["model"])
-        return meta
-
-    def reasoning_item(self, raw: dict[str, Any]) -> None:
-        summary = raw.get("summary")
-        text = "\n".join(
-            as_text(s.get("text")) for s in summary or [] if isinstance(s, dict) and s.get("text")
-        )
-        sealed = raw.get("encrypted_content")
-        if not text and not isinstance(sealed, str):
-            self.skipped["reasoning"] += 1
-            return
-        self.pending_thinking.append(
-            ThinkingBlock(
-                thinking=text,
-                signature=sealed if isinstance(sealed, str) else None,
-                redacted=not text,
-            )
-        )
-
-    def assistant(self, index: int, raw: dict[str, Any], meta: dict[str, JsonValue]) -> None:
-        content = raw.get("content")
-        items = (
-            [{"type": "text", "text": content}]
-            if isinstance(content, str)
-            else [b for b in content if isinstance(b, dict)]
-            if isinstance(content, list)
-            else []
-        )
-        native = any(b.get("type") in ("tool_use", "tool-call") for b in items)
-        blocks: list[Block] = list(self.pending_thinking)
-        self.pending_thinking = []
-        if not any(b.get("type") in ("thinking", "reasoning") for b in items):
-            blocks.extend(thinking_from(raw))
-        calls: list[tuple[str, str]] = []
-        for item in items:
-            kind = item.get("type")
-            if kind == "text" and not native:
-                for piece in split_tool_calls(as_text(item.get("text"))):
-                    if isinstance(piece, str):
-                        blocks.append(TextBlock(text=piece))
-                        continue
-                    call_id = f"cline-{index}-{len(calls)}"
-                    calls.append((call_id, piece[0]))
-                    blocks.append(ToolCallBlock(id=call_id, name=piece[0], input=piece[1]))
-            elif kind == "tool-call":
-                value = item.get("input")
-                blocks.append(
-                    ToolCallBlock(
-                        id=as_text(item.get("toolCallId")),
-                        name=as_text(item.get("toolName")),
-                        input=value if value is not None else {},
-                    )
-                )
-            elif kind == "reasoning":
-                text = as_text(item.get("text"))
-                if text:
-                    blocks.append(ThinkingBlock(thinking=text))
-            elif kind == "thoughtSignature":
-                self.skipped["thoughtSignature"] += 1
-            else:
-                blocks.append(anthropic_block(item))
-        self.open_calls = calls
-        self.out.append(Message(role="assistant", content=tuple(blocks), metadata=meta))
-
-    def user(self, raw: dict[str, Any], meta: dict[str, JsonValue]) -> None:
-        content = raw.get("content")
-        items: list[Any] = [content] if isinstance(content, str) else list(content or [])
-        turn = _UserTurn()
-        current: _Result | None = None
-        for item in items:
-            if isinstance(item, str):
-                item = {"type": "text", "text": item}
-            if not isinstance(item, dict):
-                continue
-            kind = item.get("type")
-            if kind in ("tool_result", "tool-result"):
-                current = None
-                self.native_result(turn, item)
-            elif kind in ("image", "file"):
-                image = _image(item) if kind == "image" else None
-                if current is not None and current.orphan and image is not None:
-                    turn.blocks.append(image)
-                elif current is not None and image is not None:
-                    current.parts.append(image)
-                elif image is not None:
-                    turn.blocks.append(image)
-                    turn.human = True
-                else:
-                    turn.add_text(as_text(item), "plain")
-            elif kind == "text":
-                current = self.text(turn, current, as_text(item.get("text")))
-            else:
-                current = None
-                turn.add_text(as_text(item), "plain")
-        self.open_calls = []
-        if turn.results:
-            self.out.append(
-                Message(
-                    role="tool",
-                    content=tuple(
-                        ToolResultBlock(
-                            tool_call_id=r.call_id, content=tuple(r.parts), is_error=r.is_error
-                        )
-                        for r in turn.results
-                    ),
-                    metadata=meta,
-                )
-            )
-        if turn.blocks:
-            user_meta: dict[str, JsonValue] = {} if turn.results else dict(meta)
-            if raw.get("isTruncationMarker") is True or not turn.human:
-                user_meta[ORIGIN_KEY] = "tool-output" if turn.tool_output else "harness"
-            self.out.append(Message(role="user", content=tuple(turn.blocks), metadata=user_meta))
-
-    def take_call(self, name: str) -> str | None:
-        for i, (call_id, called) in enumerate(self.open_calls):
-            if called == name:
-                del self.open_calls[i]
-                return call_id
-        if self.open_calls:
-            return self.open_calls.pop(0)[0]
-        return None
-
-    def add_result(self, turn: _UserTurn, call_id: str, text: str, error: bool) -> _Result:
-        part, words = _split_user_words(text)
-        result = _Result(call_id=call_id, is_error=error or _is_error_text(text))
-        if part:
-            result.parts.append(TextBlock(text=part))
-        turn.results.append(result)
-        turn.add_text(words, "human")
-        return result
-
-    def native_result(self, turn: _UserTurn, item: dict[str, Any]) -> None:
-        if item.get("type") == "tool-result":
-            call_id = as_text(item.get("toolCallId"))
-            parts, error = _ai_sdk_output(item.get("output"))
-        else:
-            call_id = as_text(item.get("tool_use_id"))
-            parts, error = _result_parts(item.get("content")), item.get("is_error") is True
-        text = "\n".join(p.text for p in parts if isinstance(p, TextBlock))
-        part, words = _split_user_words(text)
-        if words:
-            images = [p for p in parts if not isinstance(p, TextBlock)]
-            parts = [TextBlock(text=part)] if part else []
-            parts.extend(images)
-        turn.results.append(
-            _Result(call_id=call_id, parts=parts, is_error=error or _is_error_text(text))
-        )
-        turn.add_text(words, "human")
-
-    def text(self, turn: _UserTurn, current: _Result | None, text: str) -> _Result | None:
-        """One user text block; returns the result that later blocks may continue."""
-        for piece in _env_split(text):
-            current = self.text_piece(turn, current, piece)
-        return current
-
-    def text_piece(self, turn: _UserTurn, current: _Result | None, text: str) -> _Result | None:
-        head = text.lstrip()
-        header = _HEADER.match(head)
-        skipped = _NOT_EXECUTED.match(head)
-        if header is not None:
-            call_id = self.take_call(header.group("name"))
-            body = head[header.end() :].removeprefix("\n")
-            if call_id is None:
-                turn.add_text(text, "harness")
-                turn.tool_output = True
-                return _Result(call_id="", orphan=True)
-            return self.add_result(turn, call_id, body, False)
-        if skipped is not None:
-            call_id = self.take_call(skipped.group("a") or skipped.group("b"))
-            if call_id is not None:
-                self.add_result(turn, call_id, text, True)
-                return None
-        kind = _text_kind(text)
-        if current is not None and kind == "plain":
-            if not current.parts and _is_error_text(text):
-                current.is_error = True
-            part, words = _split_user_words(text)
-            if current.orphan:
-                turn.add_text(part, "harness")
-            elif part:
-                current.parts.append(TextBlock(text=part))
-            turn.add_text(words, "human")
-            return current
-        turn.add_text(text, kind)
-        return None
-
-    # ----------------------------------------------------------------- the context
-
-    def context(self, messages: list[Any], path: str) -> AgentContext:
-        for index, raw in enumerate(messages):
-            self.message(index, raw)
-        if self.pending_thinking:
-            self.out.append(Message(role="assistant", content=tuple(self.pending_thinking)))
-        repaired = repair_chat_pairing(self.out)
-        out = [
-            m.model_copy(update={"metadata": {**m.metadata, ORIGIN_KEY: "tool-output"}})
-            if "orphan_tool_result" in m.metadata
-            else m
-            for m in repaired.messages
-        ]
-        meta = context_metadata(CLINE, {}, None, repaired)
-        file = Path(path)
-        if file.name == HISTORY_FILE and file.parent.name:
-            meta["session_id"] = file.parent.name
-        if self.model:
-            meta["model"] = self.model
-        note_skipped(meta, self.skipped)
-        return AgentContext(messages=tuple(out), metadata=meta)
-
-
 def _plain_text(content: Any) -> str:
     if isinstance(content, str):
         return content
@@ -612,117 +718,4 @@ def _plain_text(content: Any) -> str:
     return as_text(content)
 
 
-# --------------------------------------------------------------------------- the format
-
-CLINE = "cline"
-
-
-def _messages_of(data: Any) -> list[Any] | None:
-    """The saved messages: the legacy array, or Roo Code's `{"version": 2, "messages"}`."""
-    if isinstance(data, list):
-        return data
-    if (
-        isinstance(data, dict)
-        and data.get("version") == 2
-        and isinstance(data.get("messages"), list)
-    ):
-        return list(data["messages"])
-    return None
-
-
-def _is_ui_messages(data: Any) -> bool:
-    items = data[:20] if isinstance(data, list) else []
-    return bool(items) and all(
-        isinstance(m, dict) and m.get("type") in ("say", "ask") and isinstance(m.get("ts"), int)
-        for m in items
-    )
-
-
-def _is_task_metadata(data: Any) -> bool:
-    return isinstance(data, dict) and "files_in_context" in data and "messages" not in data
-
-
-def _shaped(m: Any, roles: frozenset[str] = _ROLES) -> bool:
-    if not isinstance(m, dict):
-        return False
-    if "role" not in m:
-        return m.get("type") == "reasoning"
-    if m.get("role") not in roles:
-        return False
-    content = m.get("content")
-    return isinstance(content, str) or (
-        isinstance(content, list)
-        and all(isinstance(b, dict) and isinstance(b.get("type"), str) for b in content)
-    )
-
-
-def _all_shaped(data: Any, messages: list[Any]) -> bool:
-    """Every item a message of the legacy array, or (in Roo Code's envelope) of AI SDK messages."""
-    roles = _ROLES | {"tool"} if isinstance(data, dict) else _ROLES
-    return all(_shaped(m, roles) for m in messages)
-
-
-def _user_texts(m: dict[str, Any]) -> Iterator[str]:
-    content = m.get("content")
-    if isinstance(content, str):
-        yield content
-    elif isinstance(content, list):
-        for b in content:
-            if b.get("type") == "text" and isinstance(b.get("text"), str):
-                yield b["text"]
-
-
-def _signed(messages: list[Any]) -> bool:
-    """Something only Cline or Roo Code writes into a saved message array."""
-    for m in messages:
-        if any(key in m for key in ("modelInfo", *_ROO_KEYS)):
-            return True
-        if m.get("role") != "user":
-            continue
-        for text in _user_texts(m):
-            head = text.lstrip()
-            if (
-                "<environment_details>" in text
-                or "<potentially_relevant_details>" in text
-                or head.startswith("[TASK RESUMPTION]")
-                or _HEADER.match(head)
-            ):
-                return True
-    return False
-
-
-class ClineFormat(Format):
-    name = CLINE
-    description = "Cline / Roo Code task history (api_conversation_history.json)"
-    priority = 10
-
-    def sniff(self, doc: Document) -> bool:
-        if doc.kind != "json":
-            return False
-        data = doc.data
-        if _is_ui_messages(data) or _is_task_metadata(data):
-            return True
-        messages = _messages_of(data)
-        if not messages or not _all_shaped(data, messages):
-            return False
-        return isinstance(data, dict) or _signed(messages)
-
-    def load(self, doc: Document) -> list[AgentContext]:
-        data = doc.data
-        if doc.kind == "json" and (_is_ui_messages(data) or _is_task_metadata(data)):
-            which = "ui_messages.json" if isinstance(data, list) else "task_metadata.json"
-            instead = Path(doc.path).with_name(HISTORY_FILE)
-            raise BadInputError(
-                f"this is Cline's {which} (the chat panel's record), not the conversation the "
-                "model saw",
-                path=doc.path,
-                hint=f"load {instead} instead",
-            )
-        messages = _messages_of(data) if doc.kind == "json" else None
-        if messages is None or not _all_shaped(data, messages):
-            raise BadInputError(
-                "not a Cline / Roo Code task history (no array of user / assistant messages)",
-                path=doc.path,
-                hint=f"expected a task folder's {HISTORY_FILE}",
-            )
-        return [_Reader().context(messages, doc.path)]
+__all__ = ["HISTORY_FILE", "TOOL_NAMES", "ClineFormat", "split_tool_calls"]

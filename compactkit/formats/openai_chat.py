@@ -1,5 +1,10 @@
 """OpenAI chat-completions messages (arrays, requests, tau-bench, OpenHands SDK logs).
 
+Upstream: the chat-completions API reference (`messages`, `tools`) and openai/openai-python
+`src/openai/types/chat/` (`ChatCompletionMessageParam` and its parts); sierra-research/tau-bench
+`historical_trajectories/*.json` (`traj`, `task_id`, `trial`, `reward`); litellm's
+`thinking_blocks` / `reasoning_content` (as OpenHands/software-agent-sdk logs them).
+
 Accepted shapes (JSON): a bare messages array; a request body `{"model", "messages", "tools"}`; an
 OpenHands SDK / litellm log `{"messages", "tools", "response", ...}` (the response's message is
 appended as the last assistant message, with its `id`, `model` and `usage`); a list of
@@ -63,6 +68,7 @@ from ..context import (
     ContentPart,
     ImageBlock,
     Message,
+    Role,
     TextBlock,
     ThinkingBlock,
     ToolCallBlock,
@@ -80,6 +86,7 @@ from ._chat import (
     openai_marks,
     read_conversations,
 )
+from ._pairing import Turn
 from ._util import as_text, image_from_url, parse_arguments, text_of
 from .base import Document, Format
 from .export import Export, ExportNotes, ProviderWriter, WriterOptions, log_warning, prepare
@@ -88,7 +95,172 @@ from .provider_rules import OPENAI_ID_MAX
 _OPENAI_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 
 
+class OpenAIChatFormat(ProviderWriter, Format):
+    name = "openai-chat"
+    description = (
+        "OpenAI chat-completions messages (arrays, requests, tau-bench, OpenHands SDK logs)"
+    )
+    extension = ".json"
+    priority = 0
+    can_write = True
+
+    def sniff(self, doc: Document) -> bool:
+        try:
+            convs = conversations_of(doc)
+            if not convs or has_foreign_keys(convs):
+                return False
+            if not all(_openai_shaped(m) for msgs, _ in convs for m in msgs):
+                return False
+            return openai_marks(convs) or not anthropic_marks(convs)
+        except Exception:
+            return False
+
+    def load(self, doc: Document) -> list[AgentContext]:
+        convs = conversations_of(doc)
+        if convs is None:
+            raise BadInputError(
+                "not OpenAI chat messages (no array of {role, content} messages found)",
+                path=doc.path,
+            )
+        return read_conversations(convs, lambda *conv: _Builder().context(*conv))
+
+    def dump(self, contexts: Sequence[AgentContext]) -> str:
+        """A saved session (see `export` for a request to send); drops are logged as one warning."""
+        result = self.export(contexts)
+        log_warning(result, self.name)
+        return result.text
+
+    def export(
+        self, contexts: Sequence[AgentContext], options: WriterOptions | None = None
+    ) -> Export:
+        """File text for `contexts` written with `options`, and what writing them dropped."""
+        notes = ExportNotes()
+        bodies = [to_openai_request(c, options, notes) for c in contexts]
+        if len(bodies) == 1:
+            return Export(_body_text(bodies[0]), notes)
+        return Export("".join(json.dumps(b, ensure_ascii=False) + "\n" for b in bodies), notes)
+
+
+# --------------------------------------------------------------------------- messages -> turns
+
+
+class _Builder:
+    """Turns one OpenAI messages array into turns, counting calls for synthesized ids."""
+
+    def __init__(self) -> None:
+        self.turns: list[Turn] = []
+        self.calls = 0
+        self.open: list[tuple[str, str]] = []  # (id, name) of calls not yet answered, in order
+
+    def add(self, m: dict[str, Any]) -> None:
+        role = m.get("role")
+        name = m.get("name") if isinstance(m.get("name"), str) else None
+        meta = message_metadata(m)
+        if role == "assistant":
+            self.turns.append(Turn("assistant", self.assistant(m), meta, name))
+            return
+        if role in ("tool", "function"):
+            raw = m.get("tool_call_id")
+            if isinstance(raw, str) and raw:
+                cid = raw
+                self.answer(cid)
+            else:
+                cid = self.take_open(name)
+            result = ToolResultBlock(tool_call_id=cid, content=_result_parts(m.get("content")))
+            self.turns.append(Turn("tool", [result], meta, name))
+            return
+        kind: Role = "system" if role in ("system", "developer") else "user"
+        self.turns.append(Turn(kind, _parts(m.get("content")), meta, name))
+
+    def call_id(self, raw: Any) -> str:
+        cid = raw if isinstance(raw, str) and raw else f"call_{self.calls}"
+        self.calls += 1
+        return cid
+
+    def take_open(self, name: Any) -> str:
+        """The id for a result that names no call: the earliest open call (same name first)."""
+        for pos, (_, call_name) in enumerate(self.open):
+            if call_name == name:
+                return self.open.pop(pos)[0]
+        if self.open:
+            return self.open.pop(0)[0]
+        return self.call_id(None)
+
+    def answer(self, cid: str) -> None:
+        self.open = [(c, n) for c, n in self.open if c != cid]
+
+    def assistant(self, m: dict[str, Any]) -> list[Block]:
+        blocks: list[Block] = []
+        thinking_blocks = m.get("thinking_blocks")
+        if isinstance(thinking_blocks, list) and thinking_blocks:
+            blocks.extend(_thinking(thinking_blocks))
+        else:
+            for key in ("reasoning_content", "reasoning"):
+                text = m.get(key)
+                if isinstance(text, str) and text:
+                    blocks.append(ThinkingBlock(thinking=text))
+                    break
+        blocks.extend(_parts(m.get("content"), assistant=True))
+        refusal = m.get("refusal")
+        if isinstance(refusal, str) and refusal:
+            blocks.append(TextBlock(text=refusal))
+        calls = m.get("tool_calls")
+        for call in calls if isinstance(calls, list) else []:
+            if not isinstance(call, dict):
+                continue
+            custom = call.get("custom")
+            fn = call.get("function")
+            value: Any
+            if call.get("type") == "custom" and isinstance(custom, dict):
+                name, value = custom.get("name"), as_text(custom.get("input"))
+            else:
+                fn = fn if isinstance(fn, dict) else {}
+                name, value = fn.get("name"), parse_arguments(fn.get("arguments"))
+            cid = self.call_id(call.get("id"))
+            blocks.append(ToolCallBlock(id=cid, name=as_text(name), input=value))
+            self.open.append((cid, as_text(name)))
+        legacy = m.get("function_call")
+        if isinstance(legacy, dict):
+            cid = self.call_id(None)
+            name = as_text(legacy.get("name"))
+            blocks.append(
+                ToolCallBlock(id=cid, name=name, input=parse_arguments(legacy.get("arguments")))
+            )
+            self.open.append((cid, name))
+        return blocks
+
+    def context(
+        self, msgs: list[Any], container: dict[str, Any], index: int | None
+    ) -> AgentContext:
+        """One messages array (plus its container's response, model and tools) as a context."""
+        system: str | None = None
+        rest = list(msgs)
+        if rest and isinstance(rest[0], dict) and rest[0].get("role") in ("system", "developer"):
+            system = text_of(rest.pop(0).get("content"))
+        for m in rest:
+            if isinstance(m, dict):
+                self.add(m)
+        response = _response_message(container.get("response"))
+        if response is not None:
+            if isinstance(container.get("timestamp"), (int, float, str)):
+                response.setdefault("timestamp", container["timestamp"])
+            self.add(response)
+        turns = [t.freeze() for t in self.turns]
+        return chat_context(OpenAIChatFormat.name, system, turns, container, index)
+
+
 # --------------------------------------------------------------------------- reading
+
+
+def _openai_shaped(m: Any) -> bool:
+    if not isinstance(m, dict) or m.get("role") not in _OPENAI_ROLES:
+        return False
+    content = m.get("content")
+    if content is None or isinstance(content, str):
+        return True
+    if isinstance(content, list):
+        return all(isinstance(p, (dict, str)) for p in content)
+    return False
 
 
 def _parts(content: Any, *, assistant: bool = False) -> list[Block]:
@@ -150,91 +322,6 @@ def _thinking(items: Iterable[Any]) -> list[Block]:
     return out
 
 
-class _Reader:
-    """Turns one OpenAI messages array into messages, counting calls for synthesized ids."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-        self.open: list[tuple[str, str]] = []  # (id, name) of calls not yet answered, in order
-
-    def call_id(self, raw: Any) -> str:
-        cid = raw if isinstance(raw, str) and raw else f"call_{self.calls}"
-        self.calls += 1
-        return cid
-
-    def take_open(self, name: Any) -> str:
-        """The id for a result that names no call: the earliest open call (same name first)."""
-        for pos, (_, call_name) in enumerate(self.open):
-            if call_name == name:
-                return self.open.pop(pos)[0]
-        if self.open:
-            return self.open.pop(0)[0]
-        return self.call_id(None)
-
-    def answer(self, cid: str) -> None:
-        self.open = [(c, n) for c, n in self.open if c != cid]
-
-    def assistant(self, m: dict[str, Any]) -> list[Block]:
-        blocks: list[Block] = []
-        thinking_blocks = m.get("thinking_blocks")
-        if isinstance(thinking_blocks, list) and thinking_blocks:
-            blocks.extend(_thinking(thinking_blocks))
-        else:
-            for key in ("reasoning_content", "reasoning"):
-                text = m.get(key)
-                if isinstance(text, str) and text:
-                    blocks.append(ThinkingBlock(thinking=text))
-                    break
-        blocks.extend(_parts(m.get("content"), assistant=True))
-        refusal = m.get("refusal")
-        if isinstance(refusal, str) and refusal:
-            blocks.append(TextBlock(text=refusal))
-        calls = m.get("tool_calls")
-        for call in calls if isinstance(calls, list) else []:
-            if not isinstance(call, dict):
-                continue
-            custom = call.get("custom")
-            fn = call.get("function")
-            value: Any
-            if call.get("type") == "custom" and isinstance(custom, dict):
-                name, value = custom.get("name"), as_text(custom.get("input"))
-            else:
-                fn = fn if isinstance(fn, dict) else {}
-                name, value = fn.get("name"), parse_arguments(fn.get("arguments"))
-            cid = self.call_id(call.get("id"))
-            blocks.append(ToolCallBlock(id=cid, name=as_text(name), input=value))
-            self.open.append((cid, as_text(name)))
-        legacy = m.get("function_call")
-        if isinstance(legacy, dict):
-            cid = self.call_id(None)
-            name = as_text(legacy.get("name"))
-            blocks.append(
-                ToolCallBlock(id=cid, name=name, input=parse_arguments(legacy.get("arguments")))
-            )
-            self.open.append((cid, name))
-        return blocks
-
-    def message(self, m: dict[str, Any]) -> Message:
-        role = m.get("role")
-        name = m.get("name") if isinstance(m.get("name"), str) else None
-        meta = message_metadata(m)
-        if role == "assistant":
-            return Message(
-                role="assistant", content=tuple(self.assistant(m)), name=name, metadata=meta
-            )
-        if role in ("tool", "function"):
-            raw = m.get("tool_call_id")
-            if isinstance(raw, str) and raw:
-                cid = raw
-                self.answer(cid)
-            else:
-                cid = self.take_open(name)
-            result = ToolResultBlock(tool_call_id=cid, content=_result_parts(m.get("content")))
-            return Message(role="tool", content=(result,), name=name, metadata=meta)
-        kind = "system" if role in ("system", "developer") else "user"
-        return Message(role=kind, content=tuple(_parts(m.get("content"))), name=name, metadata=meta)
-
-
 def _response_message(response: Any) -> dict[str, Any] | None:
     """The assistant message of a logged chat-completions response, with its id/model/usage."""
     if not isinstance(response, dict):
@@ -251,24 +338,6 @@ def _response_message(response: Any) -> dict[str, Any] | None:
         if response.get(key) is not None:
             out[key] = response[key]
     return out
-
-
-def read_conversation(
-    msgs: list[Any], container: dict[str, Any], index: int | None
-) -> AgentContext:
-    """One OpenAI messages array (plus its container's response, model and tools) as a context."""
-    reader = _Reader()
-    system: str | None = None
-    rest = list(msgs)
-    if rest and isinstance(rest[0], dict) and rest[0].get("role") in ("system", "developer"):
-        system = text_of(rest.pop(0).get("content"))
-    messages = [reader.message(m) for m in rest if isinstance(m, dict)]
-    response = _response_message(container.get("response"))
-    if response is not None:
-        if isinstance(container.get("timestamp"), (int, float, str)):
-            response.setdefault("timestamp", container["timestamp"])
-        messages.append(reader.message(response))
-    return chat_context("openai-chat", system, messages, container, index)
 
 
 # --------------------------------------------------------------------------- writing
@@ -506,59 +575,10 @@ def _body_text(body: dict[str, Any]) -> str:
     return f'{{\n "messages": {json_array_text(body["messages"], indent=" ")},\n "tools": {tools}\n}}\n'
 
 
-# --------------------------------------------------------------------------- the format
-
-
-def _openai_shaped(m: Any) -> bool:
-    if not isinstance(m, dict) or m.get("role") not in _OPENAI_ROLES:
-        return False
-    content = m.get("content")
-    if content is None or isinstance(content, str):
-        return True
-    if isinstance(content, list):
-        return all(isinstance(p, (dict, str)) for p in content)
-    return False
-
-
-class OpenAIChatFormat(ProviderWriter, Format):
-    name = "openai-chat"
-    description = (
-        "OpenAI chat-completions messages (arrays, requests, tau-bench, OpenHands SDK logs)"
-    )
-    can_write = True
-
-    def sniff(self, doc: Document) -> bool:
-        try:
-            convs = conversations_of(doc)
-            if not convs or has_foreign_keys(convs):
-                return False
-            if not all(_openai_shaped(m) for msgs, _ in convs for m in msgs):
-                return False
-            return openai_marks(convs) or not anthropic_marks(convs)
-        except Exception:
-            return False
-
-    def load(self, doc: Document) -> list[AgentContext]:
-        convs = conversations_of(doc)
-        if convs is None:
-            raise BadInputError(
-                "not OpenAI chat messages (no array of {role, content} messages found)",
-                path=doc.path,
-            )
-        return read_conversations(convs, read_conversation)
-
-    def dump(self, contexts: Sequence[AgentContext]) -> str:
-        """A saved session (see `export` for a request to send); drops are logged as one warning."""
-        result = self.export(contexts)
-        log_warning(result, self.name)
-        return result.text
-
-    def export(
-        self, contexts: Sequence[AgentContext], options: WriterOptions | None = None
-    ) -> Export:
-        """File text for `contexts` written with `options`, and what writing them dropped."""
-        notes = ExportNotes()
-        bodies = [to_openai_request(c, options, notes) for c in contexts]
-        if len(bodies) == 1:
-            return Export(_body_text(bodies[0]), notes)
-        return Export("".join(json.dumps(b, ensure_ascii=False) + "\n" for b in bodies), notes)
+__all__ = [
+    "OpenAIChatFormat",
+    "data_url",
+    "openai_tool_out",
+    "to_openai_messages",
+    "to_openai_request",
+]
