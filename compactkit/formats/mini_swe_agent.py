@@ -116,8 +116,11 @@ class MiniSweAgentFormat(Format):
                 "trajectory_format or info.mini_version)",
                 path=doc.path,
             )
+        builder = _Builder(doc.data)
         try:
-            return [_Builder(doc.data).context()]
+            for msg in doc.data["messages"]:
+                builder.add(msg)
+            return [builder.context()]
         except BadInputError as exc:
             raise BadInputError(exc.what, path=doc.path, hint=exc.hint) from None
 
@@ -148,9 +151,16 @@ class _Builder:
         )
         self.timeout_prefix = self._template_prefix("timeout_template", _DEFAULT_TIMEOUT)
         self.turns: list[Turn] = []
+        self.skipped: Counter[str] = Counter()
+        self.system: str | None = None
+        self.index = 0  # of the next message
         self.calls = 0
         self.models: Counter[str] = Counter()
-        self.skipped: Counter[str] = Counter()
+        self.open_ids: list[str] = []  # calls of the latest assistant turn still waiting
+        self.rejected: list[str] | None = None  # actions of a latest reply that had no valid one
+        self.last_assistant: Turn | None = None
+        self.task_seen = False
+        self.user_ran = False  # a command the user ran in human mode waits for its output
 
     def _template_prefix(self, key: str, default: str) -> str:
         template = _get(self.config, "agent", key) or _get(self.config, "model", key)
@@ -256,89 +266,85 @@ class _Builder:
 
     # ----------------------------------------------------------------- whole file
 
-    def context(self) -> AgentContext:
-        raw = self.data["messages"]
-        system: str | None = None
-        start = 0
-        if raw and isinstance(raw[0], dict) and raw[0].get("role") == "system":
-            system = content_text(raw[0].get("content"))
-            start = 1
-        open_ids: list[str] = []  # calls of the latest assistant turn still waiting for a result
-        rejected: list[str] | None = None  # actions of a latest reply that had no valid one
-        last_assistant: Turn | None = None
-        task_seen = False
-        user_ran = False  # a command the user ran in human mode waits for its output
-        for index in range(start, len(raw)):
-            msg = raw[index]
-            if not isinstance(msg, dict):
-                raise BadInputError(f"message {index} is not an object")
-            role = msg.get("role")
-            extra = as_dict(msg.get("extra"))
-            final = index == len(raw) - 1
-            if role == "assistant":
-                turn, rejected = self.assistant(msg)
-                self.turns.append(turn)
-                last_assistant = turn
-                open_ids = [b.id for b in turn.blocks if isinstance(b, ToolCallBlock)]
-                user_ran = False
-            elif role == "user" and task_seen and self.is_human_input(msg):
-                # what the user typed; a call it interrupted is closed as unanswered
-                self.turns.append(Turn(role="user", blocks=text_blocks(msg.get("content"))))
-                rejected = None
-                open_ids = []
-                user_ran = content_text(msg.get("content")).lstrip().startswith("User command:")
-            elif role == "user" and user_ran and not open_ids:
-                meta: dict[str, JsonValue] = {ORIGIN_KEY: "tool-output"}
-                self.turns.append(
-                    Turn(role="user", blocks=text_blocks(msg.get("content")), metadata=meta)
-                )
-                user_ran = False
-            elif role == "tool":
-                call_id = msg.get("tool_call_id")
-                if not isinstance(call_id, str):
-                    call_id = open_ids[0] if open_ids else "unknown"
-                if call_id in open_ids:
-                    open_ids.remove(call_id)
-                text = content_text(msg.get("content"))
-                self.turns.append(self.result(call_id, msg, self.is_error(text, extra, final)))
-            elif role in ("user", "exit") and (open_ids or rejected is not None):
-                text = content_text(msg.get("content"))
-                metadata: dict[str, JsonValue] = {}
-                if not open_ids and last_assistant is not None and rejected is not None:
-                    # the format error answering a reply without exactly one action
-                    call_id = self.next_id()
-                    last_assistant.blocks.append(
-                        ToolCallBlock(id=call_id, name="bash", input={"rejected_actions": rejected})
+    def add(self, msg: Any) -> None:
+        """The next message of the trajectory."""
+        index = self.index
+        self.index += 1
+        if index == 0 and isinstance(msg, dict) and msg.get("role") == "system":
+            self.system = content_text(msg.get("content"))
+            return
+        if not isinstance(msg, dict):
+            raise BadInputError(f"message {index} is not an object")
+        role = msg.get("role")
+        extra = as_dict(msg.get("extra"))
+        final = index == len(self.data["messages"]) - 1
+        if role == "assistant":
+            turn, self.rejected = self.assistant(msg)
+            self.turns.append(turn)
+            self.last_assistant = turn
+            self.open_ids = [b.id for b in turn.blocks if isinstance(b, ToolCallBlock)]
+            self.user_ran = False
+        elif role == "user" and self.task_seen and self.is_human_input(msg):
+            # what the user typed; a call it interrupted is closed as unanswered
+            self.turns.append(Turn(role="user", blocks=text_blocks(msg.get("content"))))
+            self.rejected = None
+            self.open_ids = []
+            self.user_ran = content_text(msg.get("content")).lstrip().startswith("User command:")
+        elif role == "user" and self.user_ran and not self.open_ids:
+            meta: dict[str, JsonValue] = {ORIGIN_KEY: "tool-output"}
+            self.turns.append(
+                Turn(role="user", blocks=text_blocks(msg.get("content")), metadata=meta)
+            )
+            self.user_ran = False
+        elif role == "tool":
+            call_id = msg.get("tool_call_id")
+            if not isinstance(call_id, str):
+                call_id = self.open_ids[0] if self.open_ids else "unknown"
+            if call_id in self.open_ids:
+                self.open_ids.remove(call_id)
+            text = content_text(msg.get("content"))
+            self.turns.append(self.result(call_id, msg, self.is_error(text, extra, final)))
+        elif role in ("user", "exit") and (self.open_ids or self.rejected is not None):
+            text = content_text(msg.get("content"))
+            metadata: dict[str, JsonValue] = {}
+            if not self.open_ids and self.last_assistant is not None and self.rejected is not None:
+                # the format error answering a reply without exactly one action
+                call_id = self.next_id()
+                self.last_assistant.blocks.append(
+                    ToolCallBlock(
+                        id=call_id, name="bash", input={"rejected_actions": self.rejected}
                     )
-                    metadata["format_error"] = True
-                    is_error = True
-                else:
-                    call_id = open_ids.pop(0) if open_ids else "unknown"
-                    is_error = self.is_error(text, extra, final)
-                if role == "exit" or (final and self.info.get("exit_status")):
-                    status = _get(extra, "exit_status") or self.info.get("exit_status")
-                    if isinstance(status, str):
-                        metadata["exit_status"] = status
-                self.turns.append(self.result(call_id, msg, is_error, metadata))
-                rejected = None
-            elif role == "exit":
-                self.skipped["exit"] += 1  # the run's end; its status is in the context metadata
-                continue
-            elif role in ("user", "system"):
-                rejected = None
-                blocks = text_blocks(msg.get("content"))
-                if not blocks and final:
-                    self.skipped[f"{role}/empty"] += 1  # the notice of a run stopped by its limits
-                    continue
-                user_meta: dict[str, JsonValue] = {}
-                if role == "user":
-                    origin = self.user_origin(msg, content_text(msg.get("content")), task_seen)
-                    if origin is not None:
-                        user_meta[ORIGIN_KEY] = origin
-                    task_seen = True
-                self.turns.append(Turn(role=role, blocks=blocks, metadata=user_meta))
+                )
+                metadata["format_error"] = True
+                is_error = True
             else:
-                raise BadInputError(f"message {index} has unknown role {role!r}")
+                call_id = self.open_ids.pop(0) if self.open_ids else "unknown"
+                is_error = self.is_error(text, extra, final)
+            if role == "exit" or (final and self.info.get("exit_status")):
+                status = _get(extra, "exit_status") or self.info.get("exit_status")
+                if isinstance(status, str):
+                    metadata["exit_status"] = status
+            self.turns.append(self.result(call_id, msg, is_error, metadata))
+            self.rejected = None
+        elif role == "exit":
+            self.skipped["exit"] += 1  # the run's end; its status is in the context metadata
+        elif role in ("user", "system"):
+            self.rejected = None
+            blocks = text_blocks(msg.get("content"))
+            if not blocks and final:
+                self.skipped[f"{role}/empty"] += 1  # the notice of a run stopped by its limits
+                return
+            user_meta: dict[str, JsonValue] = {}
+            if role == "user":
+                origin = self.user_origin(msg, content_text(msg.get("content")), self.task_seen)
+                if origin is not None:
+                    user_meta[ORIGIN_KEY] = origin
+                self.task_seen = True
+            self.turns.append(Turn(role=role, blocks=blocks, metadata=user_meta))
+        else:
+            raise BadInputError(f"message {index} has unknown role {role!r}")
+
+    def context(self) -> AgentContext:
         repaired = repair_pairing(
             [t.freeze() for t in self.turns],
             close="all",
@@ -349,7 +355,7 @@ class _Builder:
         note_repairs(meta, repaired)
         note_skipped(meta, self.skipped)
         return AgentContext(
-            system_instruction=system, messages=tuple(repaired.messages), metadata=meta
+            system_instruction=self.system, messages=tuple(repaired.messages), metadata=meta
         )
 
     def result(

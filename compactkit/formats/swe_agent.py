@@ -92,12 +92,12 @@ class SweAgentFormat(Format):
                 best = as_dict(data.get("info")).get("best_attempt_idx")
                 contexts = []
                 for number, attempt in enumerate(attempts):
-                    ctx = _Builder(attempt).context(number)
+                    ctx = _context(attempt, number)
                     if best == number:
                         ctx = ctx.replace(metadata={**ctx.metadata, "best_attempt": True})
                     contexts.append(ctx)
                 return contexts
-            return [_Builder(data).context(None)]
+            return [_context(data, None)]
         except BadInputError as exc:
             raise BadInputError(exc.what, path=doc.path, hint=exc.hint) from None
 
@@ -115,7 +115,14 @@ class _Builder:
         self.calls = 0
         self.ids: dict[str, str] = {}  # recorded call id -> id used in the context
         self.used: set[str] = set()
-        self.commands: set[str] = set()
+        self.commands: set[str] = set()  # the interface's commands, from the system prompt
+        self.system: str | None = None
+        self.index = 0  # of the next history entry
+        self.open_ids: list[str] = []  # calls of the latest assistant turn still waiting
+        self.task_seen = False
+        self.after_assistant = (
+            False  # an assistant turn came since the task (a user turn is output)
+        )
         self.agents: set[str] = {
             m["agent"]
             for m in self.history
@@ -181,57 +188,48 @@ class _Builder:
                 )
         return Turn(role="assistant", blocks=blocks, metadata=self.message_metadata(msg))
 
+    def add(self, msg: Any) -> None:
+        """The next `history` entry."""
+        index = self.index
+        self.index += 1
+        if index == 0 and isinstance(msg, dict) and msg.get("role") == "system":
+            self.system = content_text(msg.get("content"))
+            self.commands = interface_commands(self.system)
+            return
+        if not isinstance(msg, dict):
+            raise BadInputError(f"history entry {index} is not an object")
+        role = msg.get("role")
+        if role == "assistant":
+            turn = self.assistant(msg)
+            self.turns.append(turn)
+            self.open_ids = [b.id for b in turn.blocks if isinstance(b, ToolCallBlock)]
+            self.after_assistant = self.task_seen and not msg.get("is_demo")
+        elif role == "tool" or (role == "user" and self.open_ids):
+            recorded = msg.get("tool_call_ids")
+            if isinstance(recorded, list) and recorded:
+                targets = [self.ids.get(as_text(r), as_text(r)) for r in recorded]
+            else:
+                targets = self.open_ids[:1] or ["unknown"]
+            parts = parts_from_content(msg.get("content"))
+            results: list[Block] = [ToolResultBlock(tool_call_id=t, content=parts) for t in targets]
+            self.open_ids = [i for i in self.open_ids if i not in targets]
+            self.turns.append(
+                Turn(role="tool", blocks=results, metadata=self.message_metadata(msg))
+            )
+        elif role in ("user", "system"):
+            meta = self.message_metadata(msg)
+            if role == "user" and ORIGIN_KEY not in meta:
+                if self.task_seen:
+                    meta[ORIGIN_KEY] = "tool-output" if self.after_assistant else "harness"
+                self.task_seen = True  # the instance template: the task, in the human's name
+            self.turns.append(
+                Turn(role=role, blocks=list(parts_from_content(msg.get("content"))), metadata=meta)
+            )
+        else:
+            raise BadInputError(f"history entry {index} has unknown role {role!r}")
+
     def context(self, conversation: int | None) -> AgentContext:
         """The run's context (`conversation`: the attempt's index, in a retry run)."""
-        system: str | None = None
-        start = 0
-        first = self.history[0] if self.history else None
-        if isinstance(first, dict) and first.get("role") == "system":
-            system = content_text(first.get("content"))
-            self.commands = interface_commands(system)
-            start = 1
-        open_ids: list[str] = []  # calls of the latest assistant turn still waiting for a result
-        task_seen = False
-        after_assistant = False  # an assistant turn came since the task (a user turn is output)
-        for index in range(start, len(self.history)):
-            msg = self.history[index]
-            if not isinstance(msg, dict):
-                raise BadInputError(f"history entry {index} is not an object")
-            role = msg.get("role")
-            if role == "assistant":
-                turn = self.assistant(msg)
-                self.turns.append(turn)
-                open_ids = [b.id for b in turn.blocks if isinstance(b, ToolCallBlock)]
-                after_assistant = task_seen and not msg.get("is_demo")
-            elif role == "tool" or (role == "user" and open_ids):
-                recorded = msg.get("tool_call_ids")
-                if isinstance(recorded, list) and recorded:
-                    targets = [self.ids.get(as_text(r), as_text(r)) for r in recorded]
-                else:
-                    targets = open_ids[:1] or ["unknown"]
-                parts = parts_from_content(msg.get("content"))
-                results: list[Block] = [
-                    ToolResultBlock(tool_call_id=t, content=parts) for t in targets
-                ]
-                open_ids = [i for i in open_ids if i not in targets]
-                self.turns.append(
-                    Turn(role="tool", blocks=results, metadata=self.message_metadata(msg))
-                )
-            elif role in ("user", "system"):
-                meta = self.message_metadata(msg)
-                if role == "user" and ORIGIN_KEY not in meta:
-                    if task_seen:
-                        meta[ORIGIN_KEY] = "tool-output" if after_assistant else "harness"
-                    task_seen = True  # the instance template: the task, in the human's name
-                self.turns.append(
-                    Turn(
-                        role=role,
-                        blocks=list(parts_from_content(msg.get("content"))),
-                        metadata=meta,
-                    )
-                )
-            else:
-                raise BadInputError(f"history entry {index} has unknown role {role!r}")
         repaired = repair_pairing(  # as mini-swe-agent pairs
             [t.freeze() for t in self.turns],
             close="all",
@@ -241,7 +239,7 @@ class _Builder:
         meta = self.metadata(conversation)
         note_repairs(meta, repaired)
         return AgentContext(
-            system_instruction=system, messages=tuple(repaired.messages), metadata=meta
+            system_instruction=self.system, messages=tuple(repaired.messages), metadata=meta
         )
 
     def metadata(self, conversation: int | None) -> dict[str, JsonValue]:
@@ -287,6 +285,13 @@ class _Builder:
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def _context(run: dict[str, Any], conversation: int | None) -> AgentContext:
+    builder = _Builder(run)
+    for msg in builder.history:
+        builder.add(msg)
+    return builder.context(conversation)
 
 
 def _is_run(value: Any) -> bool:
