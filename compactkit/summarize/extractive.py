@@ -54,6 +54,9 @@ USER_SOFT_FLOOR = 1_000
 """Characters per user message kept while the other sections still have items to give up."""
 USER_FLOOR = 40
 """The cap per user message never goes below this (the summary is clipped instead)."""
+SECTION_WEIGHTS = {"Files read": 2.0, "Files changed": 2.0, "Errors": 2.0}
+"""Over the limit, a section gives up items when it is the largest by tokens divided by its weight:
+the files the work touched and its errors keep about twice the room of a list of old commands."""
 
 _EDITOR_TOOLS = {"str_replace_editor", "str_replace_based_edit_tool", "text_editor", "editor"}
 _EDITOR_READ = {"view", "read"}
@@ -263,9 +266,10 @@ def _drop_heredocs(command: str) -> str:
 
 def _shell_words(command: str) -> list[list[str]]:
     """Simple commands (word lists, redirections kept as tokens) of a shell command line."""
-    lexer = shlex.shlex(
-        _drop_heredocs(command[:SHELL_CHARS]), posix=True, punctuation_chars="();<>|&\n"
-    )
+    text = _drop_heredocs(command[:SHELL_CHARS])
+    # comment lines go first: shlex would swallow their newline and join the commands around them
+    text = "\n".join(line for line in text.split("\n") if not line.lstrip().startswith("#"))
+    lexer = shlex.shlex(text, posix=True, punctuation_chars="();<>|&\n")
     lexer.whitespace = " \t\r"
     lexer.whitespace_split = True
     try:
@@ -330,22 +334,25 @@ def shell_files(command: str) -> tuple[list[str], list[str]]:
             if target.startswith("/"):
                 cwd = target
             continue
-        files = [at(a) for a in args if a and not a.startswith("-")]  # `sed -i ''` (BSD)
+        # operands as written (a bare word is no path even once `cd` puts a directory before it)
+        files = [a for a in args if a and not a.startswith("-")]  # `sed -i ''` (BSD)
+        found: list[str] = []
+        into = changed
         if tool in ("sed", "perl") and any(a.startswith("-i") or a == "-pi" for a in args):
             has_script_flag = any(a in ("-e", "--expression", "-f") for a in args)
-            candidates = files if has_script_flag else files[1:]
+            found = files if has_script_flag else files[1:]
             if has_script_flag:  # the argument after -e is the script
-                scripts = {at(args[i + 1]) for i, a in enumerate(args[:-1]) if a in ("-e", "-f")}
-                candidates = [f for f in files if f not in scripts]
-            changed.extend(f for f in candidates if _looks_like_path(f))
+                scripts = {args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-e", "-f")}
+                found = [f for f in files if f not in scripts]
         elif tool == "sed" and "-n" in args and len(files) >= 2:
-            read.extend(f for f in files[1:] if _looks_like_path(f))
+            found, into = files[1:], read
         elif tool in ("tee", "touch", "rm", "unlink") or (tool == "mv" and len(files) >= 2):
-            changed.extend(f for f in files if _looks_like_path(f))
+            found = files
         elif tool == "cp" and len(files) >= 2:
-            changed.extend(f for f in files[-1:] if _looks_like_path(f))
+            found = files[-1:]
         elif tool in _READ_COMMANDS:
-            read.extend(f for f in files if _looks_like_path(f))
+            found, into = files, read
+        into.extend(at(f) for f in found if _looks_like_path(f))
     return read, changed
 
 
@@ -692,6 +699,7 @@ def render(
         for _, items in sections
     ]
     heads = [count(f"## {title}") + 1 for title, _ in sections]
+    weights = [SECTION_WEIGHTS.get(title, 1.0) for title, _ in sections]
 
     def note(n: int) -> str:
         return f"- ({n} earlier item{'s' if n != 1 else ''} omitted)"
@@ -736,7 +744,7 @@ def render(
         candidates = [k for k in droppable if len(sections[k][1]) > 1]
         if not candidates:
             break
-        k = max(candidates, key=lambda j: (sum(costs[j]), -j))
+        k = max(candidates, key=lambda j: (sum(costs[j]) / weights[j], -j))
         sections[k][1].pop(0)
         costs[k].pop(0)
         omitted[sections[k][0]] += 1
@@ -747,7 +755,7 @@ def render(
         candidates = [k for k in droppable if sections[k][1]]
         if not candidates:
             break
-        k = max(candidates, key=lambda j: (sum(costs[j]), -j))
+        k = max(candidates, key=lambda j: (sum(costs[j]) / weights[j], -j))
         sections[k][1].pop(0)
         costs[k].pop(0)
         omitted[sections[k][0]] += 1
