@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from pydantic import JsonValue
 
@@ -167,17 +167,28 @@ def message_metadata(m: dict[str, Any]) -> dict[str, JsonValue]:
     return meta
 
 
+class ChatBuilder(Protocol):
+    """What `read_conversations` drives: a builder made from a conversation's container, given
+    each saved message in order, then asked for the context."""
+
+    def add(self, message: Any) -> None: ...
+
+    def context(self, index: int | None) -> AgentContext: ...
+
+
 def read_conversations(
-    conversations: Sequence[Conversation],
-    read: Callable[[list[Any], dict[str, Any], int | None], AgentContext],
+    conversations: Sequence[Conversation], builder: Callable[[dict[str, Any]], ChatBuilder]
 ) -> list[AgentContext]:
-    """`read(messages, container, index)` for each conversation; `index` is its position when
-    there are several, else None."""
+    """The context of each conversation: `builder(container)`, each of its messages added, then
+    `context(index)`, `index` being its position when there are several, else None."""
     several = len(conversations) > 1
-    return [
-        read(msgs, container, n if several else None)
-        for n, (msgs, container) in enumerate(conversations)
-    ]
+    out: list[AgentContext] = []
+    for n, (msgs, container) in enumerate(conversations):
+        reader = builder(container)
+        for message in msgs:
+            reader.add(message)
+        out.append(reader.context(n if several else None))
+    return out
 
 
 def repair_chat_pairing(messages: Sequence[Message]) -> Repaired:

@@ -122,7 +122,7 @@ class AnthropicMessagesFormat(ProviderWriter, Format):
                 "not Anthropic messages (no array of {role: user|assistant, content} found)",
                 path=doc.path,
             )
-        return read_conversations(convs, lambda *conv: _Builder().context(*conv))
+        return read_conversations(convs, _Builder)
 
     def dump(self, contexts: Sequence[AgentContext]) -> str:
         """A saved session (see `export` for a request to send); drops are logged as one warning."""
@@ -147,12 +147,24 @@ class AnthropicMessagesFormat(ProviderWriter, Format):
 class _Builder:
     """Turns one Anthropic messages array into turns."""
 
-    def __init__(self) -> None:
+    def __init__(self, container: dict[str, Any]) -> None:
+        self.container = container  # the request body holding the messages, or {}
         self.turns: list[Turn] = []
+        raw_system = container.get("system")
+        self.system = text_of(raw_system) if isinstance(raw_system, (str, list)) else None
+        # without a top-level system, a leading `role: system` message stands in for it
+        self.leading_system = not isinstance(raw_system, (str, list))
 
-    def add(self, raw: dict[str, Any]) -> None:
+    def add(self, raw: Any) -> None:
         """One saved message (a user message with results gives a tool turn, then a user turn)."""
+        if not isinstance(raw, dict):
+            return
         role = raw.get("role")
+        if self.leading_system:
+            self.leading_system = False
+            if role == "system":
+                self.system = text_of(raw.get("content"))
+                return
         meta = message_metadata(raw)
         blocks = _content_blocks(raw.get("content"))
         if role in ("assistant", "system"):
@@ -173,21 +185,10 @@ class _Builder:
         if others or not results:
             self.turns.append(Turn("user", others, {} if results else meta))
 
-    def context(
-        self, msgs: list[Any], container: dict[str, Any], index: int | None
-    ) -> AgentContext:
-        """One messages array (with its body's system and tools) as a context."""
-        system: str | None = None
-        raw_system = container.get("system")
-        rest = [m for m in msgs if isinstance(m, dict)]
-        if isinstance(raw_system, (str, list)):
-            system = text_of(raw_system)
-        elif rest and rest[0].get("role") == "system":
-            system = text_of(rest.pop(0).get("content"))
-        for m in rest:
-            self.add(m)
+    def context(self, index: int | None) -> AgentContext:
+        """The conversation (with its body's system and tools) as a context."""
         turns = [t.freeze() for t in self.turns]
-        return chat_context(AnthropicMessagesFormat.name, system, turns, container, index)
+        return chat_context(AnthropicMessagesFormat.name, self.system, turns, self.container, index)
 
 
 # --------------------------------------------------------------------------- reading

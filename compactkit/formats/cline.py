@@ -209,7 +209,10 @@ class ClineFormat(Format):
                 path=doc.path,
                 hint=f"expected a task folder's {HISTORY_FILE}",
             )
-        return [_Builder().context(messages, doc.path)]
+        builder = _Builder()
+        for raw in messages:
+            builder.add(raw)
+        return [builder.context(doc.path)]
 
 
 # --------------------------------------------------------------------------- messages -> turns
@@ -221,13 +224,17 @@ class _Builder:
     def __init__(self) -> None:
         self.turns: list[Turn] = []
         self.skipped: Counter[str] = Counter()
+        self.index = 0  # of the next saved message (XML call ids name it)
         self.open_calls: list[tuple[str, str]] = []  # (id, name) of the last assistant's XML calls
         self.pending_thinking: list[Block] = []
         self.model: str | None = None
 
     # ----------------------------------------------------------------- messages
 
-    def add(self, index: int, raw: Any) -> None:
+    def add(self, raw: Any) -> None:
+        """The next saved message."""
+        index = self.index
+        self.index += 1
         if not isinstance(raw, dict):
             self.skipped["non-object"] += 1
             return
@@ -445,10 +452,8 @@ class _Builder:
 
     # ----------------------------------------------------------------- the context
 
-    def context(self, messages: list[Any], path: str) -> AgentContext:
-        """The task history `messages` (read from `path`) as a context."""
-        for index, raw in enumerate(messages):
-            self.add(index, raw)
+    def context(self, path: str) -> AgentContext:
+        """The task history read from `path` as a context."""
         if self.pending_thinking:
             self.turns.append(Turn("assistant", self.pending_thinking))
         repaired = repair_chat_pairing([t.freeze() for t in self.turns])

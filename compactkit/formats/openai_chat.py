@@ -122,7 +122,7 @@ class OpenAIChatFormat(ProviderWriter, Format):
                 "not OpenAI chat messages (no array of {role, content} messages found)",
                 path=doc.path,
             )
-        return read_conversations(convs, lambda *conv: _Builder().context(*conv))
+        return read_conversations(convs, _Builder)
 
     def dump(self, contexts: Sequence[AgentContext]) -> str:
         """A saved session (see `export` for a request to send); drops are logged as one warning."""
@@ -147,12 +147,25 @@ class OpenAIChatFormat(ProviderWriter, Format):
 class _Builder:
     """Turns one OpenAI messages array into turns, counting calls for synthesized ids."""
 
-    def __init__(self) -> None:
+    def __init__(self, container: dict[str, Any]) -> None:
+        self.container = container  # the request body or log holding the messages, or {}
         self.turns: list[Turn] = []
+        self.system: str | None = None
+        self.first = True
         self.calls = 0
         self.open: list[tuple[str, str]] = []  # (id, name) of calls not yet answered, in order
 
-    def add(self, m: dict[str, Any]) -> None:
+    def add(self, m: Any) -> None:
+        """The next saved message; a leading system (or developer) one is the system prompt."""
+        first, self.first = self.first, False
+        if not isinstance(m, dict):
+            return
+        if first and m.get("role") in ("system", "developer"):
+            self.system = text_of(m.get("content"))
+            return
+        self.message(m)
+
+    def message(self, m: dict[str, Any]) -> None:
         role = m.get("role")
         name = m.get("name") if isinstance(m.get("name"), str) else None
         meta = message_metadata(m)
@@ -229,24 +242,16 @@ class _Builder:
             self.open.append((cid, name))
         return blocks
 
-    def context(
-        self, msgs: list[Any], container: dict[str, Any], index: int | None
-    ) -> AgentContext:
-        """One messages array (plus its container's response, model and tools) as a context."""
-        system: str | None = None
-        rest = list(msgs)
-        if rest and isinstance(rest[0], dict) and rest[0].get("role") in ("system", "developer"):
-            system = text_of(rest.pop(0).get("content"))
-        for m in rest:
-            if isinstance(m, dict):
-                self.add(m)
+    def context(self, index: int | None) -> AgentContext:
+        """The conversation (the logged response's message last) as a context."""
+        container = self.container
         response = _response_message(container.get("response"))
         if response is not None:
             if isinstance(container.get("timestamp"), (int, float, str)):
                 response.setdefault("timestamp", container["timestamp"])
-            self.add(response)
+            self.message(response)
         turns = [t.freeze() for t in self.turns]
-        return chat_context(OpenAIChatFormat.name, system, turns, container, index)
+        return chat_context(OpenAIChatFormat.name, self.system, turns, container, index)
 
 
 # --------------------------------------------------------------------------- reading
