@@ -1,4 +1,11 @@
-"""The native format: `{"format": "compactkit.context/1", ...}` as JSON, or one per JSONL line."""
+"""compactkit's own context JSON: `{"format": "compactkit.context/1", ...}` as JSON, or one per
+JSONL line.
+
+Upstream: this package (`AgentContext.to_native` / `from_native`; the JSON Schema in
+`docs/context.schema.json`). Each record already is a context, so there is nothing to map, no
+pairing to repair and no `_Builder`: `load(dump(x)) == x` exactly, metadata and recovery store
+included.
+"""
 
 from __future__ import annotations
 
@@ -13,15 +20,12 @@ from ..errors import BadInputError
 from .base import Document, Format
 
 
-def _is_native(value: Any) -> bool:
-    return isinstance(value, dict) and value.get("format") == NATIVE_FORMAT_TAG
-
-
 class NativeFormat(Format):
     name = "compactkit"
     description = "compactkit's own context JSON (one context per file, or one per JSONL line)"
-    can_write = True
+    extension = ".json"
     priority = 100
+    can_write = True
 
     def sniff(self, doc: Document) -> bool:
         if doc.kind == "json":
@@ -46,3 +50,13 @@ class NativeFormat(Format):
         if len(contexts) == 1:
             return contexts[0].to_json(indent=1) + "\n"
         return "".join(json.dumps(c.to_native(), ensure_ascii=False) + "\n" for c in contexts)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _is_native(value: Any) -> bool:
+    return isinstance(value, dict) and value.get("format") == NATIVE_FORMAT_TAG
+
+
+__all__ = ["NativeFormat"]
