@@ -9,6 +9,7 @@ names both plugins; using that name fails, every other name keeps working.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import sys
 import threading
@@ -17,6 +18,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from importlib import metadata
+from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 import pluggy
@@ -26,6 +28,7 @@ from .errors import ConfigError, PluginError
 
 ENTRY_POINT_GROUP = "compactkit"
 LOAD_PLUGINS_ENV = "COMPACTKIT_LOAD_PLUGINS"
+PLUGINS_DIR_ENV = "COMPACTKIT_PLUGINS_DIR"
 TRACE_ENV = "COMPACTKIT_TRACE_HOOKS"
 
 DEFAULT_PLUGINS: tuple[str, ...] = (
@@ -53,7 +56,7 @@ class PluginInfo:
     """What `compactkit plugins` shows about one plugin."""
 
     name: str
-    source: str  # "builtin", "entry-point" or "object"
+    source: str  # "builtin", "entry-point", "plugins-dir" or "object"
     version: str | None = None
     hooks: list[str] = field(default_factory=list)
     provides: dict[str, list[str]] = field(default_factory=dict)
@@ -327,19 +330,56 @@ def _register(pm: pluggy.PluginManager, obj: Any, name: str, info: PluginInfo) -
     )
 
 
+def _load_plugins_dir(pm: pluggy.PluginManager, folder: str) -> list[PluginInfo]:
+    """Each `*.py` file of `folder` (not starting with `_` or `.`) as one plugin module, imported
+    and registered inside its own error handling, like an entry-point plugin."""
+    path = Path(folder)
+    if not path.is_dir():
+        info = PluginInfo(name=folder, source="plugins-dir")
+        info.errors.append(f"plugins folder {folder!r} does not exist")
+        return [info]
+    infos: list[PluginInfo] = []
+    for file in sorted(path.glob("*.py")):
+        if file.name.startswith(("_", ".")):
+            continue
+        info = PluginInfo(name=file.stem, source="plugins-dir")
+        infos.append(info)
+        # a prefixed module name, so a plugin file called json.py shadows nothing
+        module_name = f"compactkit_plugins_dir_{file.stem}"
+        try:
+            spec = importlib.util.spec_from_file_location(module_name, file)
+            if spec is None or spec.loader is None:
+                raise ImportError(f"cannot import {file}")
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[module_name] = module  # pydantic resolves annotations through it
+            spec.loader.exec_module(module)
+        except BaseException as exc:  # even SystemExit from a hostile import is contained
+            sys.modules.pop(module_name, None)
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            info.errors.append(f"failed to load {file}: {type(exc).__name__}: {exc}")
+            continue
+        _register(pm, module, file.stem, info)
+    return infos
+
+
 def make_registry(
     *,
     entry_points: bool = True,
     plugins: Iterable[Any] = (),
     env: Mapping[str, str] | None = None,
     defaults: Iterable[str] = DEFAULT_PLUGINS,
+    plugins_dir: str | Path | None = None,
 ) -> Registry:
     """Build a plugin manager and registry.
 
     :param entry_points: load plugins installed under the `compactkit` entry-point group.
     :param plugins: extra plugin objects or modules (tests, embedding applications).
-    :param env: environment to read `COMPACTKIT_LOAD_PLUGINS` from (default `os.environ`).
+    :param env: environment to read `COMPACTKIT_LOAD_PLUGINS` and `COMPACTKIT_PLUGINS_DIR`
+        from (default `os.environ`).
     :param defaults: module names of the built-in plugins.
+    :param plugins_dir: a folder of unpackaged plugin modules (`*.py`, one plugin each);
+        default `COMPACTKIT_PLUGINS_DIR`, if set.
     """
     env = os.environ if env is None else env
     pm = pluggy.PluginManager("compactkit")
@@ -379,6 +419,10 @@ def make_registry(
                 info.errors.append(f"failed to load {ep.value}: {type(exc).__name__}: {exc}")
                 continue
             _register(pm, obj, ep.name, info)
+
+    folder = str(plugins_dir) if plugins_dir is not None else env.get(PLUGINS_DIR_ENV)
+    if folder:
+        infos.extend(_load_plugins_dir(pm, folder))
 
     for obj in plugins:
         name = getattr(obj, "__name__", None) or type(obj).__name__
