@@ -83,11 +83,12 @@ def test_allow_list_limits_entry_point_plugins(monkeypatch: pytest.MonkeyPatch) 
     assert {p.source for p in none.plugins} == {"builtin"}
 
 
-def test_plugins_command_lists_errors_without_failing(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_plugins_command_lists_errors_and_exits_3(monkeypatch: pytest.MonkeyPatch) -> None:
     _entry_points(monkeypatch, broken="broken_import", words="words_tokenizer")
     cli = make_cli(lambda: make_registry(env={}))
     result = CliRunner().invoke(cli, ["plugins"])
-    assert result.exit_code == 0
+    assert result.exit_code == 3  # a plugin failed to load: listed, and the exit code says so
+    assert "plugin(s) with errors: broken" in result.stderr
     assert "broken [entry-point] ERROR" in result.output
     assert "tokenizer: words" in result.output
     # a broken plugin does not stop other commands

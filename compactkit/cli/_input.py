@@ -1,0 +1,66 @@
+"""How commands read what they are given: session addresses (`FILE`, `FILE#N`, `-` for stdin)
+and stash files."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ..context import AgentContext
+from ..errors import BadInputError
+from ..formats.base import Document, parse_text, read_document
+from ..io import load_document, pick, single, split_address
+from ._app import State
+from ._options import STDIO
+
+STDIN_NAME = "<stdin>"
+
+
+def read_stdin() -> str:
+    """All of stdin as text, with the same one-line errors as a file."""
+    raw: bytes = sys.stdin.buffer.read()
+    if b"\x00" in raw[:65536]:
+        raise BadInputError("binary data, not a text session file", path=STDIN_NAME)
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise BadInputError(
+            f"not UTF-8 text (bad byte at offset {exc.start})", path=STDIN_NAME
+        ) from None
+
+
+def read_session(file: str) -> Document:
+    """A session file, or stdin for `-`."""
+    if file == STDIO:
+        return parse_text(read_stdin(), STDIN_NAME)
+    return read_document(file)
+
+
+def load(state: State, address: str, format: str | None) -> tuple[str, list[AgentContext]]:
+    """(format name, contexts) of `FILE`, `FILE#N` or `-` (stdin, `-#N` for one conversation)."""
+    file, index = split_address(address)
+    fmt, contexts = load_document(read_session(file), format, state.registry)
+    if index is not None:
+        contexts = [pick(contexts, index, file)]
+    return fmt.name, contexts
+
+
+def load_single(state: State, address: str, format: str | None = None) -> AgentContext:
+    """The one conversation `address` names."""
+    return single(load(state, address, format)[1], address)
+
+
+def read_stash_text(path: str) -> str:
+    """A stash file's text, or stdin for `-`."""
+    if path == STDIO:
+        return read_stdin()
+    file = Path(path)
+    if not file.is_file():
+        raise BadInputError("no such stash file", path=path)
+    return file.read_text(encoding="utf-8")
+
+
+def check_one_stdin(*paths: str | None) -> None:
+    """Refuse reading stdin twice (a session and a stash both given as `-`)."""
+    if sum(1 for p in paths if p is not None and split_address(p)[0] == STDIO) > 1:
+        raise BadInputError("stdin ('-') can be read only once", path=STDIN_NAME)

@@ -1,0 +1,196 @@
+"""Options shared by several commands, each with one meaning and one help text everywhere.
+
+Each is a decorator (simonw/llm's `schema_option` style): `@format_option` on a command that reads
+sessions, `@pipeline_option(...)` on one that compacts, and so on. Names of strategies, formats and
+tokenizers complete in the shell from the invocation's registry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+from click.shell_completion import CompletionItem
+
+from ..errors import ConfigError
+from ..tokens import DEFAULT_TOKENIZER
+from ._app import State
+
+if TYPE_CHECKING:
+    from ..bench.runner import PipelineSpec
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+STDIO = "-"
+"""The path that means stdin where a file is read and stdout where one is written."""
+
+
+# ----------------------------------------------------------------------------- shell completion
+
+
+def _names(ctx: click.Context, kind: str, writable: bool = False) -> list[tuple[str, str]]:
+    """(name, description) of what the invocation's registry holds of `kind`; nothing when the
+    registry cannot be built (completion must never fail)."""
+    state = ctx.find_object(State)
+    if state is None:
+        return []
+    try:
+        table = state.registry.tables[kind]
+        return [
+            (name, (getattr(item, "description", "") or "").strip().split("\n")[0])
+            for name, item in table.items()
+            if not writable or getattr(item, "can_write", False)
+        ]
+    except Exception:
+        return []
+
+
+def _complete(kind: str, writable: bool = False) -> Callable[..., list[CompletionItem]]:
+    def complete(ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[Any]:
+        return [
+            CompletionItem(name, help=help)
+            for name, help in _names(ctx, kind, writable)
+            if name.startswith(incomplete)
+        ]
+
+    return complete
+
+
+def complete_pipeline(ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[Any]:
+    """Strategy names for the last step of a `a+b+c` pipeline spec (options are not completed)."""
+    head, plus, last = incomplete.rpartition("+")
+    if ":" in last:
+        return []
+    prefix = head + plus
+    names = [(n, h) for n, h in _names(ctx, "strategy")]
+    if not head:
+        names += [("default", "the default pipeline"), ("none", "no compaction")]
+    return [
+        CompletionItem(prefix + name, help=help) for name, help in names if name.startswith(last)
+    ]
+
+
+# ----------------------------------------------------------------------------- options
+
+
+def format_option(fn: F) -> F:
+    """`--format NAME`: the input format, when detection is not wanted."""
+    return click.option(
+        "--format",
+        "format_",
+        default=None,
+        metavar="NAME",
+        shell_complete=_complete("format"),
+        help="Input format (default: detect it).",
+    )(fn)
+
+
+def to_option(*, default: str | None = "compactkit") -> Callable[[F], F]:
+    """`--to FORMAT`: the output format (required when there is no default)."""
+    extra: dict[str, Any] = (
+        {"default": default, "show_default": True} if default else {"required": True}
+    )
+    return click.option(
+        "--to",
+        "to",
+        metavar="FORMAT",
+        shell_complete=_complete("format", writable=True),
+        help="Output format.",
+        **extra,
+    )
+
+
+def tokenizer_option(fn: F) -> F:
+    """`--tokenizer NAME`: the tokenizer every count uses."""
+    return click.option(
+        "--tokenizer",
+        default=DEFAULT_TOKENIZER,
+        show_default=True,
+        metavar="NAME",
+        shell_complete=_complete("tokenizer"),
+        help="Tokenizer for counts.",
+    )(fn)
+
+
+def output_option(fn: F) -> F:
+    """`-o/--output PATH`: where the result goes (default and `-`: stdout), written atomically."""
+    return click.option(
+        "-o",
+        "--output",
+        default=None,
+        metavar="PATH",
+        help="Output file, written atomically (default or '-': stdout).",
+    )(fn)
+
+
+def json_flag(fn: F) -> F:
+    """`--json`: machine output on stdout, versioned JSON (a `schema` field names its shape)."""
+    return click.option(
+        "--json",
+        "as_json",
+        is_flag=True,
+        help="Machine output: versioned JSON on stdout.",
+    )(fn)
+
+
+def json_file_option(*aliases: str, help: str) -> Callable[[F], F]:
+    """`--json FILE|-`: for commands whose main output is a file, the versioned JSON report goes
+    to FILE (`-`: stdout)."""
+    return click.option("--json", *aliases, "json_out", default=None, metavar="FILE|-", help=help)
+
+
+def pipeline_option(*, help: str) -> Callable[[F], F]:
+    """`-s/--pipeline SPEC`, repeatable: one meaning in every command (see `parse_pipelines`)."""
+    return click.option(
+        "-s",
+        "--pipeline",
+        "--strategy",
+        "specs",
+        multiple=True,
+        metavar="SPEC",
+        shell_complete=complete_pipeline,
+        help=help,
+    )
+
+
+SPEC_HELP = (
+    "SPEC is NAME[:key=value,...], several joined by '+' "
+    "(observation-mask:keep_last=5+sliding-window), 'default', 'none' or @FILE.json."
+)
+
+
+def parse_pipelines(values: Sequence[str], defaults: Sequence[str]) -> list[PipelineSpec]:
+    """Every `-s` value as pipelines: a spec joined by `+`, `default`, `none`, or `@FILE.json`
+    (a file of named pipelines)."""
+    from ..bench.runner import parse_pipeline, read_pipeline_file
+
+    out: list[PipelineSpec] = []
+    for text in values:
+        if text.startswith("@"):
+            out.extend(read_pipeline_file(text[1:]))
+        else:
+            out.append(parse_pipeline(text, defaults))
+    return out
+
+
+def one_pipeline(values: Sequence[str], defaults: Sequence[str]) -> list[str]:
+    """The `-s` values of a command that runs one pipeline: their steps, in order."""
+    steps: list[str] = []
+    for spec in parse_pipelines(values, defaults):
+        if spec.name != "none":
+            steps.extend(spec.strategies)
+    return steps
+
+
+def stash_option(*, help: str) -> Callable[[F], F]:
+    """`--stash PATH`: a stash file (what compaction removed, kept outside the context)."""
+    return click.option("--stash", default=None, metavar="PATH", help=help)
+
+
+def check_one_stdout(**paths: str | None) -> None:
+    """Refuse two results on stdout at once (`--output -` and `--json -`, say)."""
+    on_stdout = [name for name, path in paths.items() if path == STDIO]
+    if len(on_stdout) > 1:
+        names = " and ".join(f"--{n.replace('_', '-')}" for n in on_stdout)
+        raise ConfigError(f"{names} would both go to stdout: give one of them a file")

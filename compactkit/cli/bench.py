@@ -1,0 +1,136 @@
+"""`compactkit bench`: measure pipelines on sessions."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import click
+
+from ..defaults import DEFAULT_TRIGGER, default_pipeline
+from ._app import State, command
+from ._options import (
+    SPEC_HELP,
+    STDIO,
+    check_one_stdout,
+    json_file_option,
+    parse_pipelines,
+    pipeline_option,
+    tokenizer_option,
+)
+from ._output import emit
+
+
+@command(exit_codes="0 ok (sessions that do not load are listed); 2 bad option or pipeline")
+@click.argument("paths", nargs=-1, required=True)
+@pipeline_option(
+    help="A pipeline to compare; repeat to compare several ('none' is always included). "
+    + SPEC_HELP
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["replay", "view", "persistent", "oneshot"]),
+    default="replay",
+    show_default=True,
+    help="replay = persistent compaction; view = pipeline before every call.",
+)
+@click.option(
+    "--pricing",
+    "pricing",
+    multiple=True,
+    metavar="NAME",
+    help="Pricing profile (anthropic, openai, nocache); repeatable.",
+)
+@click.option(
+    "--trigger",
+    type=click.IntRange(min=1),
+    default=DEFAULT_TRIGGER,
+    show_default=True,
+    help="Persistent mode: compact when history exceeds this.",
+)
+@json_file_option(help="Write the report (compactkit.bench/1) to FILE ('-': stdout).")
+@click.option("--markdown", "md_out", default=None, metavar="FILE|-", help="Write markdown.")
+@click.option("--html", "html_out", default=None, metavar="FILE|-", help="Write an HTML page.")
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Parallel worker processes (results are identical to one worker).",
+)
+@tokenizer_option
+@click.pass_obj
+def bench(
+    state: State,
+    paths: Sequence[str],
+    specs: Sequence[str],
+    mode: str,
+    pricing: Sequence[str],
+    trigger: int,
+    json_out: str | None,
+    md_out: str | None,
+    html_out: str | None,
+    workers: int,
+    tokenizer: str,
+) -> None:
+    """Measure pipelines on sessions: tokens, cache-adjusted cost, retention, speed.
+
+    PATHS are session files, FILE#N, or folders (every session file under them; files that
+    do not load are listed, not fatal). The table goes to stdout, or to stderr when a report
+    does.
+
+    \b
+    Example:
+      compactkit bench examples/sessions -s default -s observation-mask+sliding-window \\
+          --json bench.json --markdown bench.md
+    """
+    from ..bench.report import render_html, render_markdown, render_terminal
+    from ..bench.runner import run_bench
+
+    check_one_stdout(json=json_out, markdown=md_out, html=html_out)
+    progress = _BenchProgress(len(paths))
+    report = run_bench(
+        paths,
+        parse_pipelines(specs or ("default",), default_pipeline(trigger)),
+        mode="persistent" if mode == "replay" else mode,  # type: ignore[arg-type]  # click.Choice
+        profiles=tuple(pricing) or ("anthropic", "openai"),
+        trigger=trigger,
+        tokenizer=tokenizer,
+        workers=workers,
+        registry=state.registry,
+        progress=progress,
+    )
+    progress.close()
+    if json_out:
+        emit(report, json_out, lines=True)
+    if md_out:
+        emit(render_markdown(report), md_out)
+    if html_out:
+        emit(render_html(report), html_out)
+    table_to_stderr = STDIO in (json_out, md_out, html_out)
+    with contextlib.redirect_stdout(sys.stderr) if table_to_stderr else contextlib.nullcontext():
+        render_terminal(report)
+
+
+class _BenchProgress:
+    """A progress bar on stderr over session files; nothing when stderr is not a terminal."""
+
+    def __init__(self, total: int) -> None:
+        self.bar: Any = None
+        if sys.stderr.isatty():
+            from rich.console import Console
+            from rich.progress import Progress
+
+            self.bar = Progress(console=Console(file=sys.stderr), transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task("benchmarking", total=None)
+
+    def __call__(self, result: Any) -> None:
+        if self.bar is not None:
+            self.bar.update(self.task, advance=1, description=result.address[-50:])
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()

@@ -1,0 +1,96 @@
+"""`compactkit convert` and `compactkit expand`: write a context in a format, as it is or restored."""
+
+from __future__ import annotations
+
+import click
+
+from ..errors import BadInputError, ConfigError
+from ..formats.export import PENDING_CHOICES, Pending, ProviderWriter, WriterOptions
+from ..io import render
+from ._app import State, command
+from ._input import check_one_stdin, load, load_single, read_stash_text
+from ._options import format_option, output_option, stash_option, to_option
+from ._output import emit, say
+
+
+@command(exit_codes="0 ok; 2 bad input or a format that cannot be written; 3 a plugin failed")
+@click.argument("file")
+@to_option(default=None)
+@output_option
+@click.option(
+    "--request",
+    is_flag=True,
+    help="anthropic-messages / openai-chat: write a request the API accepts (same-role turns "
+    "merged, a first user turn, valid call ids, pending calls answered) instead of a saved "
+    "session that reads back unchanged.",
+)
+@click.option(
+    "--pending",
+    type=click.Choice(PENDING_CHOICES),
+    default=None,
+    help="A last tool call with no result: keep it (default for a saved session), drop it, "
+    "or answer it with an error result saying it was not run (default with --request).",
+)
+@format_option
+@click.pass_obj
+def convert(
+    state: State,
+    file: str,
+    to: str,
+    output: str | None,
+    request: bool,
+    pending: Pending | None,
+    format_: str | None,
+) -> None:
+    """Convert a session (FILE, FILE#N, or - for stdin) to another format.
+
+    What the target format cannot carry (thinking, images, ...) is listed in one warning line
+    on stderr.
+
+    \b
+    Example:
+      compactkit convert session.jsonl --to openai-chat --request -o request.json
+    """
+    _, contexts = load(state, file, format_)
+    writer = state.registry.formats.get(to)
+    if isinstance(writer, ProviderWriter):
+        result = writer.export(contexts, WriterOptions(request=request, pending=pending))
+        text = result.text
+        warning = result.warning(writer.name)
+        if warning:
+            say(f"warning: {warning}", err=True)
+    elif request or pending is not None:
+        raise ConfigError(f"--request and --pending apply to provider formats, not {to!r}")
+    else:
+        text = render(contexts, to, state.registry)
+    emit(text, output)
+
+
+@command(exit_codes="0 ok; 2 bad input, or markers that cannot be restored without the stash")
+@click.argument("file")
+@stash_option(help="Stash file written by run --stash ('-': stdin).")
+@to_option()
+@output_option
+@click.pass_obj
+def expand(state: State, file: str, stash: str | None, to: str, output: str | None) -> None:
+    """Undo compaction: put back everything the markers in FILE stand for.
+
+    \b
+    Example:
+      compactkit run s.jsonl --budget 30000 -o small.json --stash small.stash
+      compactkit expand small.json --stash small.stash -o back.json
+    """
+    from ..recovery import expand as expand_context
+    from ..recovery import read_stash, unrecoverable
+
+    check_one_stdin(file, stash)
+    ctx = load_single(state, file)
+    entries = read_stash(read_stash_text(stash), stash) if stash else {}
+    missing = unrecoverable(ctx, entries)
+    if missing:
+        raise BadInputError(
+            f"{len(missing)} marker(s) cannot be restored (etag {missing[0]} ...)",
+            path=file,
+            hint="pass the --stash file written when it was compacted",
+        )
+    emit(render(expand_context(ctx, entries), to, state.registry), output)

@@ -1,0 +1,161 @@
+"""`compactkit run`: compact a session with a pipeline of strategies."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import click
+
+from ..defaults import default_pipeline
+from ..errors import EXIT_BUDGET, ConfigError
+from ..io import render
+from ._app import State, command
+from ._input import check_one_stdin, load_single
+from ._options import (
+    SPEC_HELP,
+    STDIO,
+    check_one_stdout,
+    format_option,
+    json_file_option,
+    one_pipeline,
+    output_option,
+    pipeline_option,
+    stash_option,
+    to_option,
+    tokenizer_option,
+)
+from ._output import emit, say
+
+
+@command(
+    exit_codes="0 ok; 1 the output is still over --budget (it is written all the same); "
+    "2 bad input or a bad strategy spec; 3 a plugin failed or a strategy broke its contract"
+)
+@click.argument("file")
+@pipeline_option(
+    help="The pipeline to run; repeat to add steps (order is pipeline order). " + SPEC_HELP
+)
+@click.option(
+    "--budget",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Token count the output must fit; fills each strategy's budget option.",
+)
+@to_option()
+@output_option
+@stash_option(help="Write what was removed to this stash file instead of into the context.")
+@click.option("--explain", is_flag=True, help="Say which messages each strategy changed and why.")
+@json_file_option(
+    "--report-json", help="Write the run report (compactkit.run/1) to FILE ('-': stdout)."
+)
+@format_option
+@tokenizer_option
+@click.pass_obj
+def run(
+    state: State,
+    file: str,
+    specs: Sequence[str],
+    budget: int | None,
+    to: str,
+    output: str | None,
+    stash: str | None,
+    explain: bool,
+    json_out: str | None,
+    format_: str | None,
+    tokenizer: str,
+) -> None:
+    """Compact a session (FILE, FILE#N, or - for stdin) with a pipeline of strategies.
+
+    With no -s, the default pipeline runs: etag-collapse, and under --budget also llm-summary
+    (extractive, offline) and sliding-window. Without -o the context goes to stdout and the
+    summary to stderr.
+
+    \b
+    Example:
+      compactkit run session.jsonl -s observation-mask:keep_last=3 -s sliding-window \\
+          --budget 30000 -o small.json --explain
+    """
+    from ..observers import ProgressDisplay, StatsRecorder
+    from ..pipeline import build_pipeline
+
+    check_one_stdout(output=output or STDIO, stash=stash, json=json_out)
+    check_one_stdin(file)
+    ctx = load_single(state, file, format_)
+    if not state.registry.formats.get(to).can_write:
+        raise ConfigError(f"format {to!r} cannot be written")
+    steps = one_pipeline(specs, default_pipeline(budget)) if specs else default_pipeline(budget)
+    pipeline = build_pipeline(steps, budget=budget, registry=state.registry, tokenizer=tokenizer)
+    stats = StatsRecorder()
+    pipeline.subscribe(stats)
+    pipeline.subscribe(ProgressDisplay())
+    result = pipeline.run(ctx, state.counter(tokenizer))
+    emit(render(_stashed(result.context, stash, to), to, state.registry), output)
+    over = result.tokens_after - budget if budget is not None else 0
+    if json_out:
+        report = stats.report()
+        report.update({"input": file, "budget": budget, "output": output, "format": to})
+        report["over_budget"] = max(over, 0)
+        emit(report, json_out)
+    to_stderr = output in (None, STDIO) or json_out == STDIO
+    print_summary(stats, result.tokens_before, result.tokens_after, explain, to_stderr)
+    if budget is not None and over > 0:
+        say(
+            f"compactkit: over budget: {result.tokens_after:,} tokens, "
+            f"{over:,} over the budget of {budget:,}",
+            err=True,
+        )
+        sys.exit(EXIT_BUDGET)
+
+
+def _stashed(ctx: Any, stash: str | None, to: str) -> Any:
+    """The context to write: its recovery store moved to `stash` when one is given, else kept
+    (with a warning when the target format cannot carry it)."""
+    from ..recovery import split_stash, stash_json
+
+    if stash:
+        out, entries = split_stash(ctx)
+        emit(stash_json(entries), stash)
+        return out
+    if ctx.recovery and to != "compactkit":
+        say(
+            f"compactkit: warning: {to} cannot carry the recovery store "
+            f"({len(ctx.recovery)} entries); pass --stash PATH to keep what was removed",
+            err=True,
+        )
+    return ctx
+
+
+def print_summary(stats: Any, before: int, after: int, explain: bool, to_stderr: bool) -> None:
+    """Tokens before and after, one line per strategy, and under `explain` what each changed."""
+    saved = before - after
+    share = f" ({saved / before:.1%} saved)" if before else ""
+    say(f"tokens: {before:,} -> {after:,}{share}", err=to_stderr)
+    for step in stats.applied:
+        note = f"  [{step.note}]" if step.note else ""
+        say(
+            f"  {step.strategy:<32} {step.tokens_before:>10,} -> {step.tokens_after:>10,}"
+            f"  {len(step.changes):>4} change(s){note}",
+            err=to_stderr,
+        )
+        if explain:
+            for action, first, last, reason in _ranges(step.changes):
+                where = f"message {first}" if first == last else f"messages {first}-{last}"
+                say(f"      {action:<8} {where}: {reason}", err=to_stderr)
+
+
+def _ranges(changes: Sequence[Any]) -> list[tuple[str, int, int, str]]:
+    """Consecutive changes with the same action and reason, folded into index ranges."""
+    out: list[tuple[str, int, int, str]] = []
+    for c in changes:
+        if (
+            out
+            and out[-1][0] == c.action
+            and out[-1][3] == c.reason
+            and out[-1][2] == c.message - 1
+        ):
+            out[-1] = (c.action, out[-1][1], c.message, c.reason)
+        else:
+            out.append((c.action, c.message, c.message, c.reason))
+    return out
