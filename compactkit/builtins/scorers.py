@@ -11,5 +11,6 @@ from ..hookspecs import hookimpl
 
 @hookimpl
 def register_scorers(register: Callable[[Any], None]) -> None:
-    """Register `facts`: task, user messages, last instruction, file paths and errors."""
+    """Register `facts`: task, the user's messages, last instruction, file paths and errors, read
+    from what the model saw in the original."""
     register(FactRetention())
