@@ -40,7 +40,8 @@ class State:
     def _build(self) -> Registry:
         if self.plugins_dir is None:
             return self._factory()
-        if "plugins_dir" not in inspect.signature(self._factory).parameters:
+        params = inspect.signature(self._factory).parameters.values()
+        if not any(p.name == "plugins_dir" or p.kind is p.VAR_KEYWORD for p in params):
             raise click.UsageError("--plugins-dir: this CLI was built with a fixed registry")
         return self._factory(plugins_dir=self.plugins_dir)
 

@@ -51,6 +51,7 @@ def plugins(state: State, as_json: bool) -> None:
 
     \b
     Example:
+      compactkit plugins --json
       compactkit --plugins-dir ./my-plugins plugins
     """
     reg = state.registry
