@@ -263,3 +263,38 @@ def test_python_m_compactkit_and_the_entry_point_run() -> None:
         done = subprocess.run(argv, capture_output=True, text=True, check=False)
         assert done.returncode == 0 and compactkit.__version__ in done.stdout
     assert compactkit.make_cli is make_cli
+
+
+# ----------------------------------------------------------------------------- a third party's strategy
+
+
+CAP_OUTPUT = ROOT / "plugins" / "compactkit-cap-output" / "compactkit_cap_output" / "__init__.py"
+
+
+def test_explain_and_the_report_count_only_what_a_plugin_strategy_changed(tmp_path: Path) -> None:
+    """Issue 11, bug 1 as the CLI shows it: a strategy from outside compactkit used to be reported
+    as changing every message ("265 changes for 0 tokens saved")."""
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    shutil.copy(CAP_OUTPUT, plugins / "cap.py")
+    session = sample("sphinx-doc")
+    before = compactkit.load_one(session)
+    for max_tokens, expect_changes in [(10**6, False), (500, True)]:
+        out, report = tmp_path / f"o{max_tokens}.json", tmp_path / f"r{max_tokens}.json"
+        code, stdout, err = run(
+            "--plugins-dir", str(plugins), "run", str(session),
+            "-s", f"cap-output:max_tokens={max_tokens}",
+            "--explain", "-o", str(out), "--json", str(report),
+        )  # fmt: skip
+        assert code == 0, err
+        after = compactkit.load_one(out)
+        differ = [
+            i
+            for i, (a, b) in enumerate(zip(before.messages, after.messages, strict=True))
+            if a != b
+        ]
+        step = json.loads(report.read_text())["steps"][0]
+        assert sorted({c["message"] for c in step["changes"]}) == differ
+        assert bool(differ) is expect_changes
+        if not expect_changes:
+            assert " 0 change(s)" in stdout and "content changed" not in stdout
