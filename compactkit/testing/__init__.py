@@ -16,8 +16,16 @@ from ..context import AgentContext
 from ..recovery import expand
 from ..strategy import Strategy
 from ..validate import validate
+from .formats import check_format, pairing_problems
 
-__all__ = ["RUNS", "assert_conforms", "check_strategy", "first_difference"]
+__all__ = [
+    "RUNS",
+    "assert_conforms",
+    "check_format",
+    "check_strategy",
+    "first_difference",
+    "pairing_problems",
+]
 
 
 RUNS = 20

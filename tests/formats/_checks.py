@@ -1,4 +1,5 @@
-"""Structural checks every loaded conversation must pass, shared by the format tests."""
+"""Structural checks every loaded conversation must pass, shared by the format tests
+(`pairing_problems` is the conformance kit's, `compactkit.testing`)."""
 
 from __future__ import annotations
 
@@ -9,37 +10,11 @@ from typing import Any
 import compactkit
 from compactkit import AgentContext, Format
 from compactkit.formats.base import read_document
+from compactkit.testing import pairing_problems
 
 from ..conftest import corpus_files
 
-
-def pairing_problems(ctx: AgentContext) -> list[str]:
-    """Tool results without an earlier call, and calls left unanswered (except a final pending one)."""
-    problems: list[str] = []
-    open_calls: dict[str, int] = {}
-    answered: set[str] = set()
-    for i, msg in enumerate(ctx.messages):
-        for block in msg.content:
-            if block.type == "tool_call":
-                if block.id in open_calls or block.id in answered:
-                    problems.append(f"message {i}: duplicate tool call id {block.id}")
-                open_calls[block.id] = i
-            elif block.type == "tool_result":
-                if msg.role != "tool":
-                    problems.append(f"message {i}: tool result in a {msg.role} message")
-                if block.tool_call_id not in open_calls:
-                    problems.append(f"message {i}: result for unknown call {block.tool_call_id}")
-                else:
-                    del open_calls[block.tool_call_id]
-                    answered.add(block.tool_call_id)
-    if open_calls:
-        last_assistant = max(
-            (i for i, m in enumerate(ctx.messages) if m.role == "assistant"), default=-1
-        )
-        for call_id, index in open_calls.items():
-            if index != last_assistant:
-                problems.append(f"message {index}: tool call {call_id} never answered")
-    return problems
+__all__ = ["assert_sniffs_only_its_own", "load_single", "pairing_problems", "raw_json"]
 
 
 def load_single(path: Path) -> AgentContext:

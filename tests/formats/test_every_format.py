@@ -1,0 +1,114 @@
+"""Every built-in format passes the conformance kit a third-party format author runs
+(`compactkit.testing.check_format`), on its own real files, against every other format's files."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+import compactkit
+from compactkit import AgentContext, Document
+from compactkit.formats.base import read_document
+from compactkit.registry import Registry, make_registry
+from compactkit.testing import check_format
+
+from ..conftest import corpus_files, every_conversation, sample_files
+from .test_cline import NATIVE_TASK, ROO_TASK, ROO_V2, XML_TASK
+
+SESSION_FILES = {
+    # format: (its corpus folder, the name prefixes of its bundled samples)
+    "claude-code": ("claude_code_jsonl", ("claude-code-viewer",)),
+    "codex-rollout": ("codex_rollout_jsonl", ("codemie_rollout",)),
+    "gemini-cli": ("gemini_cli_session", ("codemie_gemini",)),
+    "mini-swe-agent": ("mini_swe_agent_traj", ("gemini3pro",)),
+    "openai-chat": ("openai_chat_tools", ("openhands-sdk", "tau_bench")),
+    "openhands-events": ("openhands_events", ("resolver_mock", "runtime_trajs")),
+    "pi-session": ("pi_session", ("pi-mono",)),
+    "swe-agent": ("swe_agent_traj", ("testdata_gpt4",)),
+}
+"""The formats whose files the shared corpus (and the bundled samples) hold."""
+
+WRITTEN = ("compactkit", "anthropic-messages", "cline")
+"""Formats with no agent session in the corpus: their files are written here (the native and
+Anthropic writers on corpus conversations; Cline and Roo Code task histories after their source,
+from test_cline)."""
+
+EXACT = {"compactkit"}
+"""Writers whose files read back exactly (`load(dump(ctx)) == ctx`)."""
+
+
+@pytest.fixture(scope="module")
+def builtins() -> Registry:
+    return make_registry(entry_points=False)
+
+
+def _session_files(name: str) -> list[Path]:
+    folder, prefixes = SESSION_FILES[name]
+    files = [*sample_files(), *corpus_files()]
+    mine = [p for p in files if p.parent.name == folder or p.name.startswith(prefixes)]
+    return list(dict.fromkeys(mine))
+
+
+def _first_of_each_format(with_calls: bool) -> list[AgentContext]:
+    """The first conversation of each source format (the first with a tool call, if asked)."""
+    chosen: dict[object, AgentContext] = {}
+    for _, ctx in every_conversation():
+        source = ctx.metadata["source_format"]
+        if source not in chosen and (not with_calls or any(m.tool_calls for m in ctx.messages)):
+            chosen[source] = ctx
+    return list(chosen.values())
+
+
+def _written(name: str, folder: Path) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    out: list[Path] = []
+    if name == "cline":
+        for n, history in enumerate((XML_TASK, NATIVE_TASK, ROO_TASK, ROO_V2)):
+            task = folder / f"17450000000{n:02d}"
+            task.mkdir()
+            out.append(task / "api_conversation_history.json")
+            out[-1].write_text(json.dumps(history), encoding="utf-8")
+        return out
+    contexts = _first_of_each_format(with_calls=name == "anthropic-messages")
+    for ctx in contexts:
+        path = folder / f"{ctx.metadata['source_format']}.json"
+        path.write_text(compactkit.export(ctx, name).text, encoding="utf-8")
+        out.append(path)
+    if name == "compactkit":  # several conversations: one per JSONL line
+        path = folder / "several.jsonl"
+        path.write_text(compactkit.render(contexts[:3], name), encoding="utf-8")
+        out.append(path)
+    return out
+
+
+@pytest.fixture(scope="module")
+def documents(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Document]]:
+    """Every format's own files, read once."""
+    root = tmp_path_factory.mktemp("written")
+    paths = {name: _session_files(name) for name in SESSION_FILES}
+    paths.update({name: _written(name, root / name) for name in WRITTEN})
+    return {name: [_read(p) for p in files] for name, files in paths.items()}
+
+
+@cache
+def _read(path: Path) -> Document:
+    return read_document(path)
+
+
+def test_every_built_in_format_is_checked(builtins: Registry) -> None:
+    assert sorted(builtins.formats.names()) == sorted([*SESSION_FILES, *WRITTEN])
+
+
+@pytest.mark.parametrize("name", sorted([*SESSION_FILES, *WRITTEN]))
+def test_format_keeps_the_contract(
+    name: str, builtins: Registry, documents: dict[str, list[Document]]
+) -> None:
+    fmt = builtins.formats.get(name)
+    own = documents[name]
+    others = [doc for other, docs in documents.items() if other != name for doc in docs]
+    assert own and others
+    writes = "exact" if name in EXACT else None
+    assert check_format(fmt, own, others=others, writes=writes, registry=builtins) == []
