@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
 from .context import (
+    ORIGIN_KEY,
+    ORIGINS,
     AgentContext,
     Block,
     CollapsedBlock,
@@ -88,6 +90,8 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "ORIGINS",
+    "ORIGIN_KEY",
     "AgentContext",
     "BadInputError",
     "Block",

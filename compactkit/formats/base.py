@@ -112,32 +112,34 @@ class Format:
     * nothing in a loaded context is a marker or has a recovery entry, so `expand(ctx) == ctx`
       (a source agent's own summary is plain text with `origin: "summary"`);
     * every conversation has a task: a user message in the human's words (`first_user_index`).
-      A user-role message that is NOT the human's words carries `metadata["origin"]`, one of
-      `compactkit.context.ORIGINS`: `"harness"` (text the agent program injected: reminders,
-      environment details, command output), `"tool-output"` (tool output in a user turn with no
-      call to pair it with), `"summary"` (the source agent's own summary of earlier turns),
-      `"demonstration"` (a worked example shown before the task). Each user input loads exactly
-      once, however many records repeat it;
+      A user-role message that is NOT the human's words carries `metadata["origin"]`
+      (`compactkit.ORIGIN_KEY`), one of `compactkit.ORIGINS`: `"harness"` (text the agent
+      program injected: reminders, environment details, command output), `"tool-output"` (tool
+      output in a user turn with no call to pair it with), `"summary"` (the source agent's own
+      summary of earlier turns), `"demonstration"` (a worked example shown before the task).
+      Each user input loads exactly once, however many records repeat it;
     * message metadata keeps what the record said about the turn as recorded (`id`, `timestamp`,
       `model`, `usage`);
-    * context metadata (written with `_util.context_metadata`, `note_repairs`, `note_skipped`):
-      `source_format` (always, this format's `name`), then what identifies the session where the
-      file records it: `session_id`, `cwd`, `model`, `title`, `instance_id`, `conversation` (the
-      index, in a file holding several); then the format's own keys; then the non-zero repair
-      counts `synthesized_results`, `synthesized_calls`, `renamed_calls`, `orphan_results`; last
-      `skipped_records`, the records read and left out counted by kind
-      (`{"event_msg/token_count": 41}`), so that no drop is silent.
+    * context metadata (the built-ins write it with `_util.context_metadata`, `note_repairs` and
+      `note_skipped`): `source_format` (always, this format's `name`), then what identifies the
+      session where the file records it: `session_id`, `cwd`, `model`, `title`, `instance_id`,
+      `conversation` (the index, in a file holding several), and the format's own keys; the
+      non-zero counts of what pairing repair did, `synthesized_results`, `synthesized_calls`,
+      `renamed_calls`, `orphan_results`; last `skipped_records`, the records read and left out,
+      counted by kind (`{"event_msg/token_count": 41}`), so that no drop is silent.
 
-    **dump(contexts)** (writers) returns the file text holding `contexts`; loading that text with
-    the same format gives the contexts back, up to what the format cannot hold, and loading what
-    it writes again gives the same contexts (a fixed point after one round trip).
+    **dump(contexts)** (writers) returns the file text holding `contexts` (a writer may take one
+    context only); loading that text with the same format gives the contexts back, up to what the
+    format cannot hold, and writing and loading them again changes nothing (a fixed point after
+    one round trip). compactkit's native format stores contexts as they are, metadata included.
 
     The built-in adapters share one layout, so that a new format is a copy of an old one: the
     module docstring (upstream sources read, how records map to messages, which records hold the
     user's words and which origins the others get, what is skipped); constants; the `Format`
-    subclass; one `_Builder` class whose methods turn records into `Turn`s and whose `context`
-    method repairs pairing and writes the metadata; then private helpers (and, for writers, the
-    writing functions).
+    subclass; one `_Builder` class, fed each record by `add` and turning it into `Turn`s, whose
+    `context` method repairs pairing and writes the metadata; then private helpers (and, for
+    writers, the writing functions). Nothing of one adapter is imported by another: what two
+    share lives in `_util.py`, `_pairing.py` or `_chat.py`.
     """
 
     name: ClassVar[str] = ""
@@ -148,11 +150,12 @@ class Format:
     """Higher wins when several formats recognise one document (specific beats generic)."""
 
     def sniff(self, doc: Document) -> bool:
-        """True when `doc` looks like this format. Must be cheap and must not raise."""
+        """True when `doc` is this format's file. Must be cheap and must not raise."""
         raise NotImplementedError
 
     def load(self, doc: Document) -> list[AgentContext]:
-        """Every conversation in `doc`, in file order."""
+        """Every conversation in `doc`, in file order; `BadInputError` when `doc` is not this
+        format."""
         raise NotImplementedError
 
     def dump(self, contexts: Sequence[AgentContext]) -> str:
