@@ -1,6 +1,6 @@
 """Claude Code session JSONL (~/.claude/projects/*/<uuid>.jsonl).
 
-Built from what Claude Code writes and sends, read in its public source and in readers of the
+Upstream: what Claude Code writes and sends, read in its public source and in readers of the
 format (checked for versions 1.0.x to 2.1.x):
 
 * record types: d-kimuson/claude-code-viewer `src/lib/conversation-schema/` (zod schemas of every

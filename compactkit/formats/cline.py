@@ -6,7 +6,7 @@ extra keys (`ts`; Cline's `modelInfo`, `metrics`, `id`; Roo Code's `isSummary`, 
 `condenseParent`, `truncationParent`, `isTruncationMarker`, `reasoning_details`, `reasoning_content`,
 standalone `{"type": "reasoning", "encrypted_content"}` items), or, since Roo Code's move to AI SDK
 messages, `{"version": 2, "messages": [...]}` (parts `tool-call`, `tool-result` in `role: tool`
-messages, `reasoning`, `image`, `file`). Built from the writers' source:
+messages, `reasoning`, `image`, `file`). Upstream, the writers' source:
 
 - cline/cline `src/core/task/index.ts` (`startTask`: the first user message is `<task>\\n...\\n</task>`
   plus images and attached files; `resumeTaskFromHistory`: `[TASK RESUMPTION] ...` and
