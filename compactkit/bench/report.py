@@ -1,11 +1,25 @@
-"""Bench reports: a terminal table, markdown, and a self-contained HTML page with SVG charts."""
+"""Bench reports: a terminal table, markdown, and a self-contained HTML page with SVG charts.
+
+Reports show paths relative (to the working directory, else to the folder above the sessions) and chart
+titles are file names, so a report can go into a pull request or a CI artifact as it is. Chart labels are
+placed against estimated text boxes so that none covers another; a browser test measures the real ones.
+"""
 
 from __future__ import annotations
 
 import html
+import math
+import os
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePath
 from typing import Any
 
 _COLORS = ["#444444", "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2"]
+_ADDRESS = re.compile(r"^(?P<path>.*)#(?P<index>\d+)$")
+_MD_PUNCTUATION = re.compile(r"([\\`*_\[\]<>|&~])")
+_Label = Callable[[float], str]
 
 
 def _pct(value: float | None) -> str:
@@ -16,18 +30,77 @@ def _money(value: float) -> str:
     return f"${value:,.2f}"
 
 
+def _tokens_key(report: dict[str, Any]) -> tuple[str, str]:
+    """The token figure a report compares: (JSON key, column title)."""
+    if report["mode"] == "oneshot":
+        return "tokens_after", "tokens after"
+    return "prompt_tokens", "prompt tokens"
+
+
+# -- paths -------------------------------------------------------------------------------------------
+
+
+def _split_address(address: str) -> tuple[str, str]:
+    """`FILE#N` -> ("FILE", "#N"); the file system is not consulted (a report renders anywhere)."""
+    match = _ADDRESS.match(address)
+    return (match["path"], f"#{match['index']}") if match else (address, "")
+
+
+def display_paths(addresses: Iterable[str], base: str | Path | None = None) -> dict[str, str]:
+    """Each session address as a report shows it: relative to `base` (default: the working directory)
+    when under it, else relative to the folder above the other sessions' common folder. Relative
+    addresses stay as they were given. No absolute path reaches a report."""
+    root = PurePath(os.path.abspath(base if base is not None else os.getcwd()))
+    shown: dict[str, str] = {}
+    outside: list[str] = []
+    for address in dict.fromkeys(addresses):
+        path, suffix = _split_address(address)
+        pure = PurePath(path)
+        if not pure.is_absolute():
+            shown[address] = pure.as_posix() + suffix
+        elif pure.is_relative_to(root):
+            shown[address] = pure.relative_to(root).as_posix() + suffix
+        else:
+            outside.append(address)
+    if outside:
+        files = [PurePath(_split_address(a)[0]) for a in outside]
+        try:
+            anchor = PurePath(os.path.commonpath([str(f.parent) for f in files])).parent
+        except ValueError:  # different drives: only the file names are left to show
+            anchor = None
+        for address, file in zip(outside, files, strict=True):
+            relative = file.relative_to(anchor) if anchor is not None else PurePath(file.name)
+            shown[address] = relative.as_posix() + _split_address(address)[1]
+    return shown
+
+
+def chart_titles(addresses: Iterable[str], shown: dict[str, str]) -> dict[str, str]:
+    """File names (with `#N`) as chart titles; the relative path where two sessions share a name."""
+    names = {a: PurePath(_split_address(a)[0]).name + _split_address(a)[1] for a in addresses}
+    counts: dict[str, int] = {}
+    for name in names.values():
+        counts[name] = counts.get(name, 0) + 1
+    return {a: name if counts[name] == 1 else shown[a] for a, name in names.items()}
+
+
+def _error(failed: dict[str, str], shown: dict[str, str]) -> str:
+    """A load error without the path the report already shows beside it (or with it relative)."""
+    path, error = failed["path"], failed["error"]
+    if error.startswith(f"{path}: "):
+        return error[len(path) + 2 :]
+    return error.replace(path, shown[path])
+
+
+# -- tables ------------------------------------------------------------------------------------------
+
+
 def summary_rows(report: dict[str, Any]) -> list[dict[str, str]]:
     """One row per pipeline, as strings, shared by every renderer."""
+    key, title = _tokens_key(report)
     rows = []
     for p in report["pipelines"]:
         t = p["totals"]
-        row = {
-            "pipeline": p["name"],
-            "prompt tokens" if report["mode"] != "oneshot" else "tokens after": (
-                f"{t['prompt_tokens' if report['mode'] != 'oneshot' else 'tokens_after']:,}"
-            ),
-            "saved": _pct(t["savings"]),
-        }
+        row = {"pipeline": p["name"], title: f"{t[key]:,}", "saved": _pct(t["savings"])}
         if report["mode"] != "oneshot":
             row["cached"] = f"{t['cached_tokens']:,}"
             for profile in report["pricing"]:
@@ -43,8 +116,30 @@ def summary_rows(report: dict[str, Any]) -> list[dict[str, str]]:
     return rows
 
 
+def session_rows(report: dict[str, Any], base: str | Path | None = None) -> list[dict[str, str]]:
+    """One row per session and pipeline, the session shown by its relative path."""
+    key, title = _tokens_key(report)
+    shown = display_paths((s["session"] for s in report["sessions"]), base)
+    rows = []
+    for s in report["sessions"]:
+        row = {
+            "session": shown[s["session"]],
+            "pipeline": s["pipeline"],
+            title: f"{s[key]:,}",
+            "cached": f"{s['cached_tokens']:,}",
+        }
+        row.update({f"cost {p}": _money(s["cost"].get(p, 0.0)) for p in report["pricing"]})
+        row["retention"] = _pct(s["retention"].get("share"))
+        row["violations"] = str(s["violations"])
+        rows.append(row)
+    return rows
+
+
 def render_terminal(report: dict[str, Any]) -> None:
+    import sys
+
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     rows = summary_rows(report)
@@ -56,159 +151,541 @@ def render_terminal(report: dict[str, Any]) -> None:
     for key in rows[0] if rows else []:
         table.add_column(key, justify="left" if key == "pipeline" else "right")
     for row in rows:
-        table.add_row(*row.values())
-    import sys
-
+        table.add_row(*(escape(v) for v in row.values()))
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
     console.print(table)
     for failed in report["failed"]:
-        console.print(f"[yellow]not loaded[/]: {failed['path']}: {failed['error']}")
+        console.print(f"[yellow]not loaded[/]: {escape(failed['path'])}: {escape(failed['error'])}")
 
 
-def render_markdown(report: dict[str, Any]) -> str:
-    rows = summary_rows(report)
-    out = [f"# compactkit bench ({report['mode']})", ""]
+# -- markdown ----------------------------------------------------------------------------------------
+
+
+def md_text(text: str) -> str:
+    """Text for a markdown table cell: markdown punctuation (pipes, backticks, emphasis) escaped,
+    line breaks as `<br>`."""
+    lines = str(text).splitlines() or [""]
+    return "<br>".join(_MD_PUNCTUATION.sub(r"\\\1", line) for line in lines)
+
+
+def md_code(text: str, in_table: bool = True) -> str:
+    """A code span: fenced by more backticks than any run inside, line breaks shown as `\\n`, and in
+    a table cell pipes escaped (GitHub's table rule unescapes them inside code too)."""
+    body = re.sub(r"\r\n|\r|\n", r"\\n", str(text))
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", body)), default=0) + 1)
+    pad = " " if body.startswith("`") or body.endswith("`") else ""
+    span = f"{fence}{pad}{body}{pad}{fence}"
+    return span.replace("|", r"\|") if in_table else span
+
+
+def _md_table(rows: list[dict[str, str]], code: Sequence[str] = (), left: int = 1) -> list[str]:
+    if not rows:
+        return []
+    keys = list(rows[0])
+    out = ["| " + " | ".join(md_text(k) for k in keys) + " |"]
+    out.append("|" + "|".join(["---"] * left + ["---:"] * (len(keys) - left)) + "|")
+    for row in rows:
+        cells = (md_code(v) if k in code else md_text(v) for k, v in row.items())
+        out.append("| " + " | ".join(cells) + " |")
+    return out
+
+
+def render_markdown(report: dict[str, Any], base: str | Path | None = None) -> str:
+    """A summary table per pipeline and a table per session; paths relative to `base` (default: the
+    working directory), every cell escaped."""
+    out = [f"# compactkit bench ({md_text(report['mode'])})", ""]
     if report.get("trigger"):
         out.append(f"Persistent compaction triggered above {report['trigger']:,} tokens. ")
-    out.append(
-        f"Pricing profiles: {', '.join(report['pricing'])}; tokenizer {report['tokenizer']}."
-    )
-    out.append("")
-    if rows:
-        keys = list(rows[0])
-        out.append("| " + " | ".join(keys) + " |")
-        out.append("|" + "|".join(["---"] + ["---:"] * (len(keys) - 1)) + "|")
-        for row in rows:
-            out.append("| " + " | ".join(row.values()) + " |")
+    profiles = ", ".join(md_text(p) for p in report["pricing"])
+    tokenizer = md_code(report["tokenizer"], in_table=False)
+    out += [f"Pricing profiles: {profiles}; tokenizer {tokenizer}.", ""]
+    out += _md_table(summary_rows(report))
     out += ["", "## Per session", ""]
-    out.append(
-        "| session | pipeline | prompt tokens | cached | "
-        + " | ".join(f"cost {p}" for p in report["pricing"])
-        + " | retention | violations |"
-    )
-    out.append("|---|---|---:|---:|" + "---:|" * len(report["pricing"]) + "---:|---:|")
-    for s in report["sessions"]:
-        costs = " | ".join(_money(s["cost"].get(p, 0.0)) for p in report["pricing"])
-        tokens = s["prompt_tokens"] if report["mode"] != "oneshot" else s["tokens_after"]
-        out.append(
-            f"| {s['session']} | {s['pipeline']} | {tokens:,} | {s['cached_tokens']:,} | "
-            f"{costs} | {_pct(s['retention'].get('share'))} | {s['violations']} |"
-        )
+    out += _md_table(session_rows(report, base), code=("session",), left=2)
     if report["failed"]:
+        shown = display_paths((f["path"] for f in report["failed"]), base)
         out += ["", "## Not loaded", ""]
-        out += [f"- `{f['path']}`: {f['error']}" for f in report["failed"]]
+        out += [
+            f"- {md_code(shown[f['path']], in_table=False)}: {md_text(_error(f, shown))}"
+            for f in report["failed"]
+        ]
     return "\n".join(out) + "\n"
 
 
-def _line_chart(session: str, series: list[tuple[str, list[int]]]) -> str:
-    width, height, pad = 640, 220, 40
-    top = max((max(v) for _, v in series if v), default=1) or 1
-    n = max((len(v) for _, v in series), default=1)
-    parts = [
-        f'<svg viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
-        f'aria-label="prompt tokens per call">',
-        f'<text x="{pad}" y="14" font-size="12">{html.escape(session)}</text>',
-        f'<line x1="{pad}" y1="{height - pad}" x2="{width - 10}" y2="{height - pad}" stroke="#999"/>',
-        f'<line x1="{pad}" y1="20" x2="{pad}" y2="{height - pad}" stroke="#999"/>',
-        f'<text x="2" y="28" font-size="10">{top:,}</text>',
-        f'<text x="{width - 60}" y="{height - pad + 14}" font-size="10">call {n}</text>',
-    ]
+# -- SVG charts --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Box:
+    """An axis-aligned box in SVG units (x, y is the top-left corner)."""
+
+    x: float
+    y: float
+    w: float
+    h: float
+
+    def overlap(self, other: Box) -> float:
+        """The area both boxes cover (0 when they only touch)."""
+        dx = min(self.x + self.w, other.x + other.w) - max(self.x, other.x)
+        dy = min(self.y + self.h, other.y + other.h) - max(self.y, other.y)
+        return dx * dy if dx > 0 and dy > 0 else 0.0
+
+    def within(self, area: Box) -> bool:
+        return (
+            self.x >= area.x
+            and self.y >= area.y
+            and self.x + self.w <= area.x + area.w
+            and self.y + self.h <= area.y + area.h
+        )
+
+
+def text_width(text: str, size: float) -> float:
+    """A generous estimate of a sans-serif label's width (DejaVu Sans, the widest usual default)."""
+    em = 0.0
+    for char in text:
+        if char in "il.,:;|!'()[] 1":
+            em += 0.36
+        elif char in "mwMW%@":
+            em += 0.95
+        elif char.isupper() or char.isdigit():
+            em += 0.7
+        else:
+            em += 0.62
+    return em * size + 2
+
+
+def _text(
+    x: float,
+    y: float,
+    text: str,
+    *,
+    size: int = 10,
+    anchor: str = "start",
+    cls: str,
+    fill: str = "#333",
+    **attrs: str,
+) -> str:
+    """An SVG text element; y is the baseline."""
+    attrs["fill"] = fill
+    extra = "".join(f' {k.replace("_", "-")}="{html.escape(v)}"' for k, v in attrs.items())
+    return (
+        f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{anchor}" class="{cls}"'
+        f"{extra}>{html.escape(text)}</text>"
+    )
+
+
+def _label_box(x: float, top: float, text: str, size: int) -> Box:
+    return Box(x, top, text_width(text, size), size * 1.3)
+
+
+def nice_ticks(low: float, high: float, count: int, integer: bool = False) -> list[float]:
+    """Round tick values from at or below `low` to at or above `high`, at most about `count` steps;
+    0 is a tick whenever the range holds it."""
+    if high <= low:
+        high = low + 1
+    raw = (high - low) / max(count, 1)
+    magnitude = 10 ** math.floor(math.log10(raw))
+    steps = [1.0, 2.0, 5.0, 10.0] if integer and magnitude <= 1 else [1.0, 2.0, 2.5, 5.0, 10.0]
+    step = next(m * magnitude for m in steps if (high - low) / (m * magnitude) <= count)
+    step = max(step, 1.0) if integer else step
+    first = math.floor(low / step + 1e-9)
+    last = math.ceil(high / step - 1e-9)
+    return [round(i * step, 10) for i in range(first, last + 1)]
+
+
+def _short_number(value: float) -> str:
+    if abs(value) >= 1_000_000:
+        return f"{value / 1_000_000:g}M"
+    if abs(value) >= 1_000:
+        return f"{value / 1_000:g}k"
+    return f"{value:g}"
+
+
+def _percent(value: float) -> str:
+    return f"{round(value * 100, 6):g}%"
+
+
+@dataclass(frozen=True)
+class _Frame:
+    """A chart's drawing: the SVG size, the plot rectangle inside it, and the axis ranges."""
+
+    width: int
+    height: int
+    plot: Box
+    x_ticks: list[float]
+    y_ticks: list[float]
+
+    def x(self, value: float) -> float:
+        lo, hi = self.x_ticks[0], self.x_ticks[-1]
+        return self.plot.x + (value - lo) / (hi - lo) * self.plot.w
+
+    def y(self, value: float) -> float:
+        lo, hi = self.y_ticks[0], self.y_ticks[-1]
+        return self.plot.y + self.plot.h - (value - lo) / (hi - lo) * self.plot.h
+
+
+def _axes(frame: _Frame, x_label: _Label, y_label: _Label, x_title: str, y_title: str) -> list[str]:
+    """Grid lines, tick marks and tick labels on both axes, and the axis titles."""
+    p = frame.plot
+    bottom, right = p.y + p.h, p.x + p.w
+    parts = []
+    for value in frame.y_ticks:
+        y = frame.y(value)
+        parts.append(
+            f'<line x1="{p.x:.1f}" y1="{y:.1f}" x2="{right:.1f}" y2="{y:.1f}" stroke="#e6e6e6"/>'
+            f'<line x1="{p.x - 5:.1f}" y1="{y:.1f}" x2="{p.x:.1f}" y2="{y:.1f}" stroke="#777"/>'
+        )
+        parts.append(_text(p.x - 8, y + 3.5, y_label(value), anchor="end", cls="tick y-tick"))
+    for value in frame.x_ticks:
+        x = frame.x(value)
+        parts.append(
+            f'<line x1="{x:.1f}" y1="{bottom:.1f}" x2="{x:.1f}" y2="{bottom + 5:.1f}" '
+            'stroke="#777"/>'
+        )
+        parts.append(_text(x, bottom + 17, x_label(value), anchor="middle", cls="tick x-tick"))
+    parts.append(
+        f'<line x1="{p.x:.1f}" y1="{bottom:.1f}" x2="{right:.1f}" y2="{bottom:.1f}" stroke="#777"/>'
+        f'<line x1="{p.x:.1f}" y1="{p.y:.1f}" x2="{p.x:.1f}" y2="{bottom:.1f}" stroke="#777"/>'
+    )
+    parts.append(_text(p.x + p.w / 2, frame.height - 6, x_title, anchor="middle", cls="axis-title"))
+    middle = p.y + p.h / 2
+    parts.append(
+        _text(
+            14,
+            middle,
+            y_title,
+            anchor="middle",
+            cls="axis-title",
+            transform=f"rotate(-90 14 {middle:.1f})",
+        )
+    )
+    return parts
+
+
+def _fit(text: str, size: int, room: float) -> str:
+    """`text` shortened in the middle (with an ellipsis) until its estimated width fits `room`."""
+    if text_width(text, size) <= room:
+        return text
+    keep = len(text)
+    while (
+        keep > 4 and text_width(text[: keep // 2] + "…" + text[-(keep - keep // 2) :], size) > room
+    ):
+        keep -= 1
+    return text[: keep // 2] + "…" + text[-(keep - keep // 2) :]
+
+
+def _svg_open(width: int, height: int, label: str, cls: str) -> str:
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="{width}" '
+        f'height="{height}" role="img" aria-label="{html.escape(label)}" class="{cls}">'
+    )
+
+
+def stroke_widths(count: int) -> list[float]:
+    """Widths for lines drawn in order: each narrower than the one under it, so a line that equals
+    an earlier one still shows the earlier one along both its edges."""
+    step = min(2.0, 6.0 / max(count - 1, 1))
+    return [1.5 + step * (count - 1 - k) for k in range(count)]
+
+
+def _same_lines_note(series: list[tuple[str, list[int]]]) -> str:
+    """Which pipelines draw the very same line (stacked, so each still shows along its edges)."""
+    same: dict[tuple[int, ...], list[str]] = {}
+    for name, values in series:
+        same.setdefault(tuple(values), []).append(name)
+    groups = [names for names in same.values() if len(names) > 1]
+    if len(series) > 1 and len(same) == 1:
+        return "every pipeline gives the same prompt tokens here: lines stacked, narrowest on top"
+    return ("same line: " + "; ".join(" = ".join(g) for g in groups)) if groups else ""
+
+
+def line_chart(title: str, path: str, series: list[tuple[str, list[int]]]) -> str:
+    """Prompt tokens per model call of one session, one line per pipeline."""
+    width, height = 560, 240
+    plot = Box(60, 50, width - 60 - 16, height - 50 - 40)
+    calls = max((len(v) for _, v in series), default=0)
+    top = max((max(v) for _, v in series if v), default=0)
+    frame = _Frame(
+        width,
+        height,
+        plot,
+        nice_ticks(0, max(calls, 1), max(int(plot.w // 60), 2), integer=True),
+        nice_ticks(0, max(top, 1), max(int(plot.h // 34), 2)),
+    )
+    parts = [_svg_open(width, height, f"prompt tokens per model call: {title}", "session-chart")]
+    parts.append(f"<title>{html.escape(path)}</title>")
+    parts.append(_text(8, 18, _fit(title, 13, width - 16), size=13, cls="chart-title"))
+    note = _same_lines_note(series)
+    if note:
+        parts.append(_text(8, 35, _fit(note, 10, width - 16), cls="note", fill="#666"))
+    parts += _axes(frame, _short_number, _short_number, "model call", "prompt tokens")
+    widths = stroke_widths(len(series))
     for k, (name, values) in enumerate(series):
         if not values:
             continue
-        step = (width - pad - 10) / max(len(values) - 1, 1)
-        points = " ".join(
-            f"{pad + i * step:.1f},{height - pad - (v / top) * (height - pad - 20):.1f}"
-            for i, v in enumerate(values)
-        )
-        color = _COLORS[k % len(_COLORS)]
+        points = " ".join(f"{frame.x(i + 1):.1f},{frame.y(v):.1f}" for i, v in enumerate(values))
         parts.append(
-            f'<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{points}">'
-            f"<title>{html.escape(name)}</title></polyline>"
+            f'<polyline fill="none" stroke="{_COLORS[k % len(_COLORS)]}" '
+            f'stroke-width="{widths[k]:g}" stroke-linejoin="round" points="{points}" '
+            f'data-pipeline="{html.escape(name)}"><title>{html.escape(name)}</title></polyline>'
         )
     parts.append("</svg>")
     return "".join(parts)
 
 
-def _scatter(report: dict[str, Any], profile: str) -> str:
-    width, height, pad, right = 560, 300, 50, 170
-    points = []
-    for p in report["pipelines"]:
-        t = p["totals"]
-        ratio = t["cost_vs_none"].get(profile)
-        if ratio is not None:
-            points.append((p["name"], t["savings"], ratio))
-    if not points:
+def _candidates(px: float, py: float, w: float, h: float, radius: float) -> list[Box]:
+    """Places for a label of size w x h beside a mark of `radius` at (px, py), nearest first."""
+    out = []
+    for gap in (radius + 4, radius + 14, radius + 26, radius + 40, radius + 58):
+        d = gap * 0.75
+        out += [
+            Box(px + gap, py - h / 2, w, h),
+            Box(px - gap - w, py - h / 2, w, h),
+            Box(px - w / 2, py - gap - h, w, h),
+            Box(px - w / 2, py + gap, w, h),
+            Box(px + d, py - d - h, w, h),
+            Box(px + d, py + d, w, h),
+            Box(px - d - w, py - d - h, w, h),
+            Box(px - d - w, py + d, w, h),
+        ]
+    return out
+
+
+def _clamp(box: Box, area: Box) -> Box:
+    x = max(area.x, min(box.x, area.x + area.w - box.w))
+    y = max(area.y, min(box.y, area.y + area.h - box.h))
+    return Box(x, y, box.w, box.h)
+
+
+def place_label(
+    px: float, py: float, w: float, h: float, radius: float, taken: list[Box], area: Box
+) -> Box:
+    """The nearest place inside `area` for a w x h label of the mark at (px, py) that covers none of
+    `taken` (else the place covering least); the chosen box is added to `taken`."""
+    options = [_clamp(box, area) for box in _candidates(px, py, w, h, radius)]
+    free = [box for box in options if not any(box.overlap(t) for t in taken)]
+    chosen = free[0] if free else min(options, key=lambda b: sum(b.overlap(t) for t in taken))
+    taken.append(chosen)
+    return chosen
+
+
+def _leader(px: float, py: float, box: Box, radius: float) -> str:
+    """A thin line from a mark to the nearest edge of its label, when the label stands apart."""
+    x = min(max(px, box.x), box.x + box.w)
+    y = min(max(py, box.y), box.y + box.h)
+    if math.dist((px, py), (x, y)) <= radius + 8:
         return ""
-    top = max(1.05, max(r for _, _, r in points) * 1.05)
-    parts = [
-        f'<svg viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
-        f'aria-label="savings against cost">',
-        f'<text x="{pad}" y="16" font-size="12">token savings vs cost relative to none ({profile})'
-        f"</text>",
-        f'<line x1="{pad}" y1="{height - pad}" x2="{width - right}" y2="{height - pad}" '
-        'stroke="#999"/>',
-        f'<line x1="{pad}" y1="24" x2="{pad}" y2="{height - pad}" stroke="#999"/>',
-        f'<text x="{width - right - 110}" y="{height - 30}" font-size="10">prompt tokens saved '
-        "&#8594; 100%</text>",
-        f'<text x="4" y="34" font-size="10">cost {top:.0%}</text>',
-        f'<text x="4" y="{height - pad}" font-size="10">0%</text>',
-    ]
-    level = height - pad - (1.0 / top) * (height - pad - 30)
-    parts.append(
-        f'<line x1="{pad}" y1="{level:.1f}" x2="{width - right}" y2="{level:.1f}" stroke="#bbb" '
-        f'stroke-dasharray="4 3"/><text x="{width - right + 4}" y="{level + 4:.1f}" '
-        'font-size="10" fill="#777">cost of none</text>'
-    )
-    for k, (name, saved, ratio) in enumerate(points):
-        x = pad + max(saved, 0) * (width - pad - right)
-        y = height - pad - (ratio / top) * (height - pad - 30)
-        color = _COLORS[k % len(_COLORS)]
-        parts.append(
-            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="5" fill="{color}"><title>{html.escape(name)}: '
-            f"{saved:.1%} saved, cost {ratio:.1%}</title></circle>"
-            f'<text x="{x + 7:.1f}" y="{y + 4:.1f}" font-size="10">{html.escape(name)}</text>'
+    return f'<line x1="{px:.1f}" y1="{py:.1f}" x2="{x:.1f}" y2="{y:.1f}" stroke="#999"/>'
+
+
+@dataclass(frozen=True)
+class _Point:
+    name: str
+    color: str
+    saved: float
+    ratio: float
+    x: float
+    y: float
+
+
+_DOT = 5  # radius of a lone point
+
+
+def _clusters(report: dict[str, Any], profile: str, frame: _Frame) -> list[list[_Point]]:
+    """Pipelines as points, gathered into clusters of points whose dots would touch."""
+    clusters: list[list[_Point]] = []
+    for k, p in enumerate(report["pipelines"]):
+        ratio = p["totals"]["cost_vs_none"].get(profile)
+        if ratio is None:
+            continue
+        saved = p["totals"]["savings"]
+        point = _Point(
+            p["name"], _COLORS[k % len(_COLORS)], saved, ratio, frame.x(saved), frame.y(ratio)
         )
+        near = [
+            c
+            for c in clusters
+            if any(math.dist((q.x, q.y), (point.x, point.y)) < 2 * _DOT + 3 for q in c)
+        ]
+        clusters = [c for c in clusters if all(c is not n for n in near)]
+        clusters.append([q for c in near for q in c] + [point])
+    return clusters
+
+
+def _ring_radii(count: int) -> list[int]:
+    """A lone point is a dot; points that touch are rings, each smaller than the one before."""
+    return [_DOT] if count == 1 else [3 + 3 * (count - 1 - i) for i in range(count)]
+
+
+def _cluster_marks(cluster: list[_Point]) -> str:
+    radii = _ring_radii(len(cluster))
+    paint = 'fill="{}"' if len(cluster) == 1 else 'fill="none" stroke="{}" stroke-width="2"'
+    return "".join(
+        f'<circle cx="{m.x:.1f}" cy="{m.y:.1f}" r="{r}" {paint.format(m.color)} '
+        f'data-pipeline="{html.escape(m.name)}"><title>{html.escape(m.name)}: {m.saved:.1%} saved, '
+        f"cost {m.ratio:.1%}</title></circle>"
+        for m, r in zip(cluster, radii, strict=True)
+    )
+
+
+def _cluster_label(cluster: list[_Point], taken: list[Box], area: Box) -> str:
+    """The names of a cluster's pipelines, one line each in its point's colour, placed clear of
+    everything already drawn."""
+    size, line = 11, 14
+    cx = sum(m.x for m in cluster) / len(cluster)
+    cy = sum(m.y for m in cluster) / len(cluster)
+    reach = max(
+        math.dist((m.x, m.y), (cx, cy)) + r
+        for m, r in zip(cluster, _ring_radii(len(cluster)), strict=True)
+    )
+    w = max(text_width(m.name, size) for m in cluster)
+    box = place_label(cx, cy, w, line * len(cluster), reach, taken, area)
+    parts = [_leader(cx, cy, box, reach)]
+    for i, m in enumerate(cluster):
+        parts.append(
+            _text(
+                box.x + 1, box.y + 11 + i * line, m.name, size=size, cls="point-label", fill=m.color
+            )
+        )
+    return "".join(parts)
+
+
+def savings_chart(report: dict[str, Any], profile: str) -> str:
+    """Token savings (x) against cost relative to no compaction (y), one point per pipeline."""
+    totals = [p["totals"] for p in report["pipelines"]]
+    ratios = [float(t["cost_vs_none"][profile]) for t in totals if t["cost_vs_none"].get(profile)]
+    if not ratios:
+        return ""
+    width, height = 560, 340
+    plot = Box(60, 40, width - 60 - 20, height - 40 - 46)
+    lowest = min(0.0, *(float(t["savings"]) for t in totals))
+    frame = _Frame(
+        width,
+        height,
+        plot,
+        nice_ticks(lowest, 1.0, 5),
+        nice_ticks(0.0, max(1.0, *ratios) * 1.05, 5),
+    )
+    parts = [_svg_open(width, height, f"token savings against cost ({profile})", "savings-chart")]
+    title = f"Prompt tokens saved against cost, {profile} pricing"
+    parts.append(_text(8, 18, title, size=13, cls="chart-title"))
+    parts += _axes(frame, _percent, _percent, "prompt tokens saved", "cost, share of none")
+    clusters = _clusters(report, profile, frame)
+    # labels keep clear of every point, of the "cost of none" line and its label, and of each other
+    taken = [Box(m.x - 9, m.y - 9, 18, 18) for c in clusters for m in c]
+    level = frame.y(1.0)
+    taken.append(Box(plot.x, level - 1, plot.w, 2))
+    parts.append(
+        f'<line x1="{plot.x:.1f}" y1="{level:.1f}" x2="{plot.x + plot.w:.1f}" y2="{level:.1f}" '
+        'stroke="#aaa" stroke-dasharray="4 3"/>'
+    )
+    ref = "cost of none"
+    box = _label_box(plot.x + plot.w - text_width(ref, 10) - 4, level - 15, ref, 10)
+    if any(box.overlap(t) for t in taken):
+        box = _label_box(box.x, level + 3, ref, 10)
+    taken.append(box)
+    parts.append(_text(box.x, box.y + 10, ref, cls="note", fill="#777"))
+    parts += [_cluster_marks(c) for c in clusters]
+    area = Box(plot.x + 2, plot.y, plot.w - 2, plot.h - 2)
+    parts += [_cluster_label(c, taken, area) for c in clusters]
     parts.append("</svg>")
     return "".join(parts)
 
 
-def render_html(report: dict[str, Any], max_charts: int = 12) -> str:
-    """A self-contained page (inline SVG, no scripts, no external resources)."""
-    rows = summary_rows(report)
-    head = "".join(f"<th>{html.escape(k)}</th>" for k in (rows[0] if rows else {}))
+# -- HTML --------------------------------------------------------------------------------------------
+
+_STYLE = """body{font-family:system-ui,sans-serif;margin:2em;color:#222}
+table{border-collapse:collapse;margin:0 0 1em;font-size:14px}
+td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}
+td{white-space:nowrap}td:first-child,th:first-child{text-align:left}td.path{font-family:ui-monospace,monospace;text-align:left;white-space:normal;overflow-wrap:anywhere;max-width:32em}
+svg{margin:6px;background:#fafafa}
+.charts{display:flex;flex-wrap:wrap}.legend span{margin-right:1.5em;white-space:nowrap}
+details{margin:1em 0}"""
+
+
+def _html_table(rows: list[dict[str, str]], paths: Sequence[str] = ()) -> str:
+    if not rows:
+        return ""
+    head = "".join(f"<th>{html.escape(k)}</th>" for k in rows[0])
     body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in row.values()) + "</tr>"
+        "<tr>"
+        + "".join(
+            f'<td class="path">{html.escape(v)}</td>'
+            if k in paths
+            else f"<td>{html.escape(v)}</td>"
+            for k, v in row.items()
+        )
+        + "</tr>"
         for row in rows
     )
-    legend = "".join(
-        f'<span style="color:{_COLORS[k % len(_COLORS)]}">&#9632; {html.escape(p["name"])}</span> '
-        for k, p in enumerate(report["pipelines"])
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _legend(names: list[str]) -> str:
+    widths = stroke_widths(len(names))
+    return (
+        '<p class="legend">'
+        + "".join(
+            f'<span><svg width="28" height="10" style="margin:0;background:none">'
+            f'<line x1="0" y1="5" x2="28" y2="5" stroke="{_COLORS[k % len(_COLORS)]}" '
+            f'stroke-width="{min(widths[k], 6):g}"/></svg> {html.escape(name)}</span>'
+            for k, name in enumerate(names)
+        )
+        + "</p>"
+    )
+
+
+def _session_charts(report: dict[str, Any], max_charts: int, base: str | Path | None) -> str:
+    by_session: dict[str, dict[str, list[int]]] = {}
+    for s in report["sessions"]:
+        by_session.setdefault(s["session"], {})[s["pipeline"]] = [c[1] for c in s.get("calls", [])]
+    shown = display_paths(by_session, base)
+    titles = chart_titles(by_session, shown)
+    biggest = sorted(
+        by_session.items(), key=lambda kv: -max((sum(v) for v in kv[1].values()), default=0)
     )
     charts = []
-    if report["mode"] != "oneshot":
-        by_session: dict[str, dict[str, list[int]]] = {}
-        for s in report["sessions"]:
-            by_session.setdefault(s["session"], {})[s["pipeline"]] = [
-                c[1] for c in s.get("calls", [])
-            ]
-        biggest = sorted(
-            by_session.items(), key=lambda kv: -max((sum(v) for v in kv[1].values()), default=0)
-        )[:max_charts]
-        for session, series in biggest:
-            ordered = [(p["name"], series.get(p["name"], [])) for p in report["pipelines"]]
-            charts.append(_line_chart(session, ordered))
-    scatters = "".join(_scatter(report, p) for p in report["pricing"])
+    for session, series in biggest[:max_charts]:
+        ordered = [(p["name"], series.get(p["name"], [])) for p in report["pipelines"]]
+        charts.append(line_chart(titles[session], shown[session], ordered))
+    more = len(biggest) - len(charts)
+    tail = (
+        f"<p>{more} smaller sessions not drawn (in the per-session table below).</p>"
+        if more > 0
+        else ""
+    )
+    return f'<div class="charts">{"".join(charts)}</div>{tail}'
+
+
+def render_html(
+    report: dict[str, Any], max_charts: int = 12, base: str | Path | None = None
+) -> str:
+    """A self-contained page (inline SVG, no scripts, no external resources): the summary, a savings
+    against cost chart per pricing profile, prompt tokens per call of the largest sessions, and the
+    per-session table; paths relative to `base` (default: the working directory)."""
+    names = [p["name"] for p in report["pipelines"]]
+    trigger = f"; persistent trigger {report['trigger']:,} tokens" if report.get("trigger") else ""
+    scatters = "".join(savings_chart(report, p) for p in report["pricing"])
+    lines = _session_charts(report, max_charts, base) if report["mode"] != "oneshot" else ""
+    failed = ""
+    if report["failed"]:
+        shown = display_paths((f["path"] for f in report["failed"]), base)
+        items = "".join(
+            f"<li><code>{html.escape(shown[f['path']])}</code>: {html.escape(_error(f, shown))}</li>"
+            for f in report["failed"]
+        )
+        failed = f"<h2>Not loaded</h2><ul>{items}</ul>"
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>compactkit bench</title>
-<style>body{{font-family:system-ui,sans-serif;margin:2em;color:#222}}
-table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}
-td:first-child,th:first-child{{text-align:left}}svg{{margin:8px;background:#fafafa}}</style></head>
+<style>{_STYLE}</style></head>
 <body><h1>compactkit bench ({html.escape(report["mode"])})</h1>
-<p>Pricing: {html.escape(", ".join(report["pricing"]))}; tokenizer {html.escape(report["tokenizer"])}
-{f"; persistent trigger {report['trigger']:,} tokens" if report.get("trigger") else ""}.</p>
-<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>
-<h2>Savings against cost</h2>{scatters}
-<h2>Prompt tokens per model call</h2><p>{legend}</p>{"".join(charts)}
+<p>Pricing: {html.escape(", ".join(report["pricing"]))}; tokenizer \
+{html.escape(report["tokenizer"])}{trigger}.</p>
+{_html_table(summary_rows(report))}
+{f'<h2>Savings against cost</h2><div class="charts">{scatters}</div>' if scatters else ""}
+{f"<h2>Prompt tokens per model call</h2>{_legend(names)}{lines}" if lines else ""}
+<details><summary>Per session ({len(report["sessions"])} rows)</summary>
+{_html_table(session_rows(report, base), paths=("session",))}</details>
+{failed}
 </body></html>
 """

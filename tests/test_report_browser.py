@@ -1,0 +1,253 @@
+"""The bench HTML report as a reader sees it: rendered by Debian's chromium, headless.
+
+The test installs chromium itself (`apt-get update`, `apt-get install -y chromium`, as root or through
+password-less sudo) and is skipped only when that cannot be done, with the reason. A script injected
+into a copy of the page measures what the browser laid out (tick labels, titles, text boxes, which
+lines and points are on top somewhere) and writes it into the DOM, read back with `--dump-dom`. The
+page's screenshot is kept as a CI artifact in `out/artifacts/bench-report.png` (beside the page,
+`bench-report.html`).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import tempfile
+from pathlib import Path, PurePath
+from typing import Any
+
+import pytest
+
+from compactkit import default_pipeline, parse_pipeline, run_bench
+from compactkit.bench.report import render_html
+
+from .conftest import ROOT, SAMPLES
+
+ARTIFACTS = ROOT / "out" / "artifacts"
+PIPELINES = [
+    "default",
+    "observation-mask",
+    "sliding-window:max_tokens=30000",
+    "observation-mask:keep_last=5",
+    "observation-mask:keep_last=4",  # near neighbours: their labels must make room
+    "observation-mask:keep_last=10",  # the default spelled out: the very point of observation-mask
+]
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+]
+
+# Runs in the page after layout; the result lands in <pre id="measured"> for --dump-dom.
+MEASURE = r"""
+<script>
+(() => {
+  const overlap = (a, b) => {
+    const dx = Math.min(a.x + a.w, b.x + b.w) - Math.max(a.x, b.x);
+    const dy = Math.min(a.y + a.h, b.y + b.h) - Math.max(a.y, b.y);
+    return dx > 0.5 && dy > 0.5;
+  };
+  // is `el` the topmost element anywhere within `reach` of one of its points (16 directions)?
+  const onTop = (svg, el, points, reach) => {
+    const m = svg.getScreenCTM();
+    for (const [x, y] of points) {
+      for (let d = 0; d <= reach; d += 0.5) {
+        for (let a = 0; a < 16; a++) {
+          const angle = a * Math.PI / 8;
+          const p = new DOMPoint(x + d * Math.cos(angle), y + d * Math.sin(angle)).matrixTransform(m);
+          if (document.elementFromPoint(p.x, p.y) === el) return true;
+        }
+      }
+    }
+    return false;
+  };
+  const charts = [];
+  for (const svg of document.querySelectorAll('svg[role="img"]')) {
+    svg.scrollIntoView({block: "center"});
+    const f = svg.getBoundingClientRect();
+    const frame = {x: f.left, y: f.top, w: f.width, h: f.height};
+    const texts = [...svg.querySelectorAll("text")].map((t) => {
+      const r = t.getBoundingClientRect();
+      return {cls: t.getAttribute("class"), text: t.textContent,
+              x: r.left, y: r.top, w: r.width, h: r.height};
+    });
+    const overlaps = [];
+    texts.forEach((a, i) => texts.slice(i + 1).forEach((b) => {
+      if (overlap(a, b)) overlaps.push([a.text, b.text]);
+    }));
+    const outside = texts.filter((t) => t.x < frame.x - 0.5 || t.y < frame.y - 0.5
+      || t.x + t.w > frame.x + frame.w + 0.5 || t.y + t.h > frame.y + frame.h + 0.5)
+      .map((t) => t.text);
+    const marks = [...svg.querySelectorAll("polyline, circle")].map((el) => {
+      let points, reach;
+      if (el.tagName === "polyline") {
+        points = el.getAttribute("points").trim().split(/\s+/).map((p) => p.split(",").map(Number));
+        reach = Number(el.getAttribute("stroke-width")) / 2;
+      } else {
+        points = [[Number(el.getAttribute("cx")), Number(el.getAttribute("cy"))]];
+        reach = Number(el.getAttribute("r")) + Number(el.getAttribute("stroke-width") || 0) / 2;
+      }
+      return {kind: el.tagName, pipeline: el.dataset.pipeline, on_top: onTop(svg, el, points, reach)};
+    });
+    charts.push({kind: svg.getAttribute("class"), label: svg.getAttribute("aria-label"),
+                 texts, overlaps, outside, marks});
+  }
+  const root = document.documentElement;
+  const out = document.createElement("pre");
+  out.id = "measured";
+  out.textContent = JSON.stringify({charts, text: document.body.innerText,
+    width: root.scrollWidth, height: root.scrollHeight, viewport: window.innerWidth});
+  document.body.appendChild(out);
+})();
+</script>
+"""
+
+
+def _install_chromium() -> str | None:
+    """Install Debian's chromium with apt-get; None when done, else why it could not be."""
+    apt = shutil.which("apt-get")
+    if apt is None:
+        return "no apt-get here (the test installs Debian's chromium package)"
+    prefix: list[str] = []
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        sudo = shutil.which("sudo")
+        if sudo is None or subprocess.run([sudo, "-n", "true"], capture_output=True).returncode:
+            return "not root, and no password-less sudo to run apt-get"
+        prefix = [sudo, "-n"]
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for args in (["update"], ["install", "-y", "chromium"]):
+        try:
+            done = subprocess.run(
+                [*prefix, apt, *args], capture_output=True, text=True, env=env, timeout=900
+            )
+        except subprocess.TimeoutExpired:
+            return f"apt-get {args[0]} ran over 15 minutes"
+        if done.returncode != 0:
+            last = (done.stderr.strip() or done.stdout.strip()).splitlines()[-1:]
+            return f"apt-get {' '.join(args)} failed (exit {done.returncode}): {' '.join(last)}"
+    return None
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    found = shutil.which("chromium")
+    if found is None:
+        reason = _install_chromium()
+        found = shutil.which("chromium")
+        if found is None:
+            pytest.skip(f"chromium cannot be installed: {reason or 'not on PATH after install'}")
+    return found
+
+
+def _browse(chromium: str, page: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    with tempfile.TemporaryDirectory() as profile:
+        done = subprocess.run(
+            [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args, page.as_uri()],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done
+
+
+@pytest.fixture(scope="module")
+def rendered(chromium: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The real bench on the bundled sessions (given as absolute paths), its page measured in the
+    browser and screenshot whole."""
+    specs = [parse_pipeline(p, default_pipeline(30_000)) for p in PIPELINES]
+    report = run_bench([str(SAMPLES.resolve())], specs, trigger=30_000)
+    page = render_html(report, base=ROOT)  # the CLI's base is the working directory
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    (ARTIFACTS / "bench-report.html").write_text(page, encoding="utf-8")
+    probe = tmp_path_factory.mktemp("browser") / "measure.html"
+    probe.write_text(page.replace("</body>", MEASURE + "</body>"), encoding="utf-8")
+    dom = _browse(chromium, probe, "--window-size=1280,2000", "--dump-dom").stdout
+    found = re.search(r'<pre id="measured">(.*?)</pre>', dom, re.S)
+    assert found, "the measuring script did not run:\n" + dom[-2000:]
+    measured: dict[str, Any] = json.loads(html.unescape(found[1]))
+    shot = ARTIFACTS / "bench-report.png"
+    shot.unlink(missing_ok=True)
+    size = f"--window-size=1280,{measured['height']}"
+    _browse(chromium, ARTIFACTS / "bench-report.html", size, f"--screenshot={shot}")
+    return {"report": report, "page": page, "measured": measured, "screenshot": shot}
+
+
+def _charts(rendered: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    charts = [c for c in rendered["measured"]["charts"] if c["kind"] == kind]
+    assert charts, f"no {kind} drawn"
+    return charts
+
+
+def _texts(chart: dict[str, Any], cls: str) -> list[str]:
+    return [t["text"] for t in chart["texts"] if cls in (t["cls"] or "").split()]
+
+
+def test_every_axis_has_ticks_starting_at_zero(rendered: dict[str, Any]) -> None:
+    for kind, zero in (("session-chart", "0"), ("savings-chart", "0%")):
+        for chart in _charts(rendered, kind):
+            for axis in ("x-tick", "y-tick"):
+                ticks = _texts(chart, axis)
+                assert len(ticks) >= 3 and zero in ticks, (chart["label"], axis, ticks)
+            assert len(_texts(chart, "axis-title")) == 2, chart["label"]
+
+
+def test_session_charts_are_titled_by_file_name(rendered: dict[str, Any]) -> None:
+    names = set()
+    for address in {s["session"] for s in rendered["report"]["sessions"]}:
+        path, _, index = address.partition("#")
+        names.add(PurePath(path).name + (f"#{index}" if index else ""))
+    titles = [_texts(c, "chart-title")[0] for c in _charts(rendered, "session-chart")]
+    assert len(titles) == min(12, len(names))
+    for title in titles:
+        head, _, tail = title.partition("…")
+        assert title in names or any(n.startswith(head) and n.endswith(tail) for n in names), title
+    assert "gemini3pro_sphinx-doc__sphinx-9229.traj.json" in titles  # the largest session
+    assert "resolver_mock_output.jsonl#1" in titles
+    absolute = str(SAMPLES.resolve().parent)
+    assert absolute not in rendered["measured"]["text"] and absolute not in rendered["page"]
+    row = '<td class="path">examples/sessions/tau_bench_gpt-4o-airline.first3.json#2</td>'
+    assert row in rendered["page"]  # the per-session table (folded) shows relative paths
+
+
+def test_no_label_covers_another_or_leaves_its_chart(rendered: dict[str, Any]) -> None:
+    for chart in rendered["measured"]["charts"]:
+        assert not chart["overlaps"], (chart["label"], chart["overlaps"])
+        assert not chart["outside"], (chart["label"], chart["outside"])
+    for chart in _charts(rendered, "savings-chart"):
+        labels = _texts(chart, "point-label")
+        assert sorted(labels) == sorted(p["name"] for p in rendered["report"]["pipelines"])
+
+
+def test_every_line_and_point_shows_somewhere(rendered: dict[str, Any]) -> None:
+    """Lines that coincide (a pipeline that never compacts a session draws the line of `none`) are
+    stacked narrowest on top, so each is still the topmost element along its edges."""
+    pipelines = [p["name"] for p in rendered["report"]["pipelines"]]
+    for kind, mark in (("session-chart", "polyline"), ("savings-chart", "circle")):
+        for chart in _charts(rendered, kind):
+            marks = [m for m in chart["marks"] if m["kind"] == mark]
+            assert sorted(m["pipeline"] for m in marks) == sorted(pipelines), chart["label"]
+            hidden = [m["pipeline"] for m in marks if not m["on_top"]]
+            assert not hidden, (chart["label"], hidden)
+
+
+def test_page_fits_the_window_and_the_screenshot_is_kept(rendered: dict[str, Any]) -> None:
+    measured = rendered["measured"]
+    assert measured["width"] <= measured["viewport"], "the page scrolls sideways"
+    shot: Path = rendered["screenshot"]
+    data = shot.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", data[16:24])
+    assert (width, height) == (1280, measured["height"])
+    assert len(data) > 50_000  # charts and tables, not a blank page
