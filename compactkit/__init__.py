@@ -64,6 +64,7 @@ from .strategies.sliding_window import SlidingWindow
 from .strategies.static_elision import StaticElision
 from .strategy import Strategy, StrategyOptions, strategy
 from .tokens import TiktokenTokenizer, TokenCounter, Tokenizer, count_tokens, get_counter
+from .toolcall import CallFacts, error_line, payload_path, read_call
 from .validate import Violation, validate
 
 if TYPE_CHECKING:
@@ -96,6 +97,7 @@ __all__ = [
     "BadInputError",
     "Block",
     "BudgetExceeded",
+    "CallFacts",
     "Change",
     "CollapsedBlock",
     "CompactionFailed",
@@ -147,6 +149,7 @@ __all__ = [
     "default_pipeline",
     "diff",
     "dump",
+    "error_line",
     "expand",
     "export",
     "get_counter",
@@ -160,7 +163,9 @@ __all__ = [
     "marker_text",
     "message",
     "parse_pipeline",
+    "payload_path",
     "put_recovery",
+    "read_call",
     "render",
     "run_bench",
     "split_stash",

@@ -7,6 +7,7 @@ from typing import Any
 
 from .context import AgentContext, Block, ToolCallBlock, ToolResultBlock, etag_of, render_block
 from .tokens import MESSAGE_OVERHEAD, REPLY_PRIMING, TokenCounter
+from .toolcall import command_arg, path_arg
 
 INSPECT_SCHEMA = "compactkit.inspect/1"
 
@@ -23,11 +24,10 @@ def _tool_names(ctx: AgentContext) -> dict[str, str]:
 def _payload_label(block: Block, names: dict[str, str], calls: dict[str, ToolCallBlock]) -> str:
     if isinstance(block, ToolResultBlock):
         call = calls.get(block.tool_call_id)
-        if call is not None and isinstance(call.input, dict):
-            for key in ("path", "file_path", "filename", "command", "cmd"):
-                value = call.input.get(key)
-                if isinstance(value, str):
-                    return f"{call.name} {_preview(value, 60)}"
+        if call is not None:
+            what = path_arg(call) or (command_arg(call) or ("", ""))[1]
+            if what:
+                return f"{call.name} {_preview(what, 60)}"
         return names.get(block.tool_call_id, "tool result")
     return block.type
 

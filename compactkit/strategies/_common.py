@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import re
-import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from pydantic import Field
 
@@ -77,54 +74,6 @@ def head_end(ctx: AgentContext, keep_first: int = 0) -> int:
 
 def calls_by_id(ctx: AgentContext) -> dict[str, ToolCallBlock]:
     return {c.id: c for m in ctx.messages for c in m.tool_calls}
-
-
-_PATH_KEYS = ("path", "file_path", "filepath", "filename", "file", "absolute_path", "notebook_path")
-_READ_COMMANDS = {"cat", "nl", "head", "tail", "less", "more", "bat"}
-
-
-def payload_path(call: ToolCallBlock | None) -> str | None:
-    """The file a tool call reads, when one can be told: a path argument, or `cat`/`sed -n`/`head`
-    style shell commands on one file."""
-    if call is None:
-        return None
-    data: Any = call.input
-    if isinstance(data, dict):
-        for key in _PATH_KEYS:
-            value = data.get(key)
-            if isinstance(value, str) and value:
-                return value
-        command = data.get("command") or data.get("cmd")
-        if isinstance(command, list):
-            command = " ".join(str(c) for c in command)
-    else:
-        command = data if isinstance(data, str) else None
-    if not isinstance(command, str):
-        return None
-    return _path_from_command(command)
-
-
-def _path_from_command(command: str) -> str | None:
-    command = command.strip()
-    if not command or "\n" in command or any(op in command for op in ("|", "&&", ";", ">")):
-        return None
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        return None
-    if words and words[0] in ("bash", "sh") and len(words) >= 3 and words[1] in ("-c", "-lc"):
-        return _path_from_command(words[2])
-    if not words:
-        return None
-    tool = words[0].rsplit("/", 1)[-1]
-    args = [w for w in words[1:] if not w.startswith("-")]
-    if tool in _READ_COMMANDS and len(args) == 1:
-        return args[0]
-    if tool == "sed" and "-n" in words and len(args) == 2 and re.fullmatch(r"[\d,$p;]+", args[0]):
-        return args[1]
-    if tool in ("open", "view") and args:
-        return args[0]
-    return None
 
 
 def full_payload(block: ToolResultBlock) -> bool:

@@ -53,7 +53,8 @@ from ..context import (
 from ..recovery import is_marker, payload_etag, prune, put
 from ..strategy import Strategy
 from ..tokens import TokenCounter
-from ._common import TokenizerOption, counter_for, payload_path, restore_orphaned_collapses
+from ..toolcall import payload_path
+from ._common import TokenizerOption, counter_for, restore_orphaned_collapses
 
 _PARTS = TypeAdapter(list[ContentPart])
 EMPTY = "[]"

@@ -34,7 +34,8 @@ from ..context import (
 from ..recovery import payload_etag, prune, put
 from ..strategy import Strategy
 from ..tokens import TokenCounter
-from ._common import TokenizerOption, counter_for, payload_path
+from ..toolcall import command_arg, payload_path
+from ._common import TokenizerOption, counter_for
 from .etag_collapse import field_etag, json_object
 
 DEFAULT_PLACEHOLDER = "{tool}{target} output omitted ({tokens} tokens, {lines} lines){error}"
@@ -144,15 +145,8 @@ def _shorten(text: str) -> str:
 
 
 def _command(call: ToolCallBlock | None) -> str:
-    if call is None:
-        return ""
-    data = call.input
-    raw: Any = data
-    if isinstance(data, dict):
-        raw = data.get("command", data.get("cmd"))
-        if isinstance(raw, list):
-            raw = " ".join(str(c) for c in raw)
-    return _shorten(raw) if isinstance(raw, str) else ""
+    found = command_arg(call) if call is not None else None
+    return _shorten(found[1]) if found is not None and found[0] in ("command", "cmd") else ""
 
 
 def _args(call: ToolCallBlock | None) -> str:

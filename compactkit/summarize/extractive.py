@@ -26,14 +26,13 @@ cut further.
 from __future__ import annotations
 
 import json
-import posixpath
 import re
-import shlex
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..context import ElidedBlock, Message, SummaryBlock, TextBlock, ToolCallBlock, ToolResultBlock
+from ..toolcall import error_line, exit_code, failed, input_dict, read_call
 from .base import (
     LEGACY_SECTIONS,
     SUMMARY_SECTIONS,
@@ -46,8 +45,6 @@ from .base import (
 TASK_CHARS = 600
 ITEM_CHARS = 240
 OPEN_CHARS = 400
-SHELL_CHARS = 4000
-"""Only the start of a long command is parsed for the files it touches."""
 USER_SHARE = 0.5
 """Share of the summary user messages may fill before the other sections give up items."""
 USER_SOFT_FLOOR = 1_000
@@ -58,52 +55,7 @@ SECTION_WEIGHTS = {"Files read": 2.0, "Files changed": 2.0, "Errors": 2.0}
 """Over the limit, a section gives up items when it is the largest by tokens divided by its weight:
 the files the work touched and its errors keep about twice the room of a list of old commands."""
 
-_EDITOR_TOOLS = {"str_replace_editor", "str_replace_based_edit_tool", "text_editor", "editor"}
-_EDITOR_READ = {"view", "read"}
-_WRITE_TOOLS = {
-    "edit",
-    "multiedit",
-    "write",
-    "write_file",
-    "replace",
-    "create_file",
-    "edit_file",
-    "notebookedit",
-    "str_replace",
-    "insert",
-    "create",
-    "delete_file",
-    "apply_diff",
-}
-_READ_TOOLS = {"read", "read_file", "view", "view_file", "open", "cat", "notebookread", "open_file"}
-_PATH_KEYS = ("file_path", "path", "filepath", "filename", "file", "absolute_path", "notebook_path")
-_COMMAND_KEYS = ("command", "cmd", "code", "script")
-_QUIET_TOOLS = {"think", "bashoutput", "write_stdin", "killbash", "killshell"}
-_PLAN_TOOLS = {"todowrite", "update_plan", "todo_write"}
-_READ_COMMANDS = {"cat", "nl", "head", "tail", "less", "more", "bat"}
-_SHELL_OPS = {"|", "||", "&", "&&", ";", ";;", "\n", "(", ")", "|&"}
-_PATCH_FILE = re.compile(r"^\*\*\* (?:Update|Add|Delete) File: (.+)$", re.M)
-_MOVE_TO = re.compile(r"^\*\*\* Move to: (.+)$", re.M)
-_HEREDOC = re.compile(r"<<-?\s*['\"]?([A-Za-z_][A-Za-z0-9_]*)['\"]?")
-_EXIT_CODE = re.compile(
-    r"<returncode>\s*(-?\d+)\s*</returncode>|exited with code (-?\d+)|exit code:?\s*(-?\d+)"
-    r"|exit status:?\s*(-?\d+)",
-    re.I,
-)
-_STRONG_ERROR = re.compile(
-    r"\b\w*(?:Error|Exception)\b\s*[:(]"
-    r"|(?:^|[:)\]]\s)(?:error|ERROR)(?:\[\w+\])?(?: TS\d+)?:"
-    r"|\bfatal:|^E\s{2,}\S|^FAILED\b|^\u00d7\s"  # \u00d7: the cross that biome/rustc print
-)
-_WEAK_ERROR = re.compile(
-    r"Error|Exception|\berror\b|ERROR|FAILED|\bfailed\b|Traceback|No such file or directory"
-    r"|command not found|Permission denied|\b(?:[0-9]+ )?exceptions?\b|\bfailures?\b"
-)
-_WRAPPER_LINE = re.compile(r"^[\s\d]*(?:</?[A-Za-z][\w-]*>[\s\d]*)+$")
-"""Tags a harness wraps output in (`<returncode>1</returncode>`, `<output>`), not what it says."""
-_SOURCE_LINE = re.compile(r"^\s*>?\s*\d+\s*(?:[│|:]|$)|^\s*[│|]")
 _RUNNING = re.compile(r"Process running with session ID (\d+)")
-_PLAIN_PATH = re.compile(r"^[\w./~+@-]+$")
 
 
 def _one_line(text: str) -> str:
@@ -220,168 +172,6 @@ class Facts:
 # --------------------------------------------------------------------------- reading tool calls
 
 
-def _input_dict(call: ToolCallBlock) -> dict[str, Any]:
-    return call.input if isinstance(call.input, dict) else {}
-
-
-def _path_arg(data: dict[str, Any]) -> str | None:
-    for key in _PATH_KEYS:
-        value = data.get(key)
-        if isinstance(value, str) and value.strip():
-            return value.strip()
-    return None
-
-
-def _command_arg(call: ToolCallBlock) -> tuple[str, str] | None:
-    """(key, command text) of a shell-like call."""
-    if isinstance(call.input, str):
-        return ("command", call.input) if call.input.strip() else None
-    data = _input_dict(call)
-    for key in _COMMAND_KEYS:
-        value = data.get(key)
-        if isinstance(value, list):
-            value = " ".join(str(v) for v in value)
-        if isinstance(value, str) and value.strip():
-            return key, value
-    return None
-
-
-def _drop_heredocs(command: str) -> str:
-    """The command without here-document bodies (their text is data, not shell)."""
-    out: list[str] = []
-    lines = command.split("\n")
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        out.append(line)
-        match = _HEREDOC.search(line)
-        i += 1
-        if match:
-            end = match.group(1)
-            while i < len(lines) and lines[i].strip() != end:
-                i += 1
-            i += 1
-    return "\n".join(out)
-
-
-def _shell_words(command: str) -> list[list[str]]:
-    """Simple commands (word lists, redirections kept as tokens) of a shell command line."""
-    text = _drop_heredocs(command[:SHELL_CHARS])
-    # comment lines go first: shlex would swallow their newline and join the commands around them
-    text = "\n".join(line for line in text.split("\n") if not line.lstrip().startswith("#"))
-    lexer = shlex.shlex(text, posix=True, punctuation_chars="();<>|&\n")
-    lexer.whitespace = " \t\r"
-    lexer.whitespace_split = True
-    try:
-        tokens = list(lexer)
-    except ValueError:  # unbalanced quotes: fall back to plain words on the first line
-        tokens = command.split("\n", 1)[0].split()
-    commands: list[list[str]] = [[]]
-    for token in tokens:
-        if token in _SHELL_OPS:
-            commands.append([])
-        else:
-            commands[-1].append(token)
-    return [c for c in commands if c]
-
-
-def _looks_like_path(word: str) -> bool:
-    return (
-        bool(_PLAIN_PATH.match(word))
-        and not word.startswith("-")
-        and word not in ("/dev/null", "/dev/stdout", "/dev/stderr")
-        and ("." in word or "/" in word)
-    )
-
-
-def shell_files(command: str) -> tuple[list[str], list[str]]:
-    """(files read, files changed) by a shell command, as far as its words tell."""
-    read: list[str] = []
-    changed: list[str] = []
-    cwd = ""  # a `cd DIR` earlier in the same command line makes later relative paths DIR/...
-
-    def at(path: str) -> str:
-        if not cwd or path.startswith(("/", "~")):
-            return path
-        return posixpath.normpath(posixpath.join(cwd, path))
-
-    for words in _shell_words(command):
-        plain: list[str] = []
-        k = 0
-        while k < len(words):
-            word = words[k]
-            if word in (">", ">>", ">|") and k + 1 < len(words):
-                if _looks_like_path(words[k + 1]):
-                    changed.append(at(words[k + 1]))
-                k += 2
-                continue
-            if word in ("<", "<<", "<<<", "<<-", ">&", "<&") and k + 1 < len(words):
-                k += 2
-                continue
-            plain.append(word)
-            k += 1
-        while plain and ("=" in plain[0] and not plain[0].startswith("-")):
-            plain = plain[1:]  # VAR=value prefixes
-        if plain and plain[0] in ("sudo", "env", "time", "nohup"):
-            plain = plain[1:]
-        if not plain:
-            continue
-        tool = plain[0].rsplit("/", 1)[-1]
-        args = plain[1:]
-        if tool == "cd":
-            target = args[0] if args else ""
-            cwd = "" if not target or target.startswith(("/", "~", "-")) else at(target)
-            if target.startswith("/"):
-                cwd = target
-            continue
-        # operands as written (a bare word is no path even once `cd` puts a directory before it)
-        files = [a for a in args if a and not a.startswith("-")]  # `sed -i ''` (BSD)
-        found: list[str] = []
-        into = changed
-        if tool in ("sed", "perl") and any(a.startswith("-i") or a == "-pi" for a in args):
-            has_script_flag = any(a in ("-e", "--expression", "-f") for a in args)
-            found = files if has_script_flag else files[1:]
-            if has_script_flag:  # the argument after -e is the script
-                scripts = {args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-e", "-f")}
-                found = [f for f in files if f not in scripts]
-        elif tool == "sed" and "-n" in args and len(files) >= 2:
-            found, into = files[1:], read
-        elif tool in ("tee", "touch", "rm", "unlink") or (tool == "mv" and len(files) >= 2):
-            found = files
-        elif tool == "cp" and len(files) >= 2:
-            found = files[-1:]
-        elif tool in _READ_COMMANDS:
-            found, into = files, read
-        into.extend(at(f) for f in found if _looks_like_path(f))
-    return read, changed
-
-
-def exit_code(text: str) -> int | None:
-    """The exit code a tool output reports (looked for at its start and end only)."""
-    for chunk in (text[:400], text[-400:]):
-        match = _EXIT_CODE.search(chunk)
-        if match:
-            value = next(g for g in match.groups() if g is not None)
-            return int(value)
-    return None
-
-
-def error_line(text: str) -> str:
-    """The line of a failed call's output that says what went wrong: the last line shaped like an
-    error report (`ValueError: ...`, `error TS2305: ...`, `E   assert ...`), else the last line
-    naming an error, else the first non-empty line. Source listings in the output are skipped."""
-    lines = [
-        line.strip()
-        for line in text.splitlines()
-        if line.strip() and not _SOURCE_LINE.match(line) and not _WRAPPER_LINE.match(line)
-    ]
-    for pattern in (_STRONG_ERROR, _WEAK_ERROR):
-        for line in reversed(lines):
-            if pattern.search(line):
-                return line
-    return lines[0] if lines else ""
-
-
 def _call_label(call: ToolCallBlock) -> str:
     data = call.input
     if isinstance(data, dict):
@@ -416,66 +206,48 @@ class _Reader:
 
     def call(self, call: ToolCallBlock, result: ToolResultBlock | None) -> None:
         facts = self.facts
-        name = call.name.strip().lower()
-        data = _input_dict(call)
+        did = read_call(call, self.open_file)
         outcome = self._outcome(result)
-        if name in _PLAN_TOOLS:
-            self._plan(data)
+        if did.kind == "plan":
+            self._plan(input_dict(call))
             return
-        if name in _QUIET_TOOLS:
-            if name == "write_stdin":
-                self._session_output(data, result)
+        if did.kind == "quiet":
+            if did.name == "write_stdin":
+                self._session_output(input_dict(call), result)
             return
-        path = _path_arg(data)
-        if name in _EDITOR_TOOLS and path:
-            sub = str(data.get("command", "")).lower()
-            (facts.read if sub in _EDITOR_READ else facts.changed).add(path)
-            if sub not in _EDITOR_READ:
-                self._failed(call, f"{call.name} {sub} {path}", result)
-            return
-        patch = (
-            call.input if isinstance(call.input, str) else data.get("input") or data.get("patch")
-        )
-        if isinstance(patch, str) and "*** Begin Patch" in patch:
-            for found in (*_PATCH_FILE.findall(patch), *_MOVE_TO.findall(patch)):
-                facts.changed.add(found.strip())
-            self._failed(call, call.name, result)
-            return
-        command = _command_arg(call)
-        if command and not path and command[0] == "command" and name != "bash":
-            # SWE-agent style tools: {"command": "open src/x.py 120"}, {"command": "edit 1:3\n..."}
-            words = command[1].split()
-            if words and words[0].lower() == name:
-                self._swe_agent(name, words[1:], call, result, outcome)
-                return
-        if name in _WRITE_TOOLS and path:
-            facts.changed.add(path)
-            self._failed(call, f"{call.name} {path}", result)
-            return
-        if name in _READ_TOOLS and path:
+        for path in did.read:
             facts.read.add(path)
-            self._failed(call, f"{call.name} {path}", result)
+        for path in did.changed:
+            facts.changed.add(path)
+        if did.kind == "editor":
+            if did.changed:
+                self._failed(f"{call.name} {did.sub} {did.path}", result)
             return
-        if command:
-            key, text = command
-            if key != "code":
-                read, changed = shell_files(text)
-                for p in read:
-                    facts.read.add(p)
-                for p in changed:
-                    facts.changed.add(p)
-            label = _command_label(text)
+        if did.kind == "patch":
+            self._failed(call.name, result)
+            return
+        if did.kind == "swe-agent":
+            if did.name in ("open", "view", "create") and did.path:
+                self.open_file = did.path
+            if not did.read and not did.changed:
+                label = _command_label(" ".join((did.name, *did.args)))
+                facts.commands.append(f"`{label}` → {outcome}")
+            self._failed(did.name, result)
+            return
+        if did.kind in ("write", "read"):
+            self._failed(f"{call.name} {did.path}", result)
+            return
+        if did.kind == "command" and did.command is not None:
+            label = _command_label(did.command)
             running = _RUNNING.search(result.text[:400]) if result is not None else None
             if running and exit_code(result.text if result else "") is None:
                 self.sessions[running.group(1)] = (len(facts.commands), label)
                 outcome = "running"
             facts.commands.append(f"`{label}` → {outcome}")
-            self._failed(call, f"`{_abbrev(label, 80)}`", result)
+            self._failed(f"`{_abbrev(label, 80)}`", result)
             return
-        if path:
-            facts.read.add(path)
         facts.commands.append(f"{_abbrev(_call_label(call), ITEM_CHARS)} → {outcome}")
-        self._failed(call, call.name, result)
+        self._failed(call.name, result)
 
     def _session_output(self, data: dict[str, Any], result: ToolResultBlock | None) -> None:
         """Output polled from a background process: the outcome of the command that started it."""
@@ -484,34 +256,10 @@ class _Reader:
             return
         index, label = session
         self.facts.commands[index] = f"`{label}` → {self._outcome(result)}"
-        failed, _ = self._status(result)
-        if failed:
+        if failed(result)[0]:
             line = error_line(result.text)
             if line:
                 self.facts.errors.add(f"`{_abbrev(label, 80)}`: {_abbrev(line, ITEM_CHARS)}")
-
-    def _swe_agent(
-        self,
-        name: str,
-        args: list[str],
-        call: ToolCallBlock,
-        result: ToolResultBlock | None,
-        outcome: str,
-    ) -> None:
-        facts = self.facts
-        target = args[0] if args and _looks_like_path(args[0]) else None
-        if name in ("open", "view") and target:
-            self.open_file = target
-            facts.read.add(target)
-        elif name == "create" and target:
-            self.open_file = target
-            facts.changed.add(target)
-        elif name in ("edit", "insert", "append") and self.open_file:
-            facts.changed.add(self.open_file)
-        else:
-            label = _command_label(" ".join((name, *args)))
-            facts.commands.append(f"`{label}` → {outcome}")
-        self._failed(call, name, result)
 
     def _plan(self, data: dict[str, Any]) -> None:
         steps = data.get("todos") or data.get("plan")
@@ -528,26 +276,17 @@ class _Reader:
         self.plan = pending
 
     @staticmethod
-    def _status(result: ToolResultBlock | None) -> tuple[bool, int | None]:
-        if result is None:
-            return False, None
-        code = exit_code(result.text)
-        failed = result.is_error or (code is not None and code != 0)
-        return failed, code
-
-    def _outcome(self, result: ToolResultBlock | None) -> str:
+    def _outcome(result: ToolResultBlock | None) -> str:
         if result is None:
             return "pending"
-        failed, code = self._status(result)
-        word = "error" if failed else "ok"
+        did_fail, code = failed(result)
+        word = "error" if did_fail else "ok"
         return f"{word} (exit {code})" if code is not None else word
 
-    def _failed(self, call: ToolCallBlock, label: str, result: ToolResultBlock | None) -> None:
-        if result is None:
+    def _failed(self, label: str, result: ToolResultBlock | None) -> None:
+        if not failed(result)[0]:
             return
-        failed, _ = self._status(result)
-        if not failed:
-            return
+        assert result is not None  # a call with no result has not failed
         line = error_line(result.text)
         if line:
             self.facts.errors.add(f"{_abbrev(label, 80)}: {_abbrev(line, ITEM_CHARS)}")

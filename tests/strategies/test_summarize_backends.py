@@ -407,37 +407,6 @@ def test_a_plugin_backend_is_used_by_name(ctx: AgentContext) -> None:
     assert calls[0] == block.summarized_messages
 
 
-# --------------------------------------------------------------------------- shared helpers
-
-
-def test_shell_commands_tell_which_files_they_change() -> None:
-    from compactkit.summarize.extractive import shell_files
-
-    read, changed = shell_files(
-        "cd repo && sed -i 's/a > b/c/' src/x.py && cat <<'EOF' > notes/plan.md\n"
-        "x > y.txt inside the heredoc\nEOF\n"
-        'python -c "print(1 > 0)" 2>&1 | tee -a log/run.log; cat README.md'
-    )
-    assert changed == ["repo/src/x.py", "repo/notes/plan.md", "repo/log/run.log"]
-    assert read == ["repo/README.md"]
-    assert shell_files("echo hi > /dev/null; ls >& out.txt") == ([], [])
-
-
-def test_error_lines_and_exit_codes_are_read_from_outputs() -> None:
-    from compactkit.summarize.extractive import error_line, exit_code
-
-    traceback = "Traceback (most recent call last):\n  File 'x.py', line 3\nValueError: bad value\n"
-    assert error_line(traceback) == "ValueError: bad value"
-    tsc = (
-        "npm error code 2\nsrc/a.ts(16,58): error TS2305: no member 'X'.\nnpm error command failed"
-    )
-    assert error_line(tsc) == "src/a.ts(16,58): error TS2305: no member 'X'."
-    assert exit_code("<returncode>1</returncode>\n<output>\n</output>") == 1
-    assert exit_code("Chunk ID: 1\nProcess exited with code 2\nOutput:\n") == 2
-    assert exit_code("ok\n[The command completed with exit code 0.]") == 0
-    assert exit_code("text mentioning exited with code ${code}") is None
-
-
 def test_the_transcript_is_bounded_deterministic_and_keeps_both_ends() -> None:
     from compactkit.summarize.base import SummaryRequest, render_transcript
 
