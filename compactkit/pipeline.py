@@ -379,7 +379,12 @@ def build_pipeline(
     tokenizer: str = DEFAULT_TOKENIZER,
 ) -> Pipeline:
     """A pipeline from `NAME[:key=value,...]` specs; `budget` fills each strategy's budget option
-    where the spec did not set it."""
+    where the spec did not set it. The spec `default` stands for the default pipeline at `budget`."""
+    from .defaults import default_pipeline
+
+    specs = [
+        s for spec in specs for s in (default_pipeline(budget) if spec == "default" else [spec])
+    ]
     strategies = []
     for spec in specs:
         name, options = parse_spec(spec)

@@ -184,3 +184,13 @@ def test_a_pipeline_built_with_a_registry_uses_it_inside_its_strategies() -> Non
     assert out.tokens_after <= 5000 < out.tokens_before  # counted in words
     with pytest.raises(ConfigError, match="unknown tokenizer 'words'"):
         build_pipeline(["sliding-window"], budget=5000, tokenizer="words").run(CTX)
+
+
+def test_default_names_the_default_pipeline_in_the_python_api_too() -> None:
+    from compactkit import parse_pipeline
+
+    assert (
+        build_pipeline(["default"], budget=8000).label
+        == build_pipeline(compactkit.default_pipeline(8000)).label
+    )
+    assert parse_pipeline("default").strategies == tuple(compactkit.default_pipeline(30_000))

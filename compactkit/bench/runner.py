@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..defaults import DEFAULT_TRIGGER, default_pipeline
 from ..errors import BadInputError, CompactkitError, ConfigError
 from ..formats.base import read_document
 from ..io import load_document, pick, split_address
@@ -31,13 +32,16 @@ class PipelineSpec:
     strategies: tuple[str, ...]
 
 
-def parse_pipeline(text: str, defaults: Sequence[str]) -> PipelineSpec:
+def parse_pipeline(text: str, defaults: Sequence[str] | None = None) -> PipelineSpec:
     """One `-s` value: `none`, `default`, `@file.json`, or strategy specs separated by spaces or `+`
-    (`observation-mask:keep_last=5 + sliding-window`)."""
+    (`observation-mask:keep_last=5 + sliding-window`). `default` is `defaults` when given, else
+    the default pipeline at the default trigger."""
     text = text.strip()
     if text == "none":
         return PipelineSpec("none", ())
     if text == "default":
+        if defaults is None:
+            defaults = default_pipeline(DEFAULT_TRIGGER)
         return PipelineSpec("default", tuple(defaults))
     parts = tuple(p for p in re.split(r"\s*\+\s*|\s+", text) if p)
     if not parts:
