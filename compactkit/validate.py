@@ -24,12 +24,29 @@ from dataclasses import dataclass
 from .context import AgentContext, CollapsedBlock, ThinkingBlock, ToolResultBlock
 from .recovery import markers, payload_etag
 
+RULES: dict[str, str] = {
+    "tool-result-without-call": "a tool result with no earlier tool call of that id (or a second one)",
+    "unanswered-tool-call": "a tool call with no result, other than calls of the final assistant turn",
+    "duplicate-tool-call-id": "two calls share an id",
+    "tool-result-outside-tool-message": "a tool result in a message whose role is not tool",
+    "parallel-results-split": "a result is not in the tool messages right after its call",
+    "starts-with-tool-result": "the first message is a tool message",
+    "system-instruction-changed": "the system instruction differs from the input's",
+    "task-missing": "the input's task (first user message) is not the output's",
+    "thinking-detached": "an assistant turn kept its tool calls but lost its thinking",
+    "dangling-marker": "a marker whose content is neither in the context nor recoverable",
+}
+"""Every rule the validator checks, by the name a violation carries."""
+
 
 @dataclass(frozen=True)
 class Violation:
     rule: str
     message: int | None
     detail: str
+
+    def __post_init__(self) -> None:
+        assert self.rule in RULES, f"undocumented validator rule {self.rule!r}"
 
     def __str__(self) -> str:
         where = f"message {self.message}" if self.message is not None else "context"
