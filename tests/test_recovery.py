@@ -1,0 +1,65 @@
+"""The recovery store: content addresses, expand, prune, stash files."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+import compactkit
+from compactkit import BadInputError, TextBlock, build_pipeline, expand, split_stash, unrecoverable
+from compactkit.context import canonical_json
+from compactkit.recovery import prune, put, read_stash, stash_json
+
+from .conftest import sample
+
+CTX = compactkit.load_one(sample("sphinx-doc__sphinx-9229"))
+
+
+def test_an_entry_is_addressed_by_its_content_and_stored_once() -> None:
+    store: dict[str, str] = {}
+    blocks = [TextBlock(text="the same payload")]
+    etag = put(store, blocks)
+    assert put(store, [TextBlock(text="the same payload")]) == etag
+    assert len(store) == 1
+    payload = canonical_json([b.model_dump(mode="json", exclude_none=True) for b in blocks])
+    assert etag == hashlib.sha256(payload.encode()).hexdigest()[:16]
+    assert json.loads(store[etag]) == [{"type": "text", "text": "the same payload"}]
+
+
+def test_repeated_compactions_expand_back_in_one_step() -> None:
+    once = build_pipeline(["default"], budget=30_000).run(CTX).context
+    twice = build_pipeline(["default"], budget=5_000).run(once).context
+    assert compactkit.count_tokens(twice) < compactkit.count_tokens(once)
+    assert expand(twice) == CTX
+    assert expand(twice).recovery == {}  # every entry used up
+
+
+def test_a_stash_moves_the_store_out_and_back() -> None:
+    out = build_pipeline(["default"], budget=12_000).run(CTX).context
+    bare, stash = split_stash(out)
+    assert bare.recovery == {} and stash == out.recovery
+    assert unrecoverable(bare) != []  # markers whose content is elsewhere
+    assert unrecoverable(bare, stash) == []
+    assert expand(bare, read_stash(stash_json(stash), "s.json")) == CTX
+
+
+def test_prune_keeps_only_entries_a_marker_still_reaches() -> None:
+    out = build_pipeline(["default"], budget=12_000).run(CTX).context
+    padded = out.replace(recovery={**out.recovery, "ffffffffffffffff": "[]"})
+    assert prune(padded) == out
+    assert prune(out) is out  # nothing to drop: the same value
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("{not json", "stash is not JSON"),
+        ('{"format": "other"}', "not a compactkit stash file"),
+        ('{"format": "compactkit.stash/1", "entries": {"a": 1}}', "map etags to strings"),
+    ],
+)
+def test_a_bad_stash_file_is_one_clear_error(text: str, problem: str) -> None:
+    with pytest.raises(BadInputError, match=problem):
+        read_stash(text, "bad.stash.json")
