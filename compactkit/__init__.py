@@ -33,7 +33,6 @@ from .context import (
 from .defaults import default_pipeline
 from .errors import (
     BadInputError,
-    BudgetExceeded,
     CompactkitError,
     ConfigError,
     ContractViolation,
@@ -96,7 +95,6 @@ __all__ = [
     "AgentContext",
     "BadInputError",
     "Block",
-    "BudgetExceeded",
     "CallFacts",
     "Change",
     "CollapsedBlock",

@@ -500,10 +500,6 @@ def render_block(block: Block) -> tuple[str, ...]:
     return out
 
 
-def text_block(text: str) -> TextBlock:
-    return TextBlock(text=text)
-
-
 def message(role: Role, *content: Block | str, **kw: Any) -> Message:
     """Convenience constructor: strings become text blocks."""
     blocks = tuple(TextBlock(text=c) if isinstance(c, str) else c for c in content)

@@ -6,7 +6,6 @@ Exit codes: 0 ok; 1 budget exceeded or regression; 2 bad input, usage or configu
 
 from __future__ import annotations
 
-EXIT_OK = 0
 EXIT_BUDGET = 1
 EXIT_BAD_INPUT = 2
 EXIT_PLUGIN = 3
@@ -64,9 +63,3 @@ class StrategyError(CompactkitError):
     """A strategy raised while compacting; the caller's context is untouched."""
 
     exit_code = EXIT_PLUGIN
-
-
-class BudgetExceeded(CompactkitError):
-    """The compacted context is still larger than the requested budget."""
-
-    exit_code = EXIT_BUDGET

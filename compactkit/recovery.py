@@ -32,8 +32,6 @@ _blocks = TypeAdapter(list[Block])
 _parts = TypeAdapter(list[ContentPart])
 _messages = TypeAdapter(list[Message])
 
-MESSAGE_MARKERS = ("summary", "omitted")
-
 
 def put(store: MutableMapping[str, str], items: Iterable[Any]) -> str:
     """Store blocks or messages under their content address; return the etag."""

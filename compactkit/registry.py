@@ -13,7 +13,7 @@ import importlib.util
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -474,15 +474,3 @@ def use_registry(registry: Registry | None) -> Iterator[None]:
         yield
     finally:
         _active.reset(token)
-
-
-def call_safely(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """Run a plugin-provided callable, turning anything it raises into a `PluginError`."""
-    try:
-        return fn(*args, **kwargs)
-    except (PluginError, ConfigError):
-        raise
-    except Exception as exc:
-        raise PluginError(
-            f"plugin code {getattr(fn, '__qualname__', fn)!r} raised {exc!r}"
-        ) from exc

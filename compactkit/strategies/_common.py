@@ -11,7 +11,6 @@ from ..context import (
     AgentContext,
     CollapsedBlock,
     Message,
-    ToolCallBlock,
     ToolResultBlock,
 )
 from ..recovery import payload_etag, prune
@@ -70,10 +69,6 @@ def head_end(ctx: AgentContext, keep_first: int = 0) -> int:
         for unit in rest[:keep_first]:
             end += len(unit)
     return end
-
-
-def calls_by_id(ctx: AgentContext) -> dict[str, ToolCallBlock]:
-    return {c.id: c for m in ctx.messages for c in m.tool_calls}
 
 
 def full_payload(block: ToolResultBlock) -> bool:
