@@ -184,6 +184,8 @@ class Registry:
         self.tables: dict[str, Table[Any]] = {kind: Table(kind) for kind in KINDS.values()}
         self._counters: dict[str, Any] = {}
         self._observers: list[tuple[str, Any]] | None = None
+        self.recipe: dict[str, Any] = {}
+        """`make_registry` arguments that rebuild this registry in another process."""
         self._counters_lock = threading.Lock()
         for info in plugins:
             if info.ok or info.hooks:
@@ -430,7 +432,10 @@ def make_registry(
         infos.append(info)
         _register(pm, obj, str(name), info)
 
-    return Registry(pm, infos)
+    registry = Registry(pm, infos)
+    # how to build the same registry in a worker process (plugin objects cannot travel there)
+    registry.recipe = {"entry_points": entry_points, "plugins_dir": folder or None}
+    return registry
 
 
 _default: Registry | None = None
@@ -451,6 +456,11 @@ def set_registry(registry: Registry | None) -> None:
     global _default
     with _lock:
         _default = registry
+
+
+def init_worker(recipe: dict[str, Any]) -> None:
+    """Process-pool initializer: make the worker's registry the way the parent's was made."""
+    set_registry(make_registry(**recipe))
 
 
 _active: ContextVar[Registry | None] = ContextVar("compactkit_active_registry", default=None)

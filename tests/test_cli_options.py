@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.shell_completion import ShellComplete
@@ -298,3 +299,25 @@ def test_explain_and_the_report_count_only_what_a_plugin_strategy_changed(tmp_pa
         assert bool(differ) is expect_changes
         if not expect_changes:
             assert " 0 change(s)" in stdout and "content changed" not in stdout
+
+
+def test_bench_workers_load_the_same_plugins_folder(tmp_path: Path) -> None:
+    """Worker processes rebuild the parent's registry: a tokenizer from --plugins-dir is there."""
+    folder = tmp_path / "plugins"
+    folder.mkdir()
+    shutil.copy(FIXTURE_PLUGINS / "words_tokenizer.py", folder / "words.py")
+    out = tmp_path / "bench.json"
+    args = ["--plugins-dir", str(folder), "bench", "--tokenizer", "words", "--mode", "oneshot"]
+    paths = [str(sample("test-repo-i1")), str(sample("sphinx-doc__sphinx-9229"))]
+    code, _, err = run(*args, "--workers", "2", "--json", str(out), *paths)
+    assert code == 0, err
+    report = json.loads(out.read_text())
+    assert report["tokenizer"] == "words"
+    assert report["failed"] == [], report["failed"]
+    serial = tmp_path / "serial.json"
+    assert run(*args, "--json", str(serial), *paths)[0] == 0
+
+    def tokens(data: dict[str, Any]) -> list[tuple[str, int]]:
+        return [(p["name"], p["totals"]["tokens_after"]) for p in data["pipelines"]]
+
+    assert tokens(report) == tokens(json.loads(serial.read_text()))

@@ -168,7 +168,11 @@ def run_session(
     before = counter.context(ctx)
     result = SessionResult(name, pipeline.title, mode, before, before)
     unchecked = Pipeline(
-        pipeline.strategies, tokenizer=pipeline.tokenizer, check=False, name=pipeline.title
+        pipeline.strategies,
+        tokenizer=pipeline.tokenizer,
+        check=False,
+        name=pipeline.title,
+        registry=pipeline.registry,
     )
     if mode == "oneshot":
         final = _compact(unchecked, ctx, counter, checker)

@@ -15,7 +15,7 @@ from ..errors import BadInputError, CompactkitError, ConfigError
 from ..formats.base import read_document
 from ..io import load_document, pick, split_address
 from ..pipeline import Pipeline, build_pipeline
-from ..registry import Registry, get_registry
+from ..registry import Registry, get_registry, init_worker
 from ..tokens import DEFAULT_TOKENIZER, TokenCounter
 from .pricing import get_profile
 from .replay import Mode, SessionResult, run_session
@@ -172,7 +172,9 @@ def run_bench(
     ]
     results: list[JobResult] = []
     if workers > 1 and len(jobs) > 1:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
+        with ProcessPoolExecutor(
+            max_workers=workers, initializer=init_worker, initargs=(registry.recipe,)
+        ) as pool:
             for job_result in pool.map(run_job, jobs):
                 results.append(job_result)
                 if progress:
