@@ -18,11 +18,11 @@ import compactkit
 from compactkit.cli import COMMANDS, make_cli
 from compactkit.registry import make_registry
 
-from .conftest import ROOT, sample
+from ..conftest import ROOT, sample
 
 CLI = make_cli(lambda **kw: make_registry(entry_points=False, env={}, **kw))
 SESSION = sample("test-repo-i1")
-FIXTURE_PLUGINS = Path(__file__).parent / "fixture_plugins"
+FIXTURE_PLUGINS = ROOT / "tests" / "fixture_plugins"
 
 
 def run(*args: str, input: bytes | str | None = None) -> tuple[int, str, str]:

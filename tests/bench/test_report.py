@@ -27,7 +27,7 @@ from compactkit.bench.report import (
 )
 from compactkit.bench.runner import PipelineSpec
 
-from .conftest import ROOT, sample
+from ..conftest import ROOT, sample
 
 AWKWARD = "mask | keep `5`\n_last_ *turns*"
 

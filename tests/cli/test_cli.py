@@ -13,7 +13,7 @@ import compactkit
 from compactkit.cli import make_cli
 from compactkit.registry import make_registry
 
-from .conftest import sample
+from ..conftest import sample
 
 CLI = make_cli(lambda: make_registry(entry_points=False))
 

@@ -8,7 +8,7 @@ import compactkit
 from compactkit import AgentContext, Strategy, TextBlock
 from compactkit.testing import check_strategy
 
-from .conftest import sample
+from ..conftest import sample
 
 CTX = compactkit.load_one(sample("test-repo-i1"))
 

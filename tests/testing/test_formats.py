@@ -22,7 +22,7 @@ from compactkit import (
 )
 from compactkit.testing import check_format, pairing_problems
 
-from .conftest import sample
+from ..conftest import sample
 
 SESSION = {
     "toy": [

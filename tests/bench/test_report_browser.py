@@ -26,7 +26,7 @@ import pytest
 from compactkit import default_pipeline, parse_pipeline, run_bench
 from compactkit.bench.report import render_html
 
-from .conftest import ROOT, SAMPLES
+from ..conftest import ROOT, SAMPLES
 
 ARTIFACTS = ROOT / "out" / "artifacts"
 PIPELINES = [

@@ -17,7 +17,7 @@ from compactkit.cli import make_cli
 from compactkit.cli.new_strategy import TEMPLATE, answers
 from compactkit.registry import make_registry
 
-from .conftest import ROOT
+from ..conftest import ROOT
 
 CLI = make_cli(lambda: make_registry(entry_points=False))
 
