@@ -83,6 +83,84 @@ def _tool_names(tools: Any, path: str) -> list[str]:
     return problems
 
 
+def _anthropic_content(where: str, m: dict[str, Any], final_assistant: bool) -> list[str]:
+    """Empty or whitespace-only content (a final assistant turn may be empty, not end in space)."""
+    problems: list[str] = []
+    content = m.get("content")
+    if _empty(content) and not final_assistant:
+        problems.append(f"{where}: empty content")
+    if isinstance(content, str) and content and not content.strip():
+        problems.append(f"{where}: content is only whitespace")
+    blocks = _blocks(m)
+    problems += [
+        f"{where}.content[{k}]: text block without non-whitespace text"
+        for k, b in enumerate(blocks)
+        if _blank_text(b)
+    ]
+    if final_assistant:
+        tail = content if isinstance(content, str) else None
+        if blocks and blocks[-1].get("type") == "text":
+            tail = blocks[-1].get("text")
+        if isinstance(tail, str) and tail != tail.rstrip():
+            problems.append(f"{where}: final assistant content ends with whitespace")
+    return problems
+
+
+def _anthropic_uses(
+    where: str, uses: list[dict[str, Any]], following: Any, seen_ids: set[str], check_answer: bool
+) -> list[str]:
+    """tool_use ids valid and unique, each answered first thing in the next message."""
+    problems: list[str] = []
+    for b in uses:
+        cid = b.get("id")
+        if not isinstance(cid, str) or not ANTHROPIC_ID.match(cid):
+            problems.append(f"{where}: tool_use id {cid!r} does not match {ANTHROPIC_ID.pattern}")
+        elif cid in seen_ids:
+            problems.append(f"{where}: tool_use id {cid} used twice")
+        if isinstance(cid, str):
+            seen_ids.add(cid)
+    if uses and check_answer:
+        leading = []
+        for b in _blocks(following) if following is not None else []:
+            if b.get("type") != "tool_result":
+                break
+            leading.append(b.get("tool_use_id"))
+        missing = [b.get("id") for b in uses if b.get("id") not in leading]
+        if missing:
+            problems.append(
+                f"{where}: tool_use {', '.join(map(str, missing))} without a tool_result "
+                "at the start of the next message"
+            )
+    return problems
+
+
+def _anthropic_results(
+    where: str, role: str, blocks: list[dict[str, Any]], previous: Any
+) -> list[str]:
+    """tool_result blocks: in a user message, first in it, answering the message before, once."""
+    problems: list[str] = []
+    called = {b.get("id") for b in _blocks(previous) if b.get("type") == "tool_use"}
+    answered: set[Any] = set()
+    other_seen = False
+    for k, b in enumerate(blocks):
+        if b.get("type") != "tool_result":
+            other_seen = True
+            continue
+        cid = b.get("tool_use_id")
+        if role != "user":
+            problems.append(f"{where}.content[{k}]: tool_result in an {role} message")
+        elif other_seen:
+            problems.append(f"{where}.content[{k}]: tool_result after other content")
+        if cid not in called:
+            problems.append(
+                f"{where}.content[{k}]: tool_result {cid} answers no tool_use of the message before"
+            )
+        elif cid in answered:
+            problems.append(f"{where}.content[{k}]: second tool_result for {cid}")
+        answered.add(cid)
+    return problems
+
+
 def anthropic_rule_problems(body: dict[str, Any], *, pending_ok: bool = False) -> list[str]:
     """Where a Messages API request body breaks the documented ordering and content rules."""
     messages = body.get("messages")
@@ -102,71 +180,14 @@ def anthropic_rule_problems(body: dict[str, Any], *, pending_ok: bool = False) -
             problems.append(f"{where}: the first message must be a user message")
         if n > 0 and isinstance(messages[n - 1], dict) and messages[n - 1].get("role") == role:
             problems.append(f"{where}: two {role} messages in a row (roles must alternate)")
-        content = m.get("content")
-        final_assistant = n == last and role == "assistant"
-        if _empty(content) and not final_assistant:
-            problems.append(f"{where}: empty content")
-        if isinstance(content, str) and content and not content.strip():
-            problems.append(f"{where}: content is only whitespace")
+        problems += _anthropic_content(where, m, final_assistant=n == last and role == "assistant")
         blocks = _blocks(m)
-        for k, b in enumerate(blocks):
-            if _blank_text(b):
-                problems.append(f"{where}.content[{k}]: text block without non-whitespace text")
-        if final_assistant:
-            tail = content if isinstance(content, str) else None
-            if blocks and blocks[-1].get("type") == "text":
-                tail = blocks[-1].get("text")
-            if isinstance(tail, str) and tail != tail.rstrip():
-                problems.append(f"{where}: final assistant content ends with whitespace")
-        # tool_use: answered first thing in the next message
         uses = [b for b in blocks if b.get("type") == "tool_use"]
-        for b in uses:
-            uses_tools = True
-            cid = b.get("id")
-            if not isinstance(cid, str) or not ANTHROPIC_ID.match(cid):
-                problems.append(
-                    f"{where}: tool_use id {cid!r} does not match {ANTHROPIC_ID.pattern}"
-                )
-            elif cid in seen_ids:
-                problems.append(f"{where}: tool_use id {cid} used twice")
-            if isinstance(cid, str):
-                seen_ids.add(cid)
-        if uses and role == "assistant" and not (n == last and pending_ok):
-            following = _blocks(messages[n + 1]) if n < last else []
-            leading = []
-            for b in following:
-                if b.get("type") != "tool_result":
-                    break
-                leading.append(b.get("tool_use_id"))
-            missing = [b.get("id") for b in uses if b.get("id") not in leading]
-            if missing:
-                problems.append(
-                    f"{where}: tool_use {', '.join(map(str, missing))} without a tool_result "
-                    "at the start of the next message"
-                )
-        # tool_result: first in its message, answering the message right before, once
-        previous = messages[n - 1] if n > 0 else {}
-        called = {b.get("id") for b in _blocks(previous) if b.get("type") == "tool_use"}
-        answered: set[Any] = set()
-        other_seen = False
-        for k, b in enumerate(blocks):
-            if b.get("type") != "tool_result":
-                other_seen = True
-                continue
-            uses_tools = True
-            cid = b.get("tool_use_id")
-            if role != "user":
-                problems.append(f"{where}.content[{k}]: tool_result in an {role} message")
-            elif other_seen:
-                problems.append(f"{where}.content[{k}]: tool_result after other content")
-            if cid not in called:
-                problems.append(
-                    f"{where}.content[{k}]: tool_result {cid} answers no tool_use of the "
-                    "message before"
-                )
-            elif cid in answered:
-                problems.append(f"{where}.content[{k}]: second tool_result for {cid}")
-            answered.add(cid)
+        following = messages[n + 1] if n < last else None
+        check_answer = role == "assistant" and not (n == last and pending_ok)
+        problems += _anthropic_uses(where, uses, following, seen_ids, check_answer)
+        problems += _anthropic_results(where, role, blocks, messages[n - 1] if n > 0 else {})
+        uses_tools = uses_tools or any(b.get("type") in ("tool_use", "tool_result") for b in blocks)
     tools = body.get("tools")
     if uses_tools and not tools:
         problems.append("tools: the request holds tool_use / tool_result blocks but no tools")
