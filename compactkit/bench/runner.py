@@ -100,6 +100,8 @@ class JobResult:
     address: str
     results: list[SessionResult] = field(default_factory=list)
     error: str | None = None
+    exit_code: int = 0
+    """The error's exit code (2 bad input, 3 a strategy or plugin failed), 0 without error."""
 
 
 def _pipeline(spec: PipelineSpec, registry: Registry, tokenizer: str) -> Pipeline:
@@ -142,6 +144,7 @@ def run_job(job: Job, registry: Registry | None = None) -> JobResult:
                 )
     except CompactkitError as exc:
         out.error = str(exc)
+        out.exit_code = exc.exit_code
     return out
 
 
@@ -267,5 +270,9 @@ def build_report(
         "tokenizer": tokenizer,
         "pipelines": pipelines,
         "sessions": [r.as_json() for r in rows],
-        "failed": [{"path": jr.address, "error": jr.error} for jr in results if jr.error],
+        "failed": [
+            {"path": jr.address, "error": jr.error, "exit_code": jr.exit_code}
+            for jr in results
+            if jr.error
+        ],
     }
