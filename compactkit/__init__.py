@@ -56,6 +56,7 @@ from .pipeline import Pipeline, RunResult, StepReport, build_pipeline, get_strat
 from .recovery import expand, split_stash, unrecoverable
 from .recovery import put as put_recovery
 from .registry import Registry, get_registry, make_registry
+from .session import Session
 from .strategies.etag_collapse import EtagCollapse
 from .strategies.llm_summary import LlmSummary
 from .strategies.observation_mask import ObservationMask
@@ -123,6 +124,7 @@ __all__ = [
     "ProgressDisplay",
     "Registry",
     "RunResult",
+    "Session",
     "SlidingWindow",
     "StaticElision",
     "StatsRecorder",

@@ -71,7 +71,50 @@ class CompactionFailed:
     kind: Literal["failed"] = "failed"
 
 
-Event = CompactionStarted | StrategyApplied | CompactionFinished | CompactionFailed
+@dataclass(frozen=True)
+class MessagesAppended:
+    """Messages a `Session` appended; `tokens` is the whole context after them."""
+
+    messages: int
+    tokens_added: int
+    tokens: int
+    total_messages: int
+    kind: Literal["appended"] = "appended"
+
+
+@dataclass(frozen=True)
+class SessionCompacted:
+    """A `Session` passed its trigger and ran its pipeline (whose own events came before)."""
+
+    pipeline: str
+    trigger: int
+    target: int
+    tokens_before: int
+    tokens_after: int
+    messages_before: int
+    messages_after: int
+    seconds: float
+    kind: Literal["compacted"] = "compacted"
+
+
+@dataclass(frozen=True)
+class SessionRestored:
+    """A `Session` went back to a snapshot."""
+
+    tokens: int
+    messages: int
+    kind: Literal["restored"] = "restored"
+
+
+Event = (
+    CompactionStarted
+    | StrategyApplied
+    | CompactionFinished
+    | CompactionFailed
+    | MessagesAppended
+    | SessionCompacted
+    | SessionRestored
+)
 Observer = Callable[[Event], None]
 
 

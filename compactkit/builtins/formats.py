@@ -15,6 +15,7 @@ from ..formats.native import NativeFormat
 from ..formats.openai_chat import OpenAIChatFormat
 from ..formats.openhands import OpenHandsEventsFormat
 from ..formats.pi import PiSessionFormat
+from ..formats.session_log import SessionLogFormat
 from ..formats.swe_agent import SweAgentFormat
 from ..hookspecs import hookimpl
 
@@ -34,5 +35,6 @@ def register_formats(register: Callable[[Any], None]) -> None:
         ClineFormat(),
         OpenHandsEventsFormat(),
         GeminiCliFormat(),
+        SessionLogFormat(),
     ):
         register(fmt)

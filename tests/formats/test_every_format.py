@@ -31,12 +31,12 @@ SESSION_FILES = {
 }
 """The formats whose files the shared corpus (and the bundled samples) hold."""
 
-WRITTEN = ("compactkit", "anthropic-messages", "cline")
+WRITTEN = ("compactkit", "anthropic-messages", "cline", "compactkit-session")
 """Formats with no agent session in the corpus: their files are written here (the native and
 Anthropic writers on corpus conversations; Cline and Roo Code task histories after their source,
-from test_cline)."""
+from test_cline; session logs by a `Session` replaying corpus conversations as they grew)."""
 
-EXACT = {"compactkit"}
+EXACT = {"compactkit", "compactkit-session"}
 """Writers whose files read back exactly (`load(dump(ctx)) == ctx`)."""
 
 
@@ -73,6 +73,8 @@ def _written(name: str, folder: Path) -> list[Path]:
             out[-1].write_text(json.dumps(history), encoding="utf-8")
         return out
     contexts = _first_of_each_format(with_calls=name == "anthropic-messages")
+    if name == "compactkit-session":
+        return [_session_log(ctx, folder) for ctx in contexts]
     for ctx in contexts:
         path = folder / f"{ctx.metadata['source_format']}.json"
         path.write_text(compactkit.export(ctx, name).text, encoding="utf-8")
@@ -82,6 +84,17 @@ def _written(name: str, folder: Path) -> list[Path]:
         path.write_text(compactkit.render(contexts[:3], name), encoding="utf-8")
         out.append(path)
     return out
+
+
+def _session_log(ctx: AgentContext, folder: Path) -> Path:
+    """The log of a `Session` that grew `ctx` message by message, compacting past a small trigger."""
+    path = folder / f"{ctx.metadata['source_format']}.jsonl"
+    with compactkit.Session(ctx.replace(messages=()), trigger=4_000, target=2_000) as session:
+        session.save(path)
+        for message in ctx.messages:
+            session.append(message)
+            session.compact_if_needed()
+    return path
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,233 @@
+"""compactkit's session log: the append-only JSONL a `compactkit.Session` writes while an agent runs.
+
+Upstream: this package (`compactkit.Session.save` writes it, `Session.load` resumes from it). One
+JSON object per line, each written whole with one `write` and fsync'd:
+
+- `{"format": "compactkit.session/1", "kind": "start", "context": <native context>, "options":
+  {...}}` first: the context the session started from (or had when it was saved) and its trigger,
+  target, pipeline specs and tokenizer;
+- `{"kind": "append", "messages": [<message>, ...]}`: messages the agent appended;
+- `{"kind": "compact", "context": <native context>, "recovery_removed": [etag, ...], ...}`: the
+  context a compaction left, whose `recovery` holds only the entries it added (the others carry
+  over from the state before it, less `recovery_removed`);
+- `{"kind": "restore", "context": <native context>}`: the session went back to a snapshot.
+
+Replaying the records gives two contexts: the **state** (what the session holds: compacted, with
+its recovery store), which `Session.load` resumes from, and the **transcript** (every message the
+agent appended, nothing compacted: the start context and each restored snapshot expanded back,
+appended messages added), which this format loads, so that `compactkit inspect`, `run` and `bench`
+see the session as it grew. The user's words are the agent's own user messages, kept as they were
+appended; their metadata (origins included) is the agent's.
+
+A torn last line (a crash during a write) is not part of the log: `Session.load` drops it with a
+warning and truncates it away before appending again. This format reads a file as the CLI parses it,
+so a log still holding a torn line is reported with its line number until a session resumes it.
+Skipped (counted in `metadata["skipped_records"]`): records of a kind this version does not know.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import JsonValue, ValidationError
+
+from ..context import AgentContext, Message
+from ..errors import BadInputError
+from ..recovery import expand
+from ._util import SOURCE_FORMAT_KEY, note_skipped
+from .base import Document, Format, require_single
+
+LOG_FORMAT_TAG = "compactkit.session/1"
+START, APPEND, COMPACT, RESTORE = "start", "append", "compact", "restore"
+
+
+class SessionLogFormat(Format):
+    name = "compactkit-session"
+    description = (
+        "compactkit Session log (append-only JSONL; loads every message the agent appended)"
+    )
+    extension = ".jsonl"
+    priority = 100
+    can_write = True
+
+    def sniff(self, doc: Document) -> bool:
+        try:
+            return _is_start(_records(doc)[0])
+        except Exception:
+            return False
+
+    def load(self, doc: Document) -> list[AgentContext]:
+        records = _records(doc)
+        if not records or not _is_start(records[0]):
+            raise BadInputError(
+                f"not a compactkit session log (expected a first line with format "
+                f"{LOG_FORMAT_TAG!r} and kind 'start')",
+                path=doc.path,
+            )
+        return [replay(records, doc.path).transcript]
+
+    def dump(self, contexts: Sequence[AgentContext]) -> str:
+        return line(start_record(require_single(contexts, self.name), {}))
+
+
+# --------------------------------------------------------------------------- records -> contexts
+
+
+@dataclass
+class Replayed:
+    """What a session log holds: the session's state and the transcript of what it appended."""
+
+    state: AgentContext
+    transcript: AgentContext
+    options: dict[str, Any]
+    records: int = 0
+    compactions: int = 0
+
+
+@dataclass
+class _Builder:
+    """Replays the records of one log, in order."""
+
+    path: str
+    state: AgentContext = field(default_factory=AgentContext)
+    transcript: list[Message] = field(default_factory=list)
+    base: AgentContext = field(default_factory=AgentContext)
+    options: dict[str, Any] = field(default_factory=dict)
+    skipped: Counter[str] = field(default_factory=Counter)
+    records: int = 0
+    compactions: int = 0
+
+    def add(self, number: int, record: Any) -> None:
+        if not isinstance(record, dict):
+            raise BadInputError(
+                "a session log line is not a JSON object", path=self.path, line=number
+            )
+        kind = record.get("kind")
+        try:
+            if number == 1:
+                self.start(record)
+            elif kind == APPEND:
+                self.append(record)
+            elif kind == COMPACT:
+                self.compact(record)
+            elif kind == RESTORE:
+                self.restore(record)
+            else:
+                self.skipped[str(kind)] += 1
+                return
+        except (ValidationError, ValueError, TypeError, KeyError) as exc:
+            first = str(exc).splitlines()[0]
+            raise BadInputError(
+                f"invalid {kind} record: {first}", path=self.path, line=number
+            ) from None
+        self.records += 1
+
+    def start(self, record: dict[str, Any]) -> None:
+        self.state = AgentContext.from_native(record["context"])
+        self.options = dict(record.get("options") or {})
+        self.reset_transcript(self.state)
+
+    def append(self, record: dict[str, Any]) -> None:
+        messages = [Message.model_validate(m) for m in record["messages"]]
+        self.state = appended(self.state, messages)
+        self.transcript.extend(messages)
+
+    def compact(self, record: dict[str, Any]) -> None:
+        out = AgentContext.from_native(record["context"])
+        removed = set(record.get("recovery_removed") or ())
+        recovery = {k: v for k, v in self.state.recovery.items() if k not in removed}
+        recovery.update(out.recovery)
+        self.state = out.replace(recovery=recovery)
+        self.compactions += 1
+
+    def restore(self, record: dict[str, Any]) -> None:
+        self.state = AgentContext.from_native(record["context"])
+        self.reset_transcript(self.state)
+
+    def reset_transcript(self, ctx: AgentContext) -> None:
+        whole = expand(ctx) if ctx.recovery else ctx
+        self.base = whole.replace(messages=(), recovery={})
+        self.transcript = list(whole.messages)
+
+    def result(self) -> Replayed:
+        meta: dict[str, JsonValue] = dict(self.base.metadata)
+        if not isinstance(meta.get(SOURCE_FORMAT_KEY), str):
+            meta = {SOURCE_FORMAT_KEY: SessionLogFormat.name, **meta}
+        note_skipped(meta, self.skipped)
+        transcript = self.base.model_copy(
+            update={"messages": tuple(self.transcript), "metadata": meta}
+        )
+        return Replayed(self.state, transcript, self.options, self.records, self.compactions)
+
+
+def replay(records: Sequence[Any], path: str) -> Replayed:
+    """The state and transcript of a log's records (the first one its start record)."""
+    builder = _Builder(path)
+    for number, record in enumerate(records, start=1):
+        builder.add(number, record)
+    return builder.result()
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def line(record: dict[str, Any]) -> str:
+    """One log line: compact JSON and a newline."""
+    return json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
+
+
+def start_record(ctx: AgentContext, options: dict[str, Any]) -> dict[str, Any]:
+    return {"format": LOG_FORMAT_TAG, "kind": START, "context": ctx.to_native(), "options": options}
+
+
+def append_record(messages: Sequence[Message]) -> dict[str, Any]:
+    return {
+        "kind": APPEND,
+        "messages": [m.model_dump(mode="json", exclude_none=True) for m in messages],
+    }
+
+
+def compact_record(before: AgentContext, after: AgentContext, **figures: Any) -> dict[str, Any]:
+    native = after.to_native()
+    native["recovery"] = {k: v for k, v in after.recovery.items() if before.recovery.get(k) != v}
+    removed = [k for k in before.recovery if k not in after.recovery]
+    return {"kind": COMPACT, "context": native, "recovery_removed": removed, **figures}
+
+
+def restore_record(ctx: AgentContext) -> dict[str, Any]:
+    return {"kind": RESTORE, "context": ctx.to_native()}
+
+
+def appended(ctx: AgentContext, messages: Sequence[Message]) -> AgentContext:
+    """`ctx` with `messages` (already validated) appended, without revalidating the others."""
+    return AgentContext.model_construct(
+        system_instruction=ctx.system_instruction,
+        messages=(*ctx.messages, *messages),
+        activated_skills=ctx.activated_skills,
+        metadata=ctx.metadata,
+        recovery=ctx.recovery,
+    )
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _records(doc: Document) -> list[Any]:
+    # a log holding only its start line parses as one JSON object
+    return [doc.data] if doc.kind == "json" else list(doc.data)
+
+
+def _is_start(value: Any) -> bool:
+    return (
+        isinstance(value, dict)
+        and value.get("format") == LOG_FORMAT_TAG
+        and value.get("kind") == START
+        and isinstance(value.get("context"), dict)
+    )
+
+
+__all__ = ["LOG_FORMAT_TAG", "Replayed", "SessionLogFormat", "replay"]

@@ -1,0 +1,375 @@
+"""`Session`: an agent loop's context as a value that grows, compacts itself when it passes a
+trigger, reports what it does to observers, and persists as an append-only log.
+
+```python
+import compactkit
+
+session = compactkit.Session(trigger=30_000, target=15_000)
+session.append(compactkit.message("user", "Fix the failing test in tests/test_io.py"))
+session.compact_if_needed()      # nothing to do yet: costs a comparison
+prompt = session.context         # the AgentContext to send to the model
+```
+
+Counting is incremental: each appended message is counted once (counts are cached per block), so a
+call that does not compact costs only what was appended; one that compacts costs what the pipeline
+costs. The log (`save`, `load`) has one line per append, compaction and restore, each written with
+one `write` and fsync'd; see `compactkit.formats.session_log` for its records.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import warnings
+import weakref
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeAlias
+
+from .context import AgentContext, Message
+from .defaults import DEFAULT_TRIGGER
+from .errors import BadInputError, ConfigError
+from .events import EventBus, MessagesAppended, Observer, SessionCompacted, SessionRestored
+from .formats.session_log import (
+    append_record,
+    appended,
+    compact_record,
+    line,
+    replay,
+    restore_record,
+    start_record,
+)
+from .io import write_atomic
+from .pipeline import Pipeline, RunResult, build_pipeline
+from .registry import Registry, use_registry
+from .strategy import Strategy
+from .tokens import DEFAULT_TOKENIZER, TokenCounter, get_counter
+
+PipelineSpec: TypeAlias = "str | Sequence[str] | Strategy | Callable[[AgentContext], AgentContext]"
+"""`"default"`, strategy specs (`"sliding-window:max_tokens=8000"`), or a strategy or pipeline."""
+
+
+class Session:
+    """The context of a running agent: `append`, `compact_if_needed`, `context`.
+
+    - `context`: the `AgentContext` to start from (default: empty).
+    - `pipeline`: `"default"` (the cache-aware default pipeline: etag-collapse, then old turns
+      summarized and a sliding window, both at `target`), strategy specs built with
+      `build_pipeline(specs, budget=target)`, or any strategy or `Pipeline` (used as it is).
+    - `trigger`: compact when the context is over this many tokens (default 30,000).
+    - `target`: the budget a compaction aims for (default half the trigger), so the next
+      compaction is far away and the prompt prefix stays cached between them.
+    - `tokenizer`, `registry`: how tokens are counted and where strategies are looked up.
+
+    Observers (`subscribe`) get `MessagesAppended`, the pipeline's events, `SessionCompacted` and
+    `SessionRestored`. A session is not thread-safe: one agent loop drives it.
+    """
+
+    def __init__(
+        self,
+        context: AgentContext | None = None,
+        *,
+        pipeline: PipelineSpec = "default",
+        trigger: int = DEFAULT_TRIGGER,
+        target: int | None = None,
+        tokenizer: str = DEFAULT_TOKENIZER,
+        registry: Registry | None = None,
+    ) -> None:
+        target = trigger // 2 if target is None else target
+        if not 0 < target < trigger:
+            raise ConfigError(
+                f"session target {target:,} must be above 0 and below the trigger {trigger:,}"
+            )
+        self.trigger = trigger
+        self.target = target
+        self.tokenizer = tokenizer
+        self.registry = registry
+        self._specs = _specs(pipeline)
+        self.pipeline = _pipeline(pipeline, self._specs, target, tokenizer, registry)
+        self._bus = EventBus()
+        self.pipeline.subscribe(self._bus.emit)
+        with use_registry(self.pipeline.registry):
+            self._counter: TokenCounter = get_counter(self.pipeline.tokenizer)
+        self._context = context if context is not None else AgentContext()
+        self._tokens = self._counter.context(self._context)
+        self._compact_above = trigger
+        self._log: _Log | None = None
+
+    # ----------------------------------------------------------------- the value
+
+    @property
+    def context(self) -> AgentContext:
+        """The context as it is now: what the model is sent."""
+        return self._context
+
+    @property
+    def tokens(self) -> int:
+        """Tokens of `context` (kept up to date incrementally)."""
+        return self._tokens
+
+    def append(self, *messages: Message | dict[str, Any]) -> AgentContext:
+        """Add messages at the end (each counted once); returns the new context."""
+        new = [m if isinstance(m, Message) else Message.model_validate(m) for m in messages]
+        if not new:
+            return self._context
+        added = sum(self._counter.messages(new))
+        if self._log is not None:
+            self._log.write(append_record(new))
+        self._context = appended(self._context, new)
+        self._tokens += added
+        self._bus.emit(MessagesAppended(len(new), added, self._tokens, len(self._context.messages)))
+        return self._context
+
+    def compact_if_needed(self) -> RunResult | None:
+        """Run the pipeline when the context is over the trigger; None when it was not.
+
+        Should a compaction end above the trigger still (the task and the newest turn alone are
+        that big), the next one waits until the context has grown by `trigger - target` again,
+        so the pipeline never runs on every call."""
+        if self._tokens <= self._compact_above:
+            return None
+        return self.compact()
+
+    def compact(self) -> RunResult:
+        """Run the pipeline now. A failure raises and leaves the context as it was."""
+        before = self._context
+        result = self.pipeline.run(before, self._counter)
+        after = result.context
+        if self._log is not None and after is not before:
+            self._log.write(
+                compact_record(
+                    before, after, tokens_before=result.tokens_before, tokens=result.tokens_after
+                )
+            )
+        self._context = after
+        self._tokens = result.tokens_after
+        over = self._tokens > self.trigger
+        self._compact_above = self._tokens + self.trigger - self.target if over else self.trigger
+        self._bus.emit(
+            SessionCompacted(
+                pipeline=self.pipeline.title,
+                trigger=self.trigger,
+                target=self.target,
+                tokens_before=result.tokens_before,
+                tokens_after=result.tokens_after,
+                messages_before=len(before.messages),
+                messages_after=len(after.messages),
+                seconds=result.seconds,
+            )
+        )
+        return result
+
+    # ----------------------------------------------------------------- snapshots
+
+    def snapshot(self) -> AgentContext:
+        """The context now; free, since contexts never change. Give it to `restore` later."""
+        return self._context
+
+    def restore(self, snapshot: AgentContext) -> None:
+        """Go back to a snapshot (logged, when the session is saved)."""
+        if self._log is not None:
+            self._log.write(restore_record(snapshot))
+        self._context = snapshot
+        self._tokens = self._counter.context(snapshot)
+        self._compact_above = self.trigger
+        self._bus.emit(SessionRestored(self._tokens, len(snapshot.messages)))
+
+    def fork(self) -> Session:
+        """A new session from the context now, with the same options, no observers and no log."""
+        twin = Session.__new__(Session)
+        twin.__dict__.update(self.__dict__)
+        twin._bus = EventBus()
+        twin.pipeline = _copy_pipeline(self.pipeline)
+        twin.pipeline.subscribe(twin._bus.emit)
+        twin._log = None
+        return twin
+
+    # ----------------------------------------------------------------- observers
+
+    def subscribe(self, observer: Observer) -> Callable[[], None]:
+        """Receive every event of this session; returns the function that unsubscribes."""
+        return self._bus.subscribe(observer)
+
+    # ----------------------------------------------------------------- persistence
+
+    def save(self, path: str | Path) -> None:
+        """Write the session to `path` as a new log (atomically) and keep appending to it."""
+        options = {
+            "trigger": self.trigger,
+            "target": self.target,
+            "pipeline": self._specs,
+            "tokenizer": self.tokenizer,
+        }
+        write_atomic(path, line(start_record(self._context, options)))
+        _sync_directory(Path(path))
+        self.close()
+        self._log = _Log(Path(path))
+
+    @classmethod
+    def load(
+        cls,
+        path: str | Path,
+        *,
+        pipeline: PipelineSpec | None = None,
+        trigger: int | None = None,
+        target: int | None = None,
+        tokenizer: str | None = None,
+        registry: Registry | None = None,
+    ) -> Session:
+        """Resume the session a log holds and keep appending to it. Options not given are the ones
+        the log was saved with (a pipeline given as an object must be given again, else the default
+        is used). A torn last line (a crash during a write) is dropped with a warning."""
+        file = Path(path)
+        records, good, torn = _read_log(file)
+        state = replay(records, str(file))
+        if torn:
+            warnings.warn(
+                f"{file}: ignored a torn last line of {torn} bytes (a write interrupted by a "
+                "crash); resuming from the line before it",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        saved = state.options
+        session = cls(
+            state.state,
+            pipeline=pipeline if pipeline is not None else (saved.get("pipeline") or "default"),
+            trigger=trigger if trigger is not None else int(saved.get("trigger", DEFAULT_TRIGGER)),
+            target=target if target is not None else saved.get("target"),
+            tokenizer=tokenizer or saved.get("tokenizer") or DEFAULT_TOKENIZER,
+            registry=registry,
+        )
+        if torn:
+            os.truncate(file, good)  # the next line must not be glued to the torn one
+        session._log = _Log(file)
+        return session
+
+    @property
+    def path(self) -> Path | None:
+        """The log this session appends to (None until `save` or `load`)."""
+        return None if self._log is None else self._log.path
+
+    def close(self) -> None:
+        """Stop writing to the log (a session is closed when it is garbage-collected, too)."""
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"<Session {len(self._context.messages)} messages, {self._tokens:,} tokens, "
+            f"trigger {self.trigger:,}, target {self.target:,}>"
+        )
+
+
+# --------------------------------------------------------------------------- the log
+
+
+class _Log:
+    """An open log file: each record is one line, written with one `write` call and fsync'd."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+        self._finalizer = weakref.finalize(self, os.close, self.fd)
+
+    def write(self, record: dict[str, Any]) -> None:
+        data = memoryview(line(record).encode("utf-8"))
+        while data:
+            written = os.write(self.fd, data)
+            data = data[written:]
+        os.fsync(self.fd)
+
+    def close(self) -> None:
+        self._finalizer()
+
+
+def _read_log(path: Path) -> tuple[list[Any], int, int]:
+    """The records of a log, the length of its complete part and of a torn last line."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise BadInputError("no such session log", path=str(path), hint="check the path") from None
+    except OSError as exc:
+        raise BadInputError(f"cannot read: {exc.strerror}", path=str(path)) from None
+    good = raw.rfind(b"\n") + 1
+    lines = raw[:good].split(b"\n")[:-1]
+    torn = len(raw) - good
+    records: list[Any] = []
+    for number, text in enumerate(lines, start=1):
+        try:
+            records.append(json.loads(text))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            if number == len(lines) and not torn:  # torn, though its newline made it to disk
+                good -= len(text) + 1
+                torn = len(text) + 1
+                break
+            raise BadInputError(
+                f"corrupt session log line: {exc}".splitlines()[0],
+                path=str(path),
+                line=number,
+                hint="only a torn last line is skipped; restore the log from a backup",
+            ) from None
+    if not records:
+        raise BadInputError(
+            "empty session log (no start line)", path=str(path), hint="save a session first"
+        )
+    return records, good, torn
+
+
+def _sync_directory(path: Path) -> None:
+    """Make a new file's directory entry durable too (where the platform allows)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(path.parent if str(path.parent) else Path("."), os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+# --------------------------------------------------------------------------- pipelines
+
+
+def _specs(pipeline: PipelineSpec) -> list[str] | None:
+    if isinstance(pipeline, str):
+        return [pipeline]
+    if isinstance(pipeline, Sequence) and all(isinstance(s, str) for s in pipeline):
+        return list(pipeline)
+    return None
+
+
+def _pipeline(
+    pipeline: PipelineSpec,
+    specs: list[str] | None,
+    target: int,
+    tokenizer: str,
+    registry: Registry | None,
+) -> Pipeline:
+    if specs is not None:
+        return build_pipeline(specs, budget=target, registry=registry, tokenizer=tokenizer)
+    if isinstance(pipeline, Pipeline):
+        return _copy_pipeline(pipeline)
+    if isinstance(pipeline, Strategy) or callable(pipeline):
+        return Pipeline([pipeline], tokenizer=tokenizer, registry=registry)
+    raise ConfigError(f"not a pipeline: {pipeline!r}")
+
+
+def _copy_pipeline(pipeline: Pipeline) -> Pipeline:
+    """The same strategies with an event bus of its own (a session's observers see only its own
+    compactions, even when the caller's pipeline is shared)."""
+    return Pipeline(
+        pipeline.strategies,
+        tokenizer=pipeline.tokenizer,
+        check=pipeline.check,
+        registry=pipeline.registry,
+        name=pipeline.title,
+    )
+
+
+__all__ = ["PipelineSpec", "Session"]
