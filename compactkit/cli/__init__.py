@@ -22,9 +22,11 @@ from ..errors import EXIT_BAD_INPUT, CompactkitError
 from ..registry import Registry, make_registry
 from ._app import EXIT_CODES, CompactkitGroup, State, fail
 from .bench import bench
+from .check import check
 from .convert import convert, expand
 from .inspect import inspect
 from .listing import formats, plugins, strategies
+from .mcp_proxy import mcp_proxy
 from .new_strategy import new_strategy
 from .run import run
 from .validate import diff_cmd, validate_cmd
@@ -37,10 +39,12 @@ COMMANDS: tuple[click.Command, ...] = (
     validate_cmd,
     diff_cmd,
     bench,
+    check,
     strategies,
     formats,
     plugins,
     new_strategy,
+    mcp_proxy,
 )
 """Every command `make_cli` attaches (`compactkit --help` lists them by name)."""
 

@@ -1,0 +1,82 @@
+"""`compactkit mcp-proxy`: put a serve state in front of an MCP server (needs `compactkit[mcp]`)."""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import click
+
+from ..errors import ConfigError
+from ._app import State, command
+
+
+@command(
+    "mcp-proxy",
+    exit_codes="0 the client closed the connection; 2 no command, the `mcp` extra missing, or an "
+    "upstream that does not start or initialize",
+    context_settings={"help_option_names": ["-h", "--help"], "ignore_unknown_options": True},
+)
+@click.option(
+    "--state",
+    "state_db",
+    default=None,
+    metavar="DB",
+    type=click.Path(dir_okay=False),
+    help="Keep serve state in this SQLite file (shared by proxies that name the same --session); "
+    "default: in memory.",
+)
+@click.option(
+    "--session",
+    default=None,
+    metavar="ID",
+    help="Serve-state session id (default: $COMPACTKIT_SESSION, else a new one per proxy process, "
+    "so a new conversation never inherits what an old one was sent).",
+)
+@click.option(
+    "--timeout",
+    default=60.0,
+    show_default=True,
+    type=click.FloatRange(min=0.1),
+    help="Seconds to wait for the upstream's answer to one request; then the call fails.",
+)
+@click.argument("upstream", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.pass_obj
+def mcp_proxy(
+    state: State,
+    state_db: str | None,
+    session: str | None,
+    timeout: float,
+    upstream: tuple[str, ...],
+) -> None:
+    """Serve MCP on stdio in front of the MCP server COMMAND ARGS...: tools are listed as it lists
+    them (plus an optional `refresh` argument), and a result the model already has, unchanged, is
+    sent as a one-line {path, etag, unchanged} marker instead of in full.
+
+    \b
+    Example:
+      compactkit mcp-proxy -- npx -y @modelcontextprotocol/server-filesystem ~/src
+      compactkit mcp-proxy --state ~/.cache/ck.db --session s1 -- uvx mcp-server-git
+    """
+    try:
+        import anyio
+
+        from ..serve.mcp_proxy import ProxyConfig, run_proxy
+    except ImportError as exc:
+        raise ConfigError(
+            f"mcp-proxy needs the MCP SDK ({exc.name} is missing): pip install 'compactkit[mcp]'"
+        ) from exc
+    from ..serve.store import MemoryServeStore, ServeStore, SqliteServeStore
+
+    command_line = list(upstream[1:] if upstream[:1] == ("--",) else upstream)
+    if not command_line:
+        raise ConfigError("mcp-proxy needs the upstream server's command after --")
+    store: ServeStore = SqliteServeStore(state_db) if state_db else MemoryServeStore()
+    config = ProxyConfig(
+        command=command_line[0],
+        args=command_line[1:],
+        store=store,
+        session=session or os.environ.get("COMPACTKIT_SESSION") or uuid.uuid4().hex,
+        timeout=timeout,
+    )
+    anyio.run(run_proxy, config)

@@ -1,0 +1,31 @@
+"""Stateful compact serving: a tool server remembers what it served in a session and answers a
+repeat with a `{path, etag, unchanged}` marker (`ServeState`), kept in memory or SQLite; the MCP
+proxy (`compactkit mcp-proxy`, `compactkit.serve.mcp_proxy`, needs `compactkit[mcp]`) puts it in
+front of any MCP server."""
+
+from __future__ import annotations
+
+from .state import (
+    SERVE_STATE_TAG,
+    Served,
+    ServedField,
+    ServedPayload,
+    ServeState,
+    serve_key,
+    text_etag,
+)
+from .store import MemoryServeStore, ServeStore, SqliteServeStore, observer
+
+__all__ = [
+    "SERVE_STATE_TAG",
+    "MemoryServeStore",
+    "ServeState",
+    "ServeStore",
+    "Served",
+    "ServedField",
+    "ServedPayload",
+    "SqliteServeStore",
+    "observer",
+    "serve_key",
+    "text_etag",
+]
