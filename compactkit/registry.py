@@ -35,6 +35,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "compactkit.builtins.formats",
     "compactkit.builtins.tokenizers",
     "compactkit.builtins.strategies",
+    "compactkit.builtins.peers",
     "compactkit.builtins.summarizers",
     "compactkit.builtins.scorers",
 )

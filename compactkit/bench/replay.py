@@ -224,6 +224,10 @@ def _replay(
     consumed = 0
     previous: AgentContext | None = None
     cost = {p.name: 0.0 for p in profiles}
+    # policies that decide themselves when to compact (the peers) see the history before every call
+    self_triggered = bool(pipeline.strategies) and all(
+        getattr(s, "self_triggered", False) for s in pipeline.strategies
+    )
     for index in call_points(ctx):
         compacted = False
         if mode == "view":
@@ -232,7 +236,7 @@ def _replay(
         else:
             history = _extend(history, messages[consumed:index], ctx)
             consumed = index
-            if counter.context(history) > trigger:
+            if self_triggered or counter.context(history) > trigger:
                 out = _compact(pipeline, history, counter, checker)
                 compacted = out is not history
                 result.compactions += compacted

@@ -116,6 +116,42 @@ def summary_rows(report: dict[str, Any]) -> list[dict[str, str]]:
     return rows
 
 
+PEER_PREFIX = "peer-"
+RETENTION_KINDS = ("task", "user_message", "last_instruction", "path", "error")
+
+
+def is_peer(pipeline: dict[str, Any]) -> bool:
+    """A pipeline made only of peer policies (`peer-codex`, `peer-pi:keep_recent_tokens=...`)."""
+    specs = pipeline.get("strategies") or []
+    return bool(specs) and all(str(s).startswith(PEER_PREFIX) for s in specs)
+
+
+def peer_rows(report: dict[str, Any]) -> list[dict[str, str]]:
+    """The peers table: compactkit's pipelines first (`none` left out), then every peer policy;
+    prompt tokens, cost per profile, worst session, retention overall and per kind, compactions
+    per session. Empty when the report holds no peer."""
+    if report["mode"] == "oneshot" or not any(is_peer(p) for p in report["pipelines"]):
+        return []
+    ours = [p for p in report["pipelines"] if p["name"] != "none" and not is_peer(p)]
+    rows = []
+    for p in [*ours, *(p for p in report["pipelines"] if is_peer(p))]:
+        t = p["totals"]
+        row = {"pipeline": p["name"], "prompt tokens": f"{t['prompt_tokens']:,}"}
+        for profile in report["pricing"]:
+            ratio = t["cost_vs_none"].get(profile)
+            row[f"cost {profile}"] = f"{_money(t['cost'][profile])} ({_pct(ratio)})"
+        worst = t.get("worst_session_cost_vs_none")
+        row["worst session"] = _pct(worst["ratio"]) if worst else "-"
+        row["retention"] = _pct(t["retention"])
+        by_kind = t.get("retention_by_kind", {})
+        for kind in RETENTION_KINDS:
+            row[kind] = _pct(by_kind.get(kind))
+        sessions = t["sessions"] or 1
+        row["compactions / session"] = f"{t['compactions'] / sessions:.2f}"
+        rows.append(row)
+    return rows
+
+
 def session_rows(report: dict[str, Any], base: str | Path | None = None) -> list[dict[str, str]]:
     """One row per session and pipeline, the session shown by its relative path."""
     key, title = _tokens_key(report)
@@ -200,6 +236,10 @@ def render_markdown(report: dict[str, Any], base: str | Path | None = None) -> s
     tokenizer = md_code(report["tokenizer"], in_table=False)
     out += [f"Pricing profiles: {profiles}; tokenizer {tokenizer}.", ""]
     out += _md_table(summary_rows(report))
+    peers = peer_rows(report)
+    if peers:
+        out += ["", "## Peers", ""]
+        out += _md_table(peers)
     out += ["", "## Per session", ""]
     out += _md_table(session_rows(report, base), code=("session",), left=2)
     if report["failed"]:
@@ -667,6 +707,7 @@ def render_html(
     trigger = f"; persistent trigger {report['trigger']:,} tokens" if report.get("trigger") else ""
     scatters = "".join(savings_chart(report, p) for p in report["pricing"])
     lines = _session_charts(report, max_charts, base) if report["mode"] != "oneshot" else ""
+    peers = peer_rows(report)
     failed = ""
     if report["failed"]:
         shown = display_paths((f["path"] for f in report["failed"]), base)
@@ -682,6 +723,7 @@ def render_html(
 <p>Pricing: {html.escape(", ".join(report["pricing"]))}; tokenizer \
 {html.escape(report["tokenizer"])}{trigger}.</p>
 {_html_table(summary_rows(report))}
+{f"<h2>Peers</h2>{_html_table(peers)}" if peers else ""}
 {f'<h2>Savings against cost</h2><div class="charts">{scatters}</div>' if scatters else ""}
 {f"<h2>Prompt tokens per model call</h2>{_legend(names)}{lines}" if lines else ""}
 <details><summary>Per session ({len(report["sessions"])} rows)</summary>

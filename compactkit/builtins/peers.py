@@ -1,0 +1,17 @@
+"""The peers' compaction policies (peer-openhands, peer-claude-code, peer-codex, peer-langchain,
+peer-pi), registered exactly as a third-party strategy plugin would be."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..hookspecs import hookimpl
+from ..strategies.peers import PEERS
+
+
+@hookimpl
+def register_strategies(register: Callable[[Any], None]) -> None:
+    """Register the five peer policies as strategies."""
+    for cls in PEERS:
+        register(cls)

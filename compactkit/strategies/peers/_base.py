@@ -1,0 +1,192 @@
+"""What the peer policies share: options for the summarizer backend, the trigger/window/summary
+steps every policy fills in, and the one way a window becomes a recoverable summary marker."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+from pydantic import Field
+
+from ...context import AgentContext, Message, SummaryBlock
+from ...errors import StrategyError
+from ...recovery import flatten, message_marker, prune, put
+from ...strategy import Strategy
+from ...summarize.base import USER_MESSAGE_CHARS, SummaryRequest, clip_tokens
+from ...tokens import TokenCounter
+from .._common import TokenizerOption, counter_for, head_end, restore_orphaned_collapses, units
+from ..llm_summary import (
+    MARKER_META,
+    _keep_collapsed_recoverable,
+    get_summarizer,
+    log,
+    summarize_cached,
+)
+
+
+class PeerOptions(TokenizerOption):
+    """Options every peer policy has: which summarizer writes the summary text (the same backends
+    as llm-summary, so a comparison of peers is a comparison of policies)."""
+
+    backend: str = Field(
+        default="extractive",
+        min_length=1,
+        description="Summarizer backend: 'extractive' (offline, deterministic), 'openai', "
+        "'anthropic', or any name a plugin registers through register_summarizers.",
+    )
+    model: str | None = Field(
+        default=None, description="Model the backend asks for (unset: the backend's default)."
+    )
+    base_url: str | None = Field(
+        default=None, description="API base URL for the openai/anthropic backends."
+    )
+    timeout: float = Field(
+        default=60.0, gt=0, description="Seconds a backend call may take before it fails."
+    )
+    fallback: Literal["error", "extractive"] = Field(
+        default="error",
+        description="What happens when a backend call fails: 'error' raises StrategyError, "
+        "'extractive' uses the extractive summary.",
+    )
+    max_input_tokens: int = Field(
+        default=30_000,
+        ge=64,
+        description="Largest transcript sent to the backend (long outputs lose their middle).",
+    )
+    user_message_chars: int = Field(
+        default=USER_MESSAGE_CHARS,
+        ge=1,
+        description="Characters of each user message the summarizer keeps verbatim.",
+    )
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One compaction a policy decided on: messages[start:end] become one summary message."""
+
+    start: int
+    end: int
+    summary_tokens: int
+    """Cap on the summary the backend writes (before the policy's own additions)."""
+
+
+class PeerPolicy(Strategy):
+    """A peer's compaction policy: `plan` says whether and what to replace, the shared machinery
+    summarizes it, and `dress` adds what the peer puts around the summary (kept user messages,
+    re-read files, file lists). The replaced messages stay recoverable: the summary is an
+    llm-summary marker whose window is in the recovery store, and everything the peer adds lives
+    in the marker's text, so `expand` gives the original back."""
+
+    Options: ClassVar[type[PeerOptions]] = PeerOptions
+    options: PeerOptions
+    self_triggered: ClassVar[bool] = True
+    """The policy decides itself when to compact (the bench calls it before every model call)."""
+
+    def compact(self, ctx: AgentContext) -> AgentContext:
+        counter = counter_for(self.options.tokenizer)
+        start = self.window_start(ctx)
+        plan = self.plan(ctx, start, counter)
+        if plan is None or nothing_new(ctx, plan.start, plan.end):
+            return ctx
+        window = ctx.messages[plan.start : plan.end]
+        recovery = dict(ctx.recovery)
+        etag = put(recovery, flatten(window, ctx.recovery))
+        _keep_collapsed_recoverable(ctx, plan.start, plan.end, recovery)
+        summary = self.summarize(ctx, plan, etag, counter)
+        text = self.dress(summary, ctx, plan, counter)
+        replaced = len(flatten(window, ctx.recovery))
+        block = SummaryBlock(
+            text=text, etag=etag, summarized_messages=replaced, backend=self.options.backend
+        )
+        marker = Message(role="user", content=(block,), metadata={"compactkit_marker": MARKER_META})
+        out = ctx.replace(
+            messages=(*ctx.messages[: plan.start], marker, *ctx.messages[plan.end :]),
+            recovery=recovery,
+        )
+        return prune(restore_orphaned_collapses(out))
+
+    # ----------------------------------------------------------------- what each peer decides
+
+    def plan(self, ctx: AgentContext, start: int, counter: TokenCounter) -> Plan | None:
+        """The compaction to make now, or None when the policy's trigger is not reached."""
+        raise NotImplementedError
+
+    def dress(self, summary: str, ctx: AgentContext, plan: Plan, counter: TokenCounter) -> str:
+        """The text the model is shown in place of the window (default: the summary as is)."""
+        return summary
+
+    def summary_input(
+        self, window: Sequence[Message], counter: TokenCounter
+    ) -> tuple[Message, ...]:
+        """The messages the summarizer reads (default: the whole window)."""
+        return tuple(window)
+
+    # ----------------------------------------------------------------- shared steps
+
+    @staticmethod
+    def window_start(ctx: AgentContext) -> int:
+        """Index just past what every policy keeps at the front: the system instruction lives
+        outside the messages, and compactkit's contract keeps the task (the first user message)
+        and anything before it; results whose calls sit there stay with them."""
+        start = head_end(ctx)
+        while start < len(ctx.messages) and ctx.messages[start].role == "tool":
+            start += 1
+        return start
+
+    def summarize(self, ctx: AgentContext, plan: Plan, etag: str, counter: TokenCounter) -> str:
+        opts = self.options
+        messages = self.summary_input(ctx.messages[plan.start : plan.end], counter)
+        if not messages:
+            return self.empty_summary
+        request = SummaryRequest(
+            messages=messages,
+            task=ctx.task,
+            model=opts.model,
+            base_url=opts.base_url,
+            timeout=opts.timeout,
+            max_input_tokens=opts.max_input_tokens,
+            summary_max_tokens=plan.summary_tokens,
+            tokenizer=opts.tokenizer,
+            first_index=plan.start + (plan.end - plan.start - len(messages)),
+            user_message_chars=opts.user_message_chars,
+            recovery_etag=etag,
+        )
+        backend = get_summarizer(opts.backend)
+        try:
+            raw = summarize_cached(backend, request)
+        except StrategyError as exc:
+            if opts.fallback != "extractive" or backend.name == "extractive":
+                raise
+            log.warning("%s (used the extractive summary instead)", exc)
+            raw = get_summarizer("extractive").summarize(request)
+        return clip_tokens(raw, plan.summary_tokens, counter.tokenizer.count)
+
+    empty_summary: ClassVar[str] = "(no summary available)"
+
+
+def nothing_new(ctx: AgentContext, start: int, end: int) -> bool:
+    """True for an empty window, or one that is only an earlier summary (so a second run changes
+    nothing and compaction never loops)."""
+    return end <= start or (end - start == 1 and message_marker(ctx.messages[start]) is not None)
+
+
+def unit_starts(ctx: AgentContext, start: int) -> list[int]:
+    """Indexes from `start` on where a cut keeps every tool call with its results (an assistant
+    turn with its results, or one message), plus the end of the messages."""
+    return [start + u.start for u in units(ctx.messages[start:])] + [len(ctx.messages)]
+
+
+def cut_keeping_tokens(
+    ctx: AgentContext, start: int, keep_tokens: int, counter: TokenCounter
+) -> int:
+    """The latest cut at a unit start whose kept suffix has at least `keep_tokens` tokens (the
+    whole history after `start` when it is smaller)."""
+    sizes = counter.messages(ctx.messages)
+    kept = 0
+    cuts = unit_starts(ctx, start)
+    for cut, nxt in zip(reversed(cuts[:-1]), reversed(cuts[1:]), strict=True):
+        kept += sum(sizes[cut:nxt])
+        if kept >= keep_tokens:
+            return cut
+    return start
