@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 SAMPLE := examples/sessions/gemini3pro_sphinx-doc__sphinx-9229.traj.json
 
-.PHONY: run test lint typecheck bench schema clean
+.PHONY: run test lint typecheck bench check check-baseline schema clean
 
 $(STAMP): pyproject.toml plugins/compactkit-cap-output/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,12 @@ bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -r benchmarks/requirements.txt
 	$(BIN)/python -m pytest benchmarks --benchmark-enable -q -s -p no:cacheprovider \
 		-p no:langsmith_plugin
+
+check: $(STAMP)  # compactkit's own gate: [[tool.compactkit.check]] in pyproject.toml
+	$(BIN)/compactkit check --workers 2
+
+check-baseline: $(STAMP)  # accept the current figures (commit compactkit-baseline.json after)
+	$(BIN)/compactkit check --workers 2 --update-baseline
 
 schema: $(STAMP)
 	$(BIN)/python -m compactkit.schema > docs/context.schema.json

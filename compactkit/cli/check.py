@@ -1,0 +1,128 @@
+"""`compactkit check`: token-budget and regression gates for CI."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from ._app import State, command
+from ._options import STDIO, check_one_stdout, json_file_option
+from ._output import emit, say
+
+
+@command(
+    exit_codes="0 every check passed; 1 a limit or regression failed; 2 bad input or "
+    "configuration (a session that does not load); 3 a plugin failed or a strategy broke "
+    "its contract"
+)
+@click.option(
+    "--config",
+    "config_path",
+    default=None,
+    metavar="PATH",
+    help="pyproject.toml or compactkit.toml (default: the nearest one, from here up).",
+)
+@click.option(
+    "--baseline",
+    "baseline_path",
+    default=None,
+    metavar="FILE",
+    help="Baseline JSON (default: compactkit-baseline.json beside the configuration).",
+)
+@click.option(
+    "--update-baseline",
+    is_flag=True,
+    help="Rewrite the baseline from this run (atomically) and list what changed; exit 0 "
+    "unless a session fails to load or run.",
+)
+@json_file_option(help="Write the report (compactkit.check/1) to FILE ('-': stdout).")
+@click.option(
+    "--markdown", "md_out", default=None, metavar="FILE|-", help="Write markdown for a PR comment."
+)
+@click.option("--junit", "junit_out", default=None, metavar="FILE|-", help="Write JUnit XML.")
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Parallel worker processes (results are identical to one worker).",
+)
+@click.pass_obj
+def check(
+    state: State,
+    config_path: str | None,
+    baseline_path: str | None,
+    update_baseline: bool,
+    json_out: str | None,
+    md_out: str | None,
+    junit_out: str | None,
+    workers: int,
+) -> None:
+    """Gate a change on token budgets, savings, cost, retention and regressions.
+
+    Runs every [[tool.compactkit.check]] of pyproject.toml (or [[check]] of compactkit.toml)
+    and prints a table per check; each failing line names the check, the session, the metric,
+    both values, the delta and the limit. See docs/check.md for the configuration.
+
+    \b
+    Example:
+      compactkit check
+      compactkit check --markdown report.md --junit junit.xml --workers 2
+      compactkit check --update-baseline
+    """
+    from rich.console import Console
+
+    from ..check import changes, load_config, read_baseline, run_checks, write_baseline
+    from ..check.report import (
+        render_json,
+        render_junit,
+        render_markdown,
+        render_terminal,
+        summary_line,
+    )
+
+    check_one_stdout(json=json_out, markdown=md_out, junit=junit_out)
+    file = load_config(config_path)
+    baseline_file = Path(baseline_path) if baseline_path else file.default_baseline
+    baseline = read_baseline(baseline_file)
+    run = run_checks(file, baseline=baseline, workers=workers, registry=state.registry)
+    run.baseline_path = baseline_file if baseline is not None or update_baseline else None
+    if json_out:
+        emit(render_json(run), json_out)
+    if md_out:
+        emit(render_markdown(run), md_out)
+    if junit_out:
+        emit(render_junit(run), junit_out)
+    to_stderr = STDIO in (json_out, md_out, junit_out)
+    console = Console(
+        file=sys.stderr if to_stderr else sys.stdout,
+        highlight=False,
+        width=None if (sys.stderr if to_stderr else sys.stdout).isatty() else 160,
+    )
+    render_terminal(run, console)
+    if update_baseline:
+        new = run.to_baseline()
+        moved = changes(baseline, new)
+        errors = max((c for ch in run.checks for _, c in ch.errors.values()), default=0)
+        if errors:
+            say(
+                "compactkit: error: baseline not written: some sessions did not load or run",
+                err=True,
+            )
+            sys.exit(errors)
+        write_baseline(baseline_file, new)
+        where = run.relative(baseline_file)
+        if baseline is None:
+            say(f"baseline written: {where} (checks: {', '.join(new.checks)})", err=to_stderr)
+        elif not moved:
+            say(f"baseline unchanged: {where}", err=to_stderr)
+        else:
+            say(f"baseline updated: {where}, {len(moved)} changes:", err=to_stderr)
+            for line in moved:
+                say(f"  {line}", err=to_stderr)
+        return
+    say(summary_line(run), err=True)
+    if run.exit_code:
+        sys.exit(run.exit_code)
