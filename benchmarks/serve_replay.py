@@ -41,11 +41,11 @@ from compactkit.context import (  # noqa: E402
     canonical_json,
     marker_text,
 )
-from compactkit.serve import text_etag  # noqa: E402
 from compactkit.serve.mcp_proxy import COMPACTED, META_SERVE  # noqa: E402
+from compactkit.serve.state import text_etag, view_arguments  # noqa: E402
 from compactkit.strategies.etag_collapse import EtagCollapse  # noqa: E402
 from compactkit.tokens import get_counter  # noqa: E402
-from compactkit.toolcall import input_dict, payload_path, read_call  # noqa: E402
+from compactkit.toolcall import payload_path, read_call  # noqa: E402
 from tests.serve.servers import PROXY, filesystem_server  # noqa: E402
 
 
@@ -85,7 +85,7 @@ def session_reads(ctx: AgentContext) -> list[Read]:
                 continue
             if not all(isinstance(p, TextBlock) for p in block.content) or not block.text.strip():
                 continue
-            others = {k: v for k, v in input_dict(call).items() if v != path}
+            others = view_arguments(call)
             view = f"{path} {canonical_json(others)}" if others else path
             out.append(Read(block.tool_call_id, view, block.text))
     return out

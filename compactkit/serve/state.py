@@ -33,7 +33,7 @@ from ..context import (
 from ..events import Event, StrategyApplied
 from ..recovery import payload_etag
 from ..strategies.etag_collapse import field_etag, json_object
-from ..toolcall import input_dict, payload_path
+from ..toolcall import PATH_KEYS, input_dict, path_arg, payload_path
 
 SERVE_STATE_TAG = "compactkit.serve/1"
 
@@ -46,10 +46,17 @@ def serve_key(tool: str, arguments: Any) -> tuple[str, str | None]:
     path = payload_path(call)
     if not path:
         return "call\x1f" + tool + "\x1f" + canonical_json(arguments), None
-    # the other arguments (a line range, a head/tail count) choose what of the file is shown
-    others = {k: v for k, v in input_dict(call).items() if v != path}
+    others = view_arguments(call)
     view = "\x1f" + canonical_json(others) if others else ""
     return "path\x1f" + tool + "\x1f" + path + view, path
+
+
+def view_arguments(call: ToolCallBlock) -> dict[str, Any]:
+    """The arguments besides the file's name of a call that names a file in an argument (a line
+    range, a head/tail count: they choose what of the file it shows); none for a shell command."""
+    if path_arg(call) is None:
+        return {}
+    return {k: v for k, v in input_dict(call).items() if k not in PATH_KEYS}
 
 
 def text_etag(payload: str) -> str:
