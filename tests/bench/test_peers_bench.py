@@ -1,0 +1,76 @@
+"""The peers in the bench: they decide themselves when to compact, and the reports show the peers
+table with compactkit's pipelines first."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from compactkit.bench.report import peer_rows, render_html, render_markdown
+from compactkit.bench.runner import parse_pipeline, run_bench
+from compactkit.cli import make_cli
+from compactkit.registry import make_registry
+
+from ..conftest import sample
+
+
+def test_a_peer_triggers_on_its_own_threshold_not_the_benchs() -> None:
+    # the SWE-agent trajectory has 285 events but 65,862 tokens: over OpenHands' 80 events, under
+    # a bench trigger of 100,000 tokens
+    path = str(sample("sphinx-doc"))
+    specs = [parse_pipeline("default", None), parse_pipeline("peer-openhands", None)]
+    report = run_bench([path], specs, trigger=100_000)
+    by_name = {p["name"]: p["totals"] for p in report["pipelines"]}
+    assert by_name["default"]["compactions"] == 0
+    assert by_name["peer-openhands"]["compactions"] >= 3
+    assert by_name["peer-openhands"]["prompt_tokens"] < by_name["none"]["prompt_tokens"]
+    assert by_name["peer-openhands"]["violations"] == 0
+
+
+def test_the_peers_table_lists_compactkits_pipelines_first() -> None:
+    path = str(sample("pi-mono_before-compaction"))
+    names = ["peer-pi:context_window=40000", "default", "peer-codex:context_window=40000"]
+    report = run_bench([path], [parse_pipeline(n, None) for n in names], trigger=30_000)
+    rows = peer_rows(report)
+    assert [r["pipeline"] for r in rows] == [
+        "default",
+        "peer-pi:context_window=40000",
+        "peer-codex:context_window=40000",
+    ]
+    assert list(rows[0]) == [
+        "pipeline",
+        "prompt tokens",
+        "cost anthropic",
+        "cost openai",
+        "worst session",
+        "retention",
+        "task",
+        "user_message",
+        "last_instruction",
+        "path",
+        "error",
+        "compactions / session",
+    ]
+    assert all(float(r["compactions / session"]) >= 1 for r in rows)
+    markdown = render_markdown(report)
+    assert "## Peers" in markdown
+    assert markdown.index("## Peers") < markdown.index("## Per session")
+    assert "<h2>Peers</h2>" in render_html(report)
+    without = run_bench([path], [parse_pipeline("default", None)], trigger=30_000)
+    assert peer_rows(without) == []
+    assert "## Peers" not in render_markdown(without)
+
+
+def test_peers_are_selectable_wherever_default_is(tmp_path: Path) -> None:
+    cli = make_cli(lambda: make_registry(entry_points=False))
+    path = str(sample("pi-mono_before-compaction"))
+    out = tmp_path / "out.json"
+    result = CliRunner().invoke(
+        cli, ["run", path, "-s", "peer-pi:context_window=40000", "-o", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    assert '"type":"summary"' in out.read_text(encoding="utf-8").replace(" ", "")
+    listing = CliRunner().invoke(cli, ["strategies"])
+    for name in ("peer-openhands", "peer-claude-code", "peer-codex", "peer-langchain", "peer-pi"):
+        assert name in listing.output
