@@ -56,6 +56,7 @@ from .pipeline import Pipeline, RunResult, StepReport, build_pipeline, get_strat
 from .recovery import expand, split_stash, unrecoverable
 from .recovery import put as put_recovery
 from .registry import Registry, get_registry, make_registry
+from .serve import MemoryServeStore, Served, ServeState, SqliteServeStore, serve_key
 from .session import Session
 from .strategies.etag_collapse import EtagCollapse
 from .strategies.llm_summary import LlmSummary
@@ -116,6 +117,7 @@ __all__ = [
     "ImageBlock",
     "LlmSummary",
     "MaskedBlock",
+    "MemoryServeStore",
     "Message",
     "ObservationMask",
     "OmittedBlock",
@@ -124,8 +126,11 @@ __all__ = [
     "ProgressDisplay",
     "Registry",
     "RunResult",
+    "ServeState",
+    "Served",
     "Session",
     "SlidingWindow",
+    "SqliteServeStore",
     "StaticElision",
     "StatsRecorder",
     "StepReport",
@@ -168,6 +173,7 @@ __all__ = [
     "read_call",
     "render",
     "run_bench",
+    "serve_key",
     "split_stash",
     "strategy",
     "unrecoverable",
