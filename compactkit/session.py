@@ -85,8 +85,8 @@ class Session:
         self.target = target
         self.tokenizer = tokenizer
         self.registry = registry
-        self._specs = _specs(pipeline)
-        self.pipeline = _pipeline(pipeline, self._specs, target, tokenizer, registry)
+        self._specs = pipeline_specs(pipeline)
+        self.pipeline = pipeline_for(pipeline, self._specs, target, tokenizer, registry)
         self._bus = EventBus()
         self.pipeline.subscribe(self._bus.emit)
         with use_registry(self.pipeline.registry):
@@ -336,7 +336,7 @@ def _sync_directory(path: Path) -> None:
 # --------------------------------------------------------------------------- pipelines
 
 
-def _specs(pipeline: PipelineSpec) -> list[str] | None:
+def pipeline_specs(pipeline: PipelineSpec) -> list[str] | None:
     if isinstance(pipeline, str):
         return [pipeline]
     if isinstance(pipeline, Sequence) and all(isinstance(s, str) for s in pipeline):
@@ -344,7 +344,7 @@ def _specs(pipeline: PipelineSpec) -> list[str] | None:
     return None
 
 
-def _pipeline(
+def pipeline_for(
     pipeline: PipelineSpec,
     specs: list[str] | None,
     target: int,
