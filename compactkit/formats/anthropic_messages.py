@@ -83,11 +83,9 @@ from ._util import as_text, image_from_url, text_of
 from .base import Document, Format
 from .export import (
     PLACEHOLDER_USER_TEXT,
-    Export,
     ExportNotes,
     ProviderWriter,
     WriterOptions,
-    log_warning,
     prepare,
 )
 from .provider_rules import ANTHROPIC_ID
@@ -124,21 +122,13 @@ class AnthropicMessagesFormat(ProviderWriter, Format):
             )
         return read_conversations(convs, _Builder)
 
-    def dump(self, contexts: Sequence[AgentContext]) -> str:
-        """A saved session (see `export` for a request to send); drops are logged as one warning."""
-        result = self.export(contexts)
-        log_warning(result, self.name)
-        return result.text
+    def request_body(
+        self, ctx: AgentContext, options: WriterOptions | None, notes: ExportNotes
+    ) -> dict[str, Any]:
+        return to_anthropic_request(ctx, options, notes)
 
-    def export(
-        self, contexts: Sequence[AgentContext], options: WriterOptions | None = None
-    ) -> Export:
-        """File text for `contexts` written with `options`, and what writing them dropped."""
-        notes = ExportNotes()
-        bodies = [to_anthropic_request(c, options, notes) for c in contexts]
-        if len(bodies) == 1:
-            return Export(_body_text(bodies[0]), notes)
-        return Export("".join(json.dumps(b, ensure_ascii=False) + "\n" for b in bodies), notes)
+    def body_text(self, body: dict[str, Any]) -> str:
+        return _body_text(body)
 
 
 # --------------------------------------------------------------------------- messages -> turns

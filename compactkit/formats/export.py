@@ -21,12 +21,13 @@ and everything it changes is counted in `ExportNotes`, which `warning()` turns i
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from ..context import AgentContext, Message, TextBlock, ToolCallBlock, ToolResultBlock
 
@@ -94,14 +95,35 @@ class Export:
 
 
 class ProviderWriter:
-    """A format whose writer takes `WriterOptions` and reports `ExportNotes` (mixin)."""
+    """A format whose writer takes `WriterOptions` and reports `ExportNotes` (mixin): it builds one
+    request body per context (`request_body`) and says how a body is written (`body_text`)."""
 
     name: ClassVar[str] = ""
+
+    def request_body(
+        self, ctx: AgentContext, options: WriterOptions | None, notes: ExportNotes
+    ) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def body_text(self, body: dict[str, Any]) -> str:
+        """One context's file text (several contexts are written one body per line)."""
+        return json.dumps(body, ensure_ascii=False) + "\n"
+
+    def dump(self, contexts: Sequence[AgentContext]) -> str:
+        """A saved session (see `export` for a request to send); drops are logged as one warning."""
+        result = self.export(contexts)
+        log_warning(result, self.name)
+        return result.text
 
     def export(
         self, contexts: Sequence[AgentContext], options: WriterOptions | None = None
     ) -> Export:
-        raise NotImplementedError
+        """File text for `contexts` written with `options`, and what writing them dropped."""
+        notes = ExportNotes()
+        bodies = [self.request_body(c, options, notes) for c in contexts]
+        if len(bodies) == 1:
+            return Export(self.body_text(bodies[0]), notes)
+        return Export("".join(json.dumps(b, ensure_ascii=False) + "\n" for b in bodies), notes)
 
 
 # --------------------------------------------------------------------------- context-level steps

@@ -89,7 +89,7 @@ from ._chat import (
 from ._pairing import Turn
 from ._util import as_text, image_from_url, parse_arguments, text_of
 from .base import Document, Format
-from .export import Export, ExportNotes, ProviderWriter, WriterOptions, log_warning, prepare
+from .export import ExportNotes, ProviderWriter, WriterOptions, prepare
 from .provider_rules import OPENAI_ID_MAX
 
 _OPENAI_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
@@ -124,21 +124,13 @@ class OpenAIChatFormat(ProviderWriter, Format):
             )
         return read_conversations(convs, _Builder)
 
-    def dump(self, contexts: Sequence[AgentContext]) -> str:
-        """A saved session (see `export` for a request to send); drops are logged as one warning."""
-        result = self.export(contexts)
-        log_warning(result, self.name)
-        return result.text
+    def request_body(
+        self, ctx: AgentContext, options: WriterOptions | None, notes: ExportNotes
+    ) -> dict[str, Any]:
+        return to_openai_request(ctx, options, notes)
 
-    def export(
-        self, contexts: Sequence[AgentContext], options: WriterOptions | None = None
-    ) -> Export:
-        """File text for `contexts` written with `options`, and what writing them dropped."""
-        notes = ExportNotes()
-        bodies = [to_openai_request(c, options, notes) for c in contexts]
-        if len(bodies) == 1:
-            return Export(_body_text(bodies[0]), notes)
-        return Export("".join(json.dumps(b, ensure_ascii=False) + "\n" for b in bodies), notes)
+    def body_text(self, body: dict[str, Any]) -> str:
+        return _body_text(body)
 
 
 # --------------------------------------------------------------------------- messages -> turns
