@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import glob
+import json
 import re
 import sys
 from collections.abc import Mapping, Sequence
@@ -426,3 +427,53 @@ def expand_sessions(check: CheckConfig, root: Path) -> list[str]:
             )
         out.extend(found)
     return list(dict.fromkeys(out))
+
+
+def config_reference() -> str:
+    """The configuration reference of docs/check.md, generated from the models' fields (a test
+    keeps the page equal to it and prints the new table when a field changes)."""
+    lines = ["| key | type | default | meaning |", "| --- | --- | --- | --- |"]
+    tables = {"max_tokens": TokenLimit, "min_savings": SavingsLimit, "max_regression": Regression}
+    for name, info in CheckConfig.model_fields.items():
+        lines.append(_reference_row(f"`{name}`", info))
+        for sub, sub_info in tables[name].model_fields.items() if name in tables else ():
+            lines.append(_reference_row(f"`{name}.{sub}`", sub_info))
+    return "\n".join(lines) + "\n"
+
+
+def _reference_row(key: str, info: Any) -> str:
+    name = key.strip("`")
+    kind = _TYPE_NAMES.get(name, str(info.annotation))
+    if info.is_required():
+        default = "required"
+    elif info.default is None:
+        default = "-"
+    else:
+        default = "`" + json.dumps(info.default) + "`"
+    description = (info.description or "").replace("|", "\\|")
+    return f"| {key} | {kind} | {default} | {description} |"
+
+
+_TYPE_NAMES = {
+    "name": "string",
+    "sessions": "list of globs",
+    "pipeline": 'list of specs, or "default"',
+    "budget": "tokens",
+    "mode": '"replay" or "oneshot"',
+    "pricing": "list of profiles",
+    "max_tokens": "tokens, or table",
+    "max_tokens.session": "tokens",
+    "max_tokens.total": "tokens",
+    "min_savings": "share, or table",
+    "min_savings.session": "share",
+    "min_savings.total": "share",
+    "max_cost": "dollars, or table by profile",
+    "min_retention": "share, or table by kind",
+    "max_regression": "table",
+    "max_regression.tokens": "tokens or share",
+    "max_regression.cost": "share",
+    "max_regression.retention": "share",
+    "max_regression.time": "factor",
+    "message": "string",
+    "informational": "boolean",
+}

@@ -136,3 +136,18 @@ def test_sessions_relative_to_the_file_with_file_hash_n(tmp_path: Path) -> None:
         "testdata_gpt4_test-repo-i1.traj",
     ]
     assert found[0].endswith("#1")
+
+
+def test_the_docs_reference_is_generated_from_the_models() -> None:
+    from compactkit.check.config import CheckConfig, config_reference
+
+    from ..conftest import ROOT
+
+    page = (ROOT / "docs" / "check.md").read_text(encoding="utf-8")
+    start, end = page.index("<!-- reference:start -->\n"), page.index("<!-- reference:end -->")
+    table = config_reference()
+    assert page[start + len("<!-- reference:start -->\n") : end] == table, (
+        "docs/check.md's reference is stale; paste this between the markers:\n" + table
+    )
+    for name in CheckConfig.model_fields:
+        assert f"| `{name}` |" in table and "Annotated" not in table
