@@ -433,10 +433,15 @@ def config_reference() -> str:
     """The configuration reference of docs/check.md, generated from the models' fields (a test
     keeps the page equal to it and prints the new table when a field changes)."""
     lines = ["| key | type | default | meaning |", "| --- | --- | --- | --- |"]
-    tables = {"max_tokens": TokenLimit, "min_savings": SavingsLimit, "max_regression": Regression}
+    tables: dict[str, type[_Model]] = {
+        "max_tokens": TokenLimit,
+        "min_savings": SavingsLimit,
+        "max_regression": Regression,
+    }
     for name, info in CheckConfig.model_fields.items():
         lines.append(_reference_row(f"`{name}`", info))
-        for sub, sub_info in tables[name].model_fields.items() if name in tables else ():
+        table = tables.get(name)
+        for sub, sub_info in table.model_fields.items() if table else ():
             lines.append(_reference_row(f"`{name}.{sub}`", sub_info))
     return "\n".join(lines) + "\n"
 
