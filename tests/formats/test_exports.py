@@ -53,6 +53,12 @@ PIPELINES: dict[str, list[str]] = {
     "sliding-window": ["sliding-window"],
     "static-elision": ["static-elision"],
     "default": default_pipeline(BUDGET),
+    # the peers at thresholds small enough to act on most conversations
+    "peer-openhands": ["peer-openhands:max_size=20"],
+    "peer-claude-code": ["peer-claude-code:context_window=20000,summary_reserve=2000"],
+    "peer-codex": ["peer-codex:context_window=10000,user_message_tokens=2000"],
+    "peer-langchain": ["peer-langchain:trigger_tokens=6000,keep_messages=6"],
+    "peer-pi": ["peer-pi:context_window=12000,reserve_tokens=2000,keep_recent_tokens=3000"],
 }
 
 
