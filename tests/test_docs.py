@@ -41,7 +41,7 @@ def test_every_hook_is_documented() -> None:
         assert f"### `{name}(" in text, f"hook {name} is missing from docs/plugins.md"
 
 
-PUBLIC_MODULES = {"compactkit", "compactkit.testing"}
+PUBLIC_MODULES = {"compactkit", "compactkit.testing", "compactkit.integrations.langchain"}
 
 
 def _private_uses(code: str) -> list[str]:
