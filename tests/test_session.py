@@ -314,7 +314,7 @@ def test_an_agent_killed_during_a_write_resumes_where_it_was(
 ) -> None:
     """SIGKILL the writing process (inside a record's write, or wherever it is), resume, finish
     the run, and compare with a run that never crashed."""
-    proc, log, ready = _writer(tmp_path, tear_at)
+    proc, log, _ = _writer(tmp_path, tear_at)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     states, final = _reference(source)
