@@ -8,7 +8,6 @@ from typing import Any
 from ..hookspecs import hookimpl
 from ..tokens import TiktokenTokenizer
 
-
 # one instance per process: a vocabulary loads once, however many registries are built
 O200K_BASE = TiktokenTokenizer("o200k_base")
 CL100K_BASE = TiktokenTokenizer("cl100k_base")
