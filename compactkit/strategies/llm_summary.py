@@ -42,7 +42,10 @@ MIN_SUMMARY_TOKENS = 32
 log = logging.getLogger("compactkit.summarize")
 
 
-class LlmSummaryOptions(TokenizerOption):
+class SummarizerOptions(TokenizerOption):
+    """Options of every strategy whose summary text a summarizer backend writes (llm-summary and
+    the peer policies): which backend, how it is called, what it is shown."""
+
     backend: str = Field(
         default="extractive",
         min_length=1,
@@ -67,6 +70,22 @@ class LlmSummaryOptions(TokenizerOption):
         description="What happens when a backend call fails (timeout, HTTP 429/5xx, malformed "
         "reply): 'error' raises StrategyError, 'extractive' uses the extractive summary.",
     )
+    max_input_tokens: int = Field(
+        default=30_000,
+        ge=64,
+        description="Largest transcript sent to a backend; long texts and tool outputs lose "
+        "their middle to fit.",
+    )
+    user_message_chars: int = Field(
+        default=USER_MESSAGE_CHARS,
+        ge=1,
+        description="Characters of each message in the user's own words the summary keeps "
+        "verbatim; a longer one is cut there with a note (the whole message stays in the recovery "
+        "store). Every user message is kept: when they do not all fit, each is cut shorter.",
+    )
+
+
+class LlmSummaryOptions(SummarizerOptions):
     keep_last: int = Field(
         default=6,
         ge=0,
@@ -79,24 +98,11 @@ class LlmSummaryOptions(TokenizerOption):
         description="Token budget (defaults to --budget): a context that fits is left alone, and "
         "the summary is cut so the output fits. Unset: always summarize the window.",
     )
-    max_input_tokens: int = Field(
-        default=30_000,
-        ge=64,
-        description="Largest transcript sent to a backend; long texts and tool outputs lose "
-        "their middle to fit.",
-    )
     summary_max_tokens: int = Field(
         default=1_500,
         ge=MIN_SUMMARY_TOKENS,
         description="Largest summary; a longer answer is truncated (and with max_tokens, the "
         "limit shrinks so the output fits the budget).",
-    )
-    user_message_chars: int = Field(
-        default=USER_MESSAGE_CHARS,
-        ge=1,
-        description="Characters of each message in the user's own words the summary keeps "
-        "verbatim; a longer one is cut there with a note (the whole message stays in the recovery "
-        "store). Every user message is kept: when they do not all fit, each is cut shorter.",
     )
 
 

@@ -5,19 +5,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Literal
-
-from pydantic import Field
+from typing import ClassVar
 
 from ...context import AgentContext, Message, SummaryBlock
 from ...errors import StrategyError
 from ...recovery import flatten, message_marker, prune, put
 from ...strategy import Strategy
-from ...summarize.base import USER_MESSAGE_CHARS, SummaryRequest, clip_tokens
+from ...summarize.base import SummaryRequest, clip_tokens
 from ...tokens import TokenCounter
-from .._common import TokenizerOption, counter_for, head_end, restore_orphaned_collapses, units
+from .._common import counter_for, head_end, restore_orphaned_collapses, units
 from ..llm_summary import (
     MARKER_META,
+    SummarizerOptions,
     _keep_collapsed_recoverable,
     get_summarizer,
     log,
@@ -25,40 +24,9 @@ from ..llm_summary import (
 )
 
 
-class PeerOptions(TokenizerOption):
-    """Options every peer policy has: which summarizer writes the summary text (the same backends
-    as llm-summary, so a comparison of peers is a comparison of policies)."""
-
-    backend: str = Field(
-        default="extractive",
-        min_length=1,
-        description="Summarizer backend: 'extractive' (offline, deterministic), 'openai', "
-        "'anthropic', or any name a plugin registers through register_summarizers.",
-    )
-    model: str | None = Field(
-        default=None, description="Model the backend asks for (unset: the backend's default)."
-    )
-    base_url: str | None = Field(
-        default=None, description="API base URL for the openai/anthropic backends."
-    )
-    timeout: float = Field(
-        default=60.0, gt=0, description="Seconds a backend call may take before it fails."
-    )
-    fallback: Literal["error", "extractive"] = Field(
-        default="error",
-        description="What happens when a backend call fails: 'error' raises StrategyError, "
-        "'extractive' uses the extractive summary.",
-    )
-    max_input_tokens: int = Field(
-        default=30_000,
-        ge=64,
-        description="Largest transcript sent to the backend (long outputs lose their middle).",
-    )
-    user_message_chars: int = Field(
-        default=USER_MESSAGE_CHARS,
-        ge=1,
-        description="Characters of each user message the summarizer keeps verbatim.",
-    )
+class PeerOptions(SummarizerOptions):
+    """Options every peer policy has: the summarizer backend's, the same as llm-summary's, so a
+    comparison of peers is a comparison of policies."""
 
 
 @dataclass(frozen=True)
