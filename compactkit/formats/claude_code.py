@@ -97,6 +97,7 @@ from ..context import (
     ToolResultBlock,
 )
 from ..errors import BadInputError
+from ._chat import anthropic_block
 from ._pairing import NO_RESULT_TEXT, Turn, repair_pairing
 from ._util import (
     as_dict,
@@ -807,22 +808,8 @@ def _assistant_blocks(content: Any) -> list[Block]:
                     signature=signature if isinstance(signature, str) and signature else None,
                 )
             )
-        elif kind == "redacted_thinking":
-            data = item.get("data")
-            blocks.append(
-                ThinkingBlock(
-                    thinking="", signature=data if isinstance(data, str) else None, redacted=True
-                )
-            )
-        elif kind == "tool_use":
-            raw_input = item.get("input")
-            blocks.append(
-                ToolCallBlock(
-                    id=as_text(item.get("id")),
-                    name=as_text(item.get("name")),
-                    input=raw_input if raw_input is not None else {},
-                )
-            )
+        elif kind in ("redacted_thinking", "tool_use"):
+            blocks.append(anthropic_block(item))
         elif kind == "image":
             blocks.append(image_from(item))
         else:  # server tool use/results and future block types: keep what the model produced
