@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from compactkit import AgentContext
 from compactkit.registry import Registry, make_registry
 from compactkit.strategy import Strategy
 from compactkit.testing import check_strategy
+from compactkit.tokens import TiktokenTokenizer
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "examples" / "sessions"
@@ -98,3 +100,22 @@ def corpus_file(name_part: str) -> Path:
         pytest.skip(f"{name_part} is only in the full corpus, which is not present here")
     assert len(matches) == 1, f"{name_part!r} matches {matches}"
     return matches[0]
+
+
+class RecordingTokenizer:
+    """o200k_base that records every text it is asked to tokenize (to prove what was recounted)."""
+
+    name = "recording"
+    description = "test double"
+
+    def __init__(self) -> None:
+        self.inner = TiktokenTokenizer("o200k_base")
+        self.seen: list[str] = []
+
+    def count(self, text: str) -> int:
+        self.seen.append(text)
+        return self.inner.count(text)
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        self.seen.extend(texts)
+        return self.inner.count_many(texts)

