@@ -113,6 +113,17 @@ def tokenizer_option(fn: F) -> F:
     )(fn)
 
 
+def workers_option(fn: F) -> F:
+    """`--workers N`: sessions run in N processes (results identical to one worker)."""
+    return click.option(
+        "--workers",
+        type=click.IntRange(min=1),
+        default=1,
+        show_default=True,
+        help="Parallel worker processes (results are identical to one worker).",
+    )(fn)
+
+
 def output_option(fn: F) -> F:
     """`-o/--output PATH`: where the result goes (default and `-`: stdout), written atomically."""
     return click.option(

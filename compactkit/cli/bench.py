@@ -19,6 +19,7 @@ from ._options import (
     parse_pipelines,
     pipeline_option,
     tokenizer_option,
+    workers_option,
 )
 from ._output import emit
 
@@ -53,13 +54,7 @@ from ._output import emit
 @json_file_option(help="Write the report (compactkit.bench/1) to FILE ('-': stdout).")
 @click.option("--markdown", "md_out", default=None, metavar="FILE|-", help="Write markdown.")
 @click.option("--html", "html_out", default=None, metavar="FILE|-", help="Write an HTML page.")
-@click.option(
-    "--workers",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="Parallel worker processes (results are identical to one worker).",
-)
+@workers_option
 @tokenizer_option
 @click.pass_obj
 def bench(

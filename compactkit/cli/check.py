@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from ._app import State, command
-from ._options import STDIO, check_one_stdout, json_file_option
+from ._options import STDIO, check_one_stdout, json_file_option, workers_option
 from ._output import emit, say
 
 
@@ -42,13 +42,7 @@ from ._output import emit, say
     "--markdown", "md_out", default=None, metavar="FILE|-", help="Write markdown for a PR comment."
 )
 @click.option("--junit", "junit_out", default=None, metavar="FILE|-", help="Write JUnit XML.")
-@click.option(
-    "--workers",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="Parallel worker processes (results are identical to one worker).",
-)
+@workers_option
 @click.pass_obj
 def check(
     state: State,
