@@ -24,6 +24,7 @@ import os
 import warnings
 import weakref
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeAlias
 
@@ -76,21 +77,15 @@ class Session:
         tokenizer: str = DEFAULT_TOKENIZER,
         registry: Registry | None = None,
     ) -> None:
-        target = trigger // 2 if target is None else target
-        if not 0 < target < trigger:
-            raise ConfigError(
-                f"session target {target:,} must be above 0 and below the trigger {trigger:,}"
-            )
-        self.trigger = trigger
-        self.target = target
+        setup = CompactionSetup.of("session", pipeline, trigger, target, tokenizer, registry)
+        self.trigger, self.target = trigger, setup.target
         self.tokenizer = tokenizer
         self.registry = registry
-        self._specs = pipeline_specs(pipeline)
-        self.pipeline = pipeline_for(pipeline, self._specs, target, tokenizer, registry)
+        self._specs = setup.specs
+        self.pipeline = setup.pipeline
         self._bus = EventBus()
         self.pipeline.subscribe(self._bus.emit)
-        with use_registry(self.pipeline.registry):
-            self._counter: TokenCounter = get_counter(self.pipeline.tokenizer)
+        self._counter: TokenCounter = setup.counter
         self._context = context if context is not None else AgentContext()
         self._tokens = self._counter.context(self._context)
         self._compact_above = trigger
@@ -334,6 +329,38 @@ def _sync_directory(path: Path) -> None:
 
 
 # --------------------------------------------------------------------------- pipelines
+
+
+@dataclass(frozen=True)
+class CompactionSetup:
+    """What compacting past a trigger down to a target needs (a `Session`, the LangChain
+    middleware): the target checked, the pipeline built at that budget, its counter."""
+
+    target: int
+    specs: list[str] | None
+    pipeline: Pipeline
+    counter: TokenCounter
+
+    @classmethod
+    def of(
+        cls,
+        who: str,
+        pipeline: PipelineSpec,
+        trigger: int,
+        target: int | None,
+        tokenizer: str,
+        registry: Registry | None,
+    ) -> CompactionSetup:
+        target = trigger // 2 if target is None else target
+        if not 0 < target < trigger:
+            raise ConfigError(
+                f"{who} target {target:,} must be above 0 and below the trigger {trigger:,}"
+            )
+        specs = pipeline_specs(pipeline)
+        built = pipeline_for(pipeline, specs, target, tokenizer, registry)
+        with use_registry(built.registry):
+            counter = get_counter(built.tokenizer)
+        return cls(target, specs, built, counter)
 
 
 def pipeline_specs(pipeline: PipelineSpec) -> list[str] | None:

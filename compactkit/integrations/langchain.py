@@ -62,9 +62,9 @@ from ..errors import ConfigError
 from ..events import Observer
 from ..formats._util import image_from, image_from_url
 from ..pipeline import Pipeline
-from ..registry import Registry, use_registry
-from ..session import PipelineSpec, pipeline_for, pipeline_specs
-from ..tokens import DEFAULT_TOKENIZER, TokenCounter, get_counter
+from ..registry import Registry
+from ..session import CompactionSetup, PipelineSpec
+from ..tokens import DEFAULT_TOKENIZER, TokenCounter
 
 LANGCHAIN_KEY = "langchain"
 """Message metadata: the LangChain fields a message had that blocks do not hold."""
@@ -438,17 +438,10 @@ class CompactionMiddleware(AgentMiddleware[CompactionState, Any, Any]):
         registry: Registry | None = None,
     ) -> None:
         super().__init__()
-        target = trigger // 2 if target is None else target
-        if not 0 < target < trigger:
-            raise ConfigError(
-                f"middleware target {target:,} must be above 0 and below the trigger {trigger:,}"
-            )
-        self.trigger = trigger
-        self.target = target
-        specs = pipeline_specs(pipeline)
-        self.pipeline: Pipeline = pipeline_for(pipeline, specs, target, tokenizer, registry)
-        with use_registry(self.pipeline.registry):
-            self._counter: TokenCounter = get_counter(self.pipeline.tokenizer)
+        setup = CompactionSetup.of("middleware", pipeline, trigger, target, tokenizer, registry)
+        self.trigger, self.target = trigger, setup.target
+        self.pipeline: Pipeline = setup.pipeline
+        self._counter: TokenCounter = setup.counter
         self._converter = _Converter()
 
     @property
