@@ -30,6 +30,19 @@ def _money(value: float) -> str:
     return f"${value:,.2f}"
 
 
+def _cost_cells(totals: dict[str, Any], pricing: Sequence[str]) -> dict[str, str]:
+    """A pipeline's cost per profile (and against none) and its worst session, as table cells."""
+    cells = {
+        f"cost {profile}": (
+            f"{_money(totals['cost'][profile])} ({_pct(totals['cost_vs_none'].get(profile))})"
+        )
+        for profile in pricing
+    }
+    worst = totals.get("worst_session_cost_vs_none")
+    cells["worst session"] = _pct(worst["ratio"]) if worst else "-"
+    return cells
+
+
 def _tokens_key(report: dict[str, Any]) -> tuple[str, str]:
     """The token figure a report compares: (JSON key, column title)."""
     if report["mode"] == "oneshot":
@@ -103,11 +116,7 @@ def summary_rows(report: dict[str, Any]) -> list[dict[str, str]]:
         row = {"pipeline": p["name"], title: f"{t[key]:,}", "saved": _pct(t["savings"])}
         if report["mode"] != "oneshot":
             row["cached"] = f"{t['cached_tokens']:,}"
-            for profile in report["pricing"]:
-                ratio = t["cost_vs_none"].get(profile)
-                row[f"cost {profile}"] = f"{_money(t['cost'][profile])} ({_pct(ratio)})"
-            worst = t.get("worst_session_cost_vs_none")
-            row["worst session"] = _pct(worst["ratio"]) if worst else "-"
+            row.update(_cost_cells(t, report["pricing"]))
         row["retention"] = _pct(t["retention"])
         row["recoverable"] = _pct(t["recoverability"])
         row["violations"] = str(t["violations"])
@@ -137,11 +146,7 @@ def peer_rows(report: dict[str, Any]) -> list[dict[str, str]]:
     for p in [*ours, *(p for p in report["pipelines"] if is_peer(p))]:
         t = p["totals"]
         row = {"pipeline": p["name"], "prompt tokens": f"{t['prompt_tokens']:,}"}
-        for profile in report["pricing"]:
-            ratio = t["cost_vs_none"].get(profile)
-            row[f"cost {profile}"] = f"{_money(t['cost'][profile])} ({_pct(ratio)})"
-        worst = t.get("worst_session_cost_vs_none")
-        row["worst session"] = _pct(worst["ratio"]) if worst else "-"
+        row.update(_cost_cells(t, report["pricing"]))
         row["retention"] = _pct(t["retention"])
         by_kind = t.get("retention_by_kind", {})
         for kind in RETENTION_KINDS:
