@@ -155,20 +155,42 @@ class TiktokenTokenizer:
         return self.count_many([text])[0]
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
-        if len(texts) < 8 and all(len(t) < _SPLIT_ABOVE for t in texts):
-            return [len(self.encoding.encode_ordinary(t)) for t in texts]
+        encode = self.encoding.encode_ordinary
+        if sum(map(len, texts)) < _PARALLEL_ABOVE:
+            return [len(encode(t)) for t in texts]
         pieces: list[str] = []
         owners: list[int] = []
         for index, text in enumerate(texts):
             for piece in split_at_word_boundaries(text):
                 pieces.append(piece)
                 owners.append(index)
+
+        def run(span: range) -> list[int]:
+            return [len(encode(pieces[i])) for i in span]
+
+        # one future per thread over a run of pieces of about equal size, not one per piece: the
+        # executor's per-future cost is as large as the encoding of a short string
+        sizes: list[int] = []
+        for part in _pool().map(run, _balanced_spans([len(p) for p in pieces], _THREADS)):
+            sizes.extend(part)
         counts = [0] * len(texts)
-        encode = self.encoding.encode_ordinary
-        sizes = _pool().map(lambda t: len(encode(t)), pieces, chunksize=16)
         for owner, n in zip(owners, sizes, strict=True):
             counts[owner] += n
         return counts
+
+
+def _balanced_spans(lengths: Sequence[int], parts: int) -> list[range]:
+    """At most `parts` consecutive, non-empty index ranges over `lengths` with about equal sums."""
+    total = sum(lengths)
+    spans: list[range] = []
+    start, running = 0, 0
+    for index, length in enumerate(lengths):
+        running += length
+        if len(spans) < parts - 1 and running * parts >= total * (len(spans) + 1):
+            spans.append(range(start, index + 1))
+            start = index + 1
+    spans.append(range(start, len(lengths)))
+    return [span for span in spans if span]
 
 
 _executor: ThreadPoolExecutor | None = None
@@ -192,6 +214,7 @@ os.register_at_fork(after_in_child=_forget_pool)
 
 
 _SPLIT_ABOVE = 64_000
+_PARALLEL_ABOVE = 16_000  # characters in one batch below which threads cost more than they save
 _PIECE = 32_000
 _THREADS = 2
 # A space between two lowercase ASCII letters is where both encodings' pre-tokenizers split anyway
