@@ -36,6 +36,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, ValidationError
 
 from ..errors import BadInputError
+from ._pipes import event_loop_stdio
 from .state import serve_key
 from .store import MemoryServeStore, ServeStore
 
@@ -259,5 +260,7 @@ async def run_proxy(config: ProxyConfig, streams: tuple[Any, Any] | None = None)
         if streams is not None:
             await server.run(streams[0], streams[1], server.create_initialization_options())
             return
-        async with stdio_server() as (read, write):
-            await server.run(read, write, server.create_initialization_options())
+        with event_loop_stdio() as pipes:
+            stdin, stdout = pipes if pipes is not None else (None, None)
+            async with stdio_server(stdin, stdout) as (read, write):  # type: ignore[arg-type]  # duck-typed AsyncFile
+                await server.run(read, write, server.create_initialization_options())
