@@ -14,7 +14,7 @@ from ._app import State, command
 @command(
     "mcp-proxy",
     exit_codes="0 the client closed the connection; 2 no command, the `mcp` extra missing, or an "
-    "upstream that does not start or initialize",
+    "upstream that cannot be started",
     context_settings={"help_option_names": ["-h", "--help"], "ignore_unknown_options": True},
 )
 @click.option(

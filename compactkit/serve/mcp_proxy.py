@@ -1,21 +1,29 @@
 """`compactkit mcp-proxy`: an MCP server on stdio in front of another MCP server, serving its tool
 results through a `ServeState` so a repeat of an unchanged result is a one-line marker.
 
-Built on the official `mcp` SDK (`compactkit[mcp]`): the low-level `Server` faces the client, a
-`ClientSession` over `stdio_client` talks to the upstream. Tools are listed as the upstream lists
-them, plus an optional `refresh` boolean argument, and without `outputSchema` (a marker cannot
-conform to it; structured content still passes through with every full result). Resources and
-prompts pass through untouched where the upstream has them.
+Built on the official `mcp` SDK (`compactkit[mcp]`): its stdio transports face the client
+(`stdio_server`) and the upstream (`stdio_client`), and its JSON-RPC and result types parse what
+passes between them. The proxy relays messages rather than terminating the protocol on each side:
+the client's `initialize` reaches the upstream and the upstream's answer (name, version,
+capabilities, instructions, protocol version) reaches the client, so anything the proxy does not
+change (resources, prompts, completions, progress and log notifications, requests the upstream
+sends the client such as roots or sampling) passes through as it was sent. A relay also does one
+parse and one dump of each message instead of a session on each side, which is most of a proxy's
+cost per call.
 
-Per call, `_meta` may carry `compactkit/known` (etags the model holds: a restarted proxy does not
-resend them) and `compactkit/skip` (true, or field names: omit, record as served). Each served
-result carries `_meta["compactkit/serve"]` (etag, field etags, full or not). A client notification
+What it changes: `tools/list` answers get an optional `refresh` boolean argument on each tool (a
+tool that already takes `refresh` keeps its own) and lose `outputSchema` (a marker cannot conform
+to it; structured content still passes through with every full result); `tools/call` answers that
+are one text part go through the serve state. Per call, `_meta` may carry `compactkit/known` (etags
+the model holds: a restarted proxy does not resend them) and `compactkit/skip` (true, or field
+names: omit, record as served); both are removed before the call goes upstream. Each served result
+carries `_meta["compactkit/serve"]` (etag, field etags, full or not). A client notification
 `notifications/compactkit/compacted` (params `{"etags": [...]}`, or none: everything) says what a
-compaction removed, so it is sent in full next time.
+compaction removed, so it is sent in full next time; it is not forwarded.
 
 Upstream protocol errors, timeouts, malformed results and an upstream that dies become MCP errors
-on the call that met them; a tool result marked `isError` and any result that is not one text part
-pass through unchanged.
+on the request that met them (and on every later one, once the upstream is gone); a tool result
+marked `isError` and any result that is not one text part pass through unchanged.
 """
 
 from __future__ import annotations
@@ -28,12 +36,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-from mcp import ClientSession, StdioServerParameters, stdio_client, types
-from mcp.server.context import ServerRequestContext
-from mcp.server.lowlevel.server import Server
+from mcp import StdioServerParameters, stdio_client, types
 from mcp.server.stdio import stdio_server
-from mcp.shared.exceptions import MCPError
-from pydantic import BaseModel, ValidationError
+from mcp.shared.message import SessionMessage
+from pydantic import ValidationError
 
 from ..errors import BadInputError
 from ._pipes import event_loop_stdio
@@ -71,196 +77,299 @@ class ProxyConfig:
     cwd: str | None = None
 
 
-class CompactedParams(types.NotificationParams):
-    """Params of `notifications/compactkit/compacted`: the etags a compaction removed (none: all)."""
+JSONRPCMessage = (
+    types.JSONRPCRequest | types.JSONRPCNotification | types.JSONRPCResponse | types.JSONRPCError
+)
 
-    etags: list[str] | None = None
+
+@dataclass
+class _Pending:
+    """A client request forwarded upstream and not yet answered."""
+
+    what: str  # "tools/call NAME", "tools/list", ... as errors name it
+    scope: anyio.CancelScope  # its timeout's
+    call: tuple[str, dict[str, Any], bool, Any, Any] | None = None
+    """For tools/call: (tool, arguments as sent upstream, refresh, known, skip)."""
 
 
-class _Proxy:
-    def __init__(self, config: ProxyConfig, upstream: ClientSession) -> None:
+def _error(msg_id: types.RequestId, code: int, message: str, data: Any = None) -> SessionMessage:
+    error = types.ErrorData(code=code, message=message, data=data)
+    return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=msg_id, error=error))
+
+
+def _first_error(exc: ValidationError) -> str:
+    errors = exc.errors()
+    return str(errors[0]["msg"]) if errors else str(exc)
+
+
+class _Relay:
+    """Both directions of one proxied connection."""
+
+    def __init__(self, config: ProxyConfig, to_client: Any, to_upstream: Any) -> None:
         self.config = config
-        self.upstream = upstream
+        self.to_client = to_client
+        self.to_upstream = to_upstream
+        self.pending: dict[types.RequestId, _Pending] = {}
         self.own_refresh: set[str] = set()  # upstream tools that already take a `refresh`
+        self.gone = False  # the upstream closed its side
 
-    async def forward(self, what: str, call: Any) -> Any:
-        """Await an upstream request; its failure becomes one MCP error naming `what`."""
-        try:
-            with anyio.fail_after(self.config.timeout + 1):  # the SDK's own timeout comes first
-                return await call
-        except MCPError as exc:
-            raise MCPError(exc.code, f"upstream {what}: {exc.message}", exc.data) from exc
-        except TimeoutError as exc:
-            raise MCPError(
-                types.REQUEST_TIMEOUT, f"upstream {what}: no answer in {self.config.timeout}s"
-            ) from exc
-        except ValidationError as exc:
-            first = exc.errors()[0]["msg"] if exc.errors() else str(exc)
-            raise MCPError(UPSTREAM_ERROR, f"upstream {what}: malformed result ({first})") from exc
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as exc:
-            raise MCPError(types.CONNECTION_CLOSED, f"upstream {what}: connection closed") from exc
+    # ------------------------------------------------------------------ client -> upstream
 
-    async def list_tools(
-        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
-    ) -> types.ListToolsResult:
-        listed: types.ListToolsResult = await self.forward(
-            "tools/list", self.upstream.list_tools(params=params)
+    async def from_client(self, tg: anyio.abc.TaskGroup, message: JSONRPCMessage) -> None:
+        if isinstance(message, types.JSONRPCNotification):
+            if message.method == COMPACTED:
+                etags = (message.params or {}).get("etags")
+                self.config.store.reset(
+                    self.config.session,
+                    [str(e) for e in etags] if isinstance(etags, list) else None,
+                )
+                return
+            if message.method == "notifications/cancelled":
+                cancelled = self.pending.pop((message.params or {}).get("requestId"), None)  # type: ignore[arg-type]  # any JSON value; a miss is None
+                if cancelled is not None:
+                    cancelled.scope.cancel()
+            await self._upstream(message)
+            return
+        if not isinstance(message, types.JSONRPCRequest):
+            await self._upstream(message)  # the client's answer to a request from the upstream
+            return
+        pending = _Pending(message.method, anyio.CancelScope())
+        if message.method == "tools/call":
+            message, pending = self._call(message, pending)
+        if self.gone:
+            await self.to_client.send(
+                _error(
+                    message.id,
+                    types.CONNECTION_CLOSED,
+                    f"upstream {pending.what}: connection closed",
+                )
+            )
+            return
+        self.pending[message.id] = pending
+        wait = (
+            self.config.startup_timeout if message.method == "initialize" else self.config.timeout
         )
+        tg.start_soon(self._expire, message.id, pending, wait)
+        await self._upstream(message)
+
+    def _call(
+        self, message: types.JSONRPCRequest, pending: _Pending
+    ) -> tuple[types.JSONRPCRequest, _Pending]:
+        """A tools/call with `refresh` and compactkit's `_meta` keys taken out, and what its answer
+        needs to be served."""
+        params = dict(message.params or {})
+        name = params.get("name")
+        arguments = params.get("arguments")
+        if not isinstance(name, str) or not isinstance(arguments, dict | None):
+            return message, pending  # the upstream answers a malformed call as it sees fit
+        pending.what = f"tools/call {name}"
+        arguments = dict(arguments or {})
+        refresh = False
+        if name not in self.own_refresh and REFRESH in arguments:
+            refresh = bool(arguments.pop(REFRESH))
+            params["arguments"] = arguments
+        meta = params.get("_meta")
+        known = skip = None
+        if isinstance(meta, dict) and (META_KNOWN in meta or META_SKIP in meta):
+            meta = dict(meta)
+            known = meta.pop(META_KNOWN, None)
+            skip = meta.pop(META_SKIP, None)
+            if meta:
+                params["_meta"] = meta
+            else:
+                del params["_meta"]
+        pending.call = (name, arguments, refresh, known, skip)
+        request = types.JSONRPCRequest(
+            jsonrpc="2.0", id=message.id, method=message.method, params=params
+        )
+        return request, pending
+
+    async def _upstream(self, message: JSONRPCMessage) -> None:
+        try:
+            await self.to_upstream.send(SessionMessage(message))
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            await self.upstream_gone()
+
+    async def _expire(self, msg_id: types.RequestId, pending: _Pending, wait: float) -> None:
+        with pending.scope:
+            await anyio.sleep(wait)
+            if self.pending.get(msg_id) is pending:
+                del self.pending[msg_id]
+                await self.to_client.send(
+                    _error(
+                        msg_id,
+                        types.REQUEST_TIMEOUT,
+                        f"upstream {pending.what}: no answer in {wait:g}s",
+                    )
+                )
+                note = types.JSONRPCNotification(
+                    jsonrpc="2.0",
+                    method="notifications/cancelled",
+                    params={"requestId": msg_id, "reason": "no answer in time"},
+                )
+                await self._upstream(note)
+
+    # ------------------------------------------------------------------ upstream -> client
+
+    async def from_upstream(self, message: JSONRPCMessage) -> None:
+        if isinstance(message, types.JSONRPCRequest | types.JSONRPCNotification):
+            await self.to_client.send(SessionMessage(message))
+            return
+        msg_id = message.id
+        pending = self.pending.pop(msg_id, None) if msg_id is not None else None
+        if msg_id is None or pending is None:
+            return  # the answer to a request that timed out or was cancelled, or to none
+        pending.scope.cancel()
+        if isinstance(message, types.JSONRPCError):
+            err = message.error
+            await self.to_client.send(
+                _error(msg_id, err.code, f"upstream {pending.what}: {err.message}", err.data)
+            )
+            return
+        try:
+            result = self._answer(message.result, pending)
+        except ValidationError as exc:
+            await self.to_client.send(
+                _error(
+                    msg_id,
+                    UPSTREAM_ERROR,
+                    f"upstream {pending.what}: malformed result ({_first_error(exc)})",
+                )
+            )
+            return
+        await self.to_client.send(
+            SessionMessage(types.JSONRPCResponse(jsonrpc="2.0", id=msg_id, result=result))
+        )
+
+    def _answer(self, result: dict[str, Any], pending: _Pending) -> dict[str, Any]:
+        if pending.what == "tools/list":
+            return self._tools(result)
+        if pending.call is not None:
+            return self.serve(result, *pending.call)
+        return result
+
+    def _tools(self, result: dict[str, Any]) -> dict[str, Any]:
+        """A tools/list answer with `refresh` on every tool and no output schemas."""
+        types.ListToolsResult.model_validate(result)
         tools = []
-        for tool in listed.tools:
-            schema = dict(tool.input_schema)
+        for tool in result["tools"]:
+            schema = dict(tool.get("inputSchema") or {})
             props = dict(schema.get("properties") or {})
             if REFRESH in props:
-                self.own_refresh.add(tool.name)
+                self.own_refresh.add(tool["name"])
             else:
                 props[REFRESH] = REFRESH_SCHEMA
             schema["properties"] = props
-            tools.append(tool.model_copy(update={"input_schema": schema, "output_schema": None}))
-        return types.ListToolsResult(tools=tools, next_cursor=listed.next_cursor)
-
-    async def call_tool(
-        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
-        arguments = dict(params.arguments or {})
-        refresh = False
-        if params.name not in self.own_refresh:
-            refresh = bool(arguments.pop(REFRESH, False))
-        meta = dict(ctx.meta or {})
-        known = meta.pop(META_KNOWN, None)
-        skip = meta.pop(META_SKIP, False)
-        result = await self.forward(
-            f"tools/call {params.name}",
-            self.upstream.call_tool(
-                params.name, arguments, read_timeout_seconds=self.config.timeout
-            ),
-        )
-        if not isinstance(result, types.CallToolResult):
-            raise MCPError(UPSTREAM_ERROR, f"upstream tools/call {params.name}: not a tool result")
-        return self.serve(params.name, arguments, result, refresh, known, skip)
+            tools.append(
+                {k: v for k, v in tool.items() if k != "outputSchema"} | {"inputSchema": schema}
+            )
+        return {**result, "tools": tools}
 
     def serve(
         self,
+        result: dict[str, Any],
         tool: str,
         arguments: dict[str, Any],
-        result: types.CallToolResult,
         refresh: bool,
         known: Any,
         skip: Any,
-    ) -> types.CallToolResult:
-        """`result` passed through the serve state (unchanged when it is not one text part)."""
-        if result.is_error or len(result.content) != 1:
-            return result
-        part = result.content[0]
-        if not isinstance(part, types.TextContent):
+    ) -> dict[str, Any]:
+        """A tools/call answer passed through the serve state (as it came when it is an error or
+        not one text part)."""
+        parsed = types.CallToolResult.model_validate(result)
+        if (
+            parsed.is_error
+            or len(parsed.content) != 1
+            or not isinstance(parsed.content[0], types.TextContent)
+        ):
             return result
         key, path = serve_key(tool, arguments)
         served = self.config.store.serve(
             self.config.session,
             key,
-            part.text,
+            parsed.content[0].text,
             path=path,
             refresh=refresh,
             known=[str(k) for k in known] if isinstance(known, list) else (),
             skip=skip if isinstance(skip, bool) else [str(s) for s in skip or ()],
             again=AGAIN,
         )
-        note = {"etag": served.etag, "full": served.full, "call": served.call}
+        note: dict[str, Any] = {"etag": served.etag, "full": served.full, "call": served.call}
         if served.fields:
             note["fields"] = dict(served.fields)
-        meta = {**(result.meta or {}), META_SERVE: note}
+        meta = {**(result.get("_meta") or {}), META_SERVE: note}
         if served.full:
-            return result.model_copy(update={"meta": meta})
-        content = [part.model_copy(update={"text": served.text})] if served.parts else []
-        return types.CallToolResult(content=content, is_error=False, _meta=meta)
+            return {**result, "_meta": meta}
+        part = result["content"][0]
+        content = [{**part, "text": served.text}] if served.parts else []
+        return {"content": content, "isError": False, "_meta": meta}
 
-    async def compacted(self, ctx: ServerRequestContext[Any], params: CompactedParams) -> None:
-        self.config.store.reset(self.config.session, params.etags)
-
-    def server(self, init: types.InitializeResult) -> Server[Any]:
-        caps = init.capabilities
-        passthrough: dict[str, Any] = {}
-        if caps.resources is not None:
-            passthrough["on_list_resources"] = self._pass("resources/list", "list_resources")
-            passthrough["on_list_resource_templates"] = self._pass(
-                "resources/templates/list", "list_resource_templates"
+    async def upstream_gone(self) -> None:
+        """Every open request fails now, and every later one at once."""
+        self.gone = True
+        for msg_id, pending in list(self.pending.items()):
+            del self.pending[msg_id]
+            pending.scope.cancel()
+            await self.to_client.send(
+                _error(
+                    msg_id, types.CONNECTION_CLOSED, f"upstream {pending.what}: connection closed"
+                )
             )
-            passthrough["on_read_resource"] = self._read_resource
-        if caps.prompts is not None:
-            passthrough["on_list_prompts"] = self._pass("prompts/list", "list_prompts")
-            passthrough["on_get_prompt"] = self._get_prompt
-        server: Server[Any] = Server(
-            init.server_info.name,
-            version=init.server_info.version,
-            instructions=init.instructions,
-            on_list_tools=self.list_tools,
-            on_call_tool=self.call_tool,
-            **passthrough,
-        )
-        server.middleware = []  # no per-message tracing span: a proxy adds as little as it can
-        server.add_notification_handler(COMPACTED, CompactedParams, self.compacted)
-        return server
-
-    def _pass(self, what: str, method: str) -> Any:
-        async def handler(ctx: ServerRequestContext[Any], params: BaseModel | None) -> Any:
-            return await self.forward(what, getattr(self.upstream, method)(params=params))
-
-        return handler
-
-    async def _read_resource(
-        self, ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
-    ) -> types.ReadResourceResult:
-        result: types.ReadResourceResult = await self.forward(
-            "resources/read", self.upstream.read_resource(params.uri)
-        )
-        return result
-
-    async def _get_prompt(
-        self, ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
-    ) -> types.GetPromptResult:
-        result: types.GetPromptResult = await self.forward(
-            "prompts/get", self.upstream.get_prompt(params.name, params.arguments)
-        )
-        return result
 
 
 @asynccontextmanager
-async def upstream_session(config: ProxyConfig) -> AsyncIterator[tuple[ClientSession, Any]]:
-    """(session, initialize result) of the upstream server, started and initialized."""
+async def upstream_streams(config: ProxyConfig) -> AsyncIterator[tuple[Any, Any]]:
+    """(read, write) streams of the upstream server, started."""
     params = StdioServerParameters(
         command=config.command, args=list(config.args), env=config.env, cwd=config.cwd
     )
     async with AsyncExitStack() as stack:
         try:
-            read, write = await stack.enter_async_context(stdio_client(params, errlog=sys.stderr))
+            streams = await stack.enter_async_context(stdio_client(params, errlog=sys.stderr))
         except OSError as exc:
             raise BadInputError(
                 f"cannot start the upstream MCP server {config.command!r}: {exc}",
                 hint="check the command after --",
             ) from exc
-        session = await stack.enter_async_context(
-            ClientSession(read, write, read_timeout_seconds=config.timeout)
-        )
-        try:
-            with anyio.fail_after(config.startup_timeout):
-                init = await session.initialize()
-        except (MCPError, TimeoutError, anyio.ClosedResourceError) as exc:
-            raise BadInputError(
-                f"the upstream MCP server {config.command!r} did not initialize: "
-                f"{exc or type(exc).__name__}",
-                hint=f"it must speak MCP on stdio within {config.startup_timeout:g}s",
-            ) from exc
-        yield session, init
+        yield streams
+
+
+async def relay(config: ProxyConfig, client: tuple[Any, Any], upstream: tuple[Any, Any]) -> None:
+    """Relay between the client's and the upstream's (read, write) streams until the client
+    leaves."""
+    client_read, client_write = client
+    up_read, up_write = upstream
+    proxy = _Relay(config, client_write, up_write)
+    async with anyio.create_task_group() as tg:
+
+        async def downstream() -> None:
+            async for item in up_read:
+                if isinstance(item, Exception):
+                    _log(f"unreadable message from the upstream: {item}")
+                    continue
+                await proxy.from_upstream(item.message)
+            await proxy.upstream_gone()
+
+        tg.start_soon(downstream)
+        async for item in client_read:
+            if isinstance(item, Exception):
+                _log(f"unreadable message from the client: {item}")
+                continue
+            await proxy.from_client(tg, item.message)
+        tg.cancel_scope.cancel()  # the client left: stop the timers and the upstream
+
+
+def _log(line: str) -> None:
+    print(f"compactkit mcp-proxy: {line}", file=sys.stderr)
 
 
 async def run_proxy(config: ProxyConfig, streams: tuple[Any, Any] | None = None) -> None:
     """Serve MCP on stdio (or on `streams`) in front of the upstream until the client leaves."""
-    async with upstream_session(config) as (session, init):
-        proxy = _Proxy(config, session)
-        server = proxy.server(init)
+    async with upstream_streams(config) as upstream:
         if streams is not None:
-            await server.run(streams[0], streams[1], server.create_initialization_options())
+            await relay(config, streams, upstream)
             return
         with event_loop_stdio() as pipes:
             stdin, stdout = pipes if pipes is not None else (None, None)
-            async with stdio_server(stdin, stdout) as (read, write):  # type: ignore[arg-type]  # duck-typed AsyncFile
-                await server.run(read, write, server.create_initialization_options())
+            async with stdio_server(stdin, stdout) as client:  # type: ignore[arg-type]  # duck-typed AsyncFile
+                await relay(config, client, upstream)

@@ -1,7 +1,8 @@
 """A misbehaving MCP server on stdio (plain JSON-RPC, no SDK), for the proxy's failure cases.
 
 Tools: `echo` answers its `text`; `fail` answers a JSON-RPC error; `hang` never answers;
-`malformed` answers a result whose `content` is not a list; `die` exits the process.
+`malformed` answers a result whose `content` is not a list; `die` exits the process; `meta`
+answers the `_meta` and arguments it received, as JSON.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ TOOLS = [
         "description": f"{name} (test)",
         "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}},
     }
-    for name in ("echo", "fail", "hang", "malformed", "die")
+    for name in ("echo", "fail", "hang", "malformed", "die", "meta")
 ]
 
 
@@ -56,6 +57,9 @@ def main() -> None:
                 answer(msg_id, error={"code": -32602, "message": "no such thing"})
             elif name == "malformed":
                 answer(msg_id, {"content": "not a list"})
+            elif name == "meta":
+                seen = {"meta": params.get("_meta"), "arguments": params.get("arguments")}
+                answer(msg_id, {"content": [{"type": "text", "text": json.dumps(seen)}]})
             elif name == "die":
                 os._exit(3)
             # hang: never answer

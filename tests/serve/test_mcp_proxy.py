@@ -5,6 +5,7 @@ PyPI) and of a misbehaving one (errors, a hang, a malformed result, a death)."""
 from __future__ import annotations
 
 import functools
+import json
 import shutil
 import subprocess
 import sys
@@ -216,6 +217,19 @@ def test_git_server_error_becomes_an_mcp_error_or_error_result(git: Client, repo
 def fake() -> Iterator[Client]:
     with connect(proxied(FAKE, "--timeout", "1.5")) as client:
         yield client
+
+
+def test_requests_reach_the_upstream_as_sent_but_for_compactkit_s_own_keys(fake: Client) -> None:
+    # a relay, not a second session: what compactkit does not use (here a progress token and the
+    # caller's own `_meta` keys) reaches the upstream unchanged; `refresh` and compactkit's keys do not
+    result = fake.call(
+        "meta",
+        {"text": "x", REFRESH: True},
+        meta={META_KNOWN: ["0" * 16], "trace/id": "abc", "progressToken": 7},
+    )
+    seen = json.loads(result.content[0].text)  # type: ignore[union-attr]
+    assert seen == {"meta": {"trace/id": "abc", "progressToken": 7}, "arguments": {"text": "x"}}
+    assert served(result)["full"]
 
 
 def test_upstream_protocol_error_is_an_mcp_error(fake: Client) -> None:
