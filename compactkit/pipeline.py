@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from typing import Any
 
+from ._isolate import CAN_ISOLATE, InterruptWatch, Returned, run_in_child, watch_interrupts
 from .context import AgentContext, Message, ToolCallBlock, ToolResultBlock
-from .errors import CompactkitError, ContractViolation, StrategyError
+from .errors import CompactkitError, ContractViolation, RecoveryError, StrategyError
 from .events import (
     Change,
     CompactionFailed,
@@ -19,7 +20,7 @@ from .events import (
     Observer,
     StrategyApplied,
 )
-from .recovery import is_marker, message_marker
+from .recovery import is_marker, message_marker, verify
 from .registry import current_registry, use_registry
 from .strategy import Strategy, StrategyOptions, parse_spec
 from .tokens import DEFAULT_TOKENIZER, TokenCounter, get_counter
@@ -135,11 +136,40 @@ class RunResult:
     seconds: float
 
 
+PLUGIN_TIMEOUT = 60.0
+"""The command line's default `--timeout`: seconds a plugin strategy may run before it is stopped."""
+
+_builtin_classes: frozenset[type] | None = None
+
+
+def builtin_strategies() -> frozenset[type]:
+    """The strategy classes compactkit's own built-in plugins register (by identity)."""
+    global _builtin_classes
+    if _builtin_classes is None:
+        import importlib
+
+        from .registry import DEFAULT_PLUGINS
+
+        found: list[Any] = []
+        for module_name in DEFAULT_PLUGINS:
+            register = getattr(importlib.import_module(module_name), "register_strategies", None)
+            if register is not None:
+                register(register=found.append)
+        _builtin_classes = frozenset(c for c in found if isinstance(c, type))
+    return _builtin_classes
+
+
 def _trusted(strat: Strategy) -> bool:
-    """Built-in strategies (and pipelines of them) are checked by the conformance tests."""
-    if isinstance(strat, Pipeline):
+    """Built-in strategies (and pipelines of them) are checked by the conformance tests. Trust
+    goes by the class itself, never by its name or module: a subclass or a look-alike is not."""
+    if type(strat) is Pipeline:
         return all(_trusted(s) for s in strat.strategies)
-    return type(strat).__module__.startswith("compactkit.strategies.")
+    return type(strat) in builtin_strategies()
+
+
+def _raised(strat: Strategy, exc: BaseException) -> StrategyError:
+    what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return StrategyError(f"strategy {strat.name!r} failed: {what}".splitlines()[0])
 
 
 def _json_copy(value: Any) -> Any:
@@ -226,6 +256,11 @@ class Pipeline(Strategy):
     raises `ContractViolation` naming the strategy, message and rule, and leaves the caller's context
     untouched (contexts never change). Events go to `subscribe`d observers and to plugins'
     `compaction_event` hook.
+
+    With `timeout` (seconds), each strategy that is not one of compactkit's built-ins runs in a
+    child process and is stopped when it runs longer (`StrategyTimeout`, exit 3); built-ins always
+    run in-process. A strategy that raises `SystemExit` or `KeyboardInterrupt` fails like any
+    other (`StrategyError`); a real Ctrl-C still raises `KeyboardInterrupt`.
     """
 
     name = "pipeline"
@@ -239,9 +274,11 @@ class Pipeline(Strategy):
         check: bool = True,
         registry: Any | None = None,
         name: str | None = None,
+        timeout: float | None = None,
     ) -> None:
         super().__init__()
         self.strategies = [_as_strategy(s) for s in strategies]
+        self.timeout = timeout or None
         self.tokenizer = tokenizer
         self.check = check
         self.registry = registry
@@ -270,10 +307,29 @@ class Pipeline(Strategy):
     def run(self, ctx: AgentContext, counter: TokenCounter | None = None) -> RunResult:
         """Compact `ctx`, returning the result with per-strategy figures."""
         # strategies, counters and summarizer lookups inside see this pipeline's registry
-        with use_registry(self.registry):
-            return self._run(ctx, counter or get_counter(self.tokenizer))
+        with use_registry(self.registry), watch_interrupts() as watch:
+            return self._run(ctx, counter or get_counter(self.tokenizer), watch)
 
-    def _run(self, ctx: AgentContext, counter: TokenCounter) -> RunResult:
+    def _call(
+        self, strat: Strategy, given: AgentContext, current: AgentContext, guarded: bool
+    ) -> tuple[Any, bool]:
+        """The strategy's output and whether it mutated `given`: in a child process stopped at the
+        timeout for a plugin strategy with a timeout, else in-process."""
+        if self.timeout and CAN_ISOLATE and type(strat) is not Pipeline and not _trusted(strat):
+            return run_in_child(
+                strat,
+                given,
+                current,
+                guarded=guarded,
+                timeout=self.timeout,
+                registry=self.registry,
+            )
+        out = strat.compact(given)
+        return out, guarded and given != current
+
+    def _run(
+        self, ctx: AgentContext, counter: TokenCounter, interrupts: InterruptWatch
+    ) -> RunResult:
         start = time.perf_counter()
         tokens_before = counter.context(ctx)
         self._emit(
@@ -293,23 +349,25 @@ class Pipeline(Strategy):
             guarded = self.check and not _trusted(strat)
             given = _private_copy(current) if guarded else current
             try:
-                out = strat.compact(given)
-                if guarded and given != current:
+                out, mutated = self._call(strat, given, current, guarded)
+                if mutated:
                     raise ContractViolation(
                         f"strategy {strat.name!r} broke the contract: it mutated its input"
                     )
             except CompactkitError as exc:
                 self._fail(strat, exc)
                 raise
-            except Exception as exc:
-                error = StrategyError(
-                    f"strategy {strat.name!r} failed: {type(exc).__name__}: {exc}".splitlines()[0]
-                )
+            except BaseException as exc:
+                if isinstance(exc, KeyboardInterrupt) and interrupts.signalled:
+                    raise  # the user pressed Ctrl-C
+                # anything else, SystemExit and KeyboardInterrupt included, came from the strategy
+                error = _raised(strat, exc)
                 self._fail(strat, error)
                 raise error from exc
             if not isinstance(out, AgentContext):
+                kind = out.type_name if isinstance(out, Returned) else type(out).__name__
                 error2 = ContractViolation(
-                    f"strategy {strat.name!r} returned {type(out).__name__}, not an AgentContext"
+                    f"strategy {strat.name!r} returned {kind}, not an AgentContext"
                 )
                 self._fail(strat, error2)
                 raise error2
@@ -320,7 +378,15 @@ class Pipeline(Strategy):
                     else (_reuse_originals(out, given, current))
                 )
             if self.check:
-                problems = validate(out, current)
+                try:
+                    verify(
+                        {k: v for k, v in out.recovery.items() if current.recovery.get(k) != v}, out
+                    )
+                except RecoveryError as exc:
+                    error4 = ContractViolation(f"strategy {strat.name!r} broke the contract: {exc}")
+                    self._fail(strat, error4)
+                    raise error4 from None
+                problems = validate(out, current, verify=False)
                 if problems:
                     first = problems[0]
                     more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
@@ -377,9 +443,11 @@ def build_pipeline(
     budget: int | None = None,
     registry: Any | None = None,
     tokenizer: str = DEFAULT_TOKENIZER,
+    timeout: float | None = None,
 ) -> Pipeline:
     """A pipeline from `NAME[:key=value,...]` specs; `budget` fills each strategy's budget option
-    where the spec did not set it. The spec `default` stands for the default pipeline at `budget`."""
+    where the spec did not set it. The spec `default` stands for the default pipeline at `budget`.
+    `timeout`: seconds each plugin strategy may run (see `Pipeline`); None or 0, no limit."""
     from .defaults import default_pipeline
 
     specs = [
@@ -394,10 +462,11 @@ def build_pipeline(
         if "tokenizer" in cls.Options.model_fields and "tokenizer" not in options:
             options["tokenizer"] = tokenizer
         strategies.append(cls(**options))
-    return Pipeline(strategies, tokenizer=tokenizer, registry=registry)
+    return Pipeline(strategies, tokenizer=tokenizer, registry=registry, timeout=timeout)
 
 
 __all__ = [
+    "PLUGIN_TIMEOUT",
     "Pipeline",
     "RunResult",
     "StepReport",

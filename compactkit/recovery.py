@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable, Mapping, MutableMapping
 from typing import Any
 
-from pydantic import TypeAdapter
+from pydantic import TypeAdapter, ValidationError
 
 from .context import (
     MARKER_TYPES,
@@ -26,7 +26,7 @@ from .context import (
     canonical_json,
     etag_of,
 )
-from .errors import BadInputError
+from .errors import BadInputError, RecoveryError
 
 _blocks = TypeAdapter(list[Block])
 _parts = TypeAdapter(list[ContentPart])
@@ -73,29 +73,82 @@ def markers(ctx: AgentContext) -> list[tuple[int, Any]]:
     return out
 
 
+FIELD_PLACEHOLDER = "[]"
+"""What the store holds under a field marker's etag: nothing (the result's carrier restores the
+field). The one entry that is not the content address of its key; only field markers may use it."""
+
+
+def is_field_marker(block: Any) -> bool:
+    return getattr(block, "type", None) == "collapsed" and getattr(block, "field", None) is not None
+
+
+def check_entry(etag: str, raw: object, *, placeholder: bool = False) -> list[Any]:
+    """The JSON list stored under `etag`, verified: `raw` must be JSON and its content address must
+    be `etag` (or, with `placeholder`, the field placeholder). Raises `RecoveryError` otherwise."""
+    if not isinstance(raw, str):
+        raise RecoveryError(etag, f"is a {type(raw).__name__}, not a JSON string")
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise RecoveryError(etag, f"is not JSON ({str(exc).splitlines()[0]})") from None
+    except RecursionError:
+        raise RecoveryError(etag, "nests too deeply to read") from None
+    if not isinstance(data, list):
+        raise RecoveryError(etag, "is not a JSON list of blocks or messages")
+    if etag_of(raw) != etag and not (placeholder and raw == FIELD_PLACEHOLDER):
+        raise RecoveryError(
+            etag,
+            "does not match its etag (changed after compaction, or from another context); "
+            "nothing restored",
+        )
+    return data
+
+
+def verify(store: Mapping[str, str], ctx: AgentContext | None = None) -> None:
+    """Check every entry of `store` against its etag (see `check_entry`); raise `RecoveryError`
+    naming the first bad one. With `ctx`, an entry its non-field markers name may not be the
+    field placeholder."""
+    strict = {m.etag for _, m in markers(ctx) if not is_field_marker(m)} if ctx else set()
+    for etag, raw in store.items():
+        check_entry(etag, raw, placeholder=etag not in strict)
+
+
+def _shaped(adapter: TypeAdapter[Any], data: list[Any], etag: str, what: str) -> Any:
+    try:
+        return adapter.validate_python(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise RecoveryError(
+            etag, f"is not a list of {what} (at {where or 'top'}: {first['msg']})"
+        ) from None
+
+
 class _Expander:
     def __init__(self, store: Mapping[str, str]) -> None:
         self.store = store
         self.used: set[str] = set()
         self.missing: set[str] = set()
 
-    def _load(self, etag: str) -> list[Any] | None:
+    def _load(self, marker: Any) -> list[Any] | None:
+        etag = marker.etag
         raw = self.store.get(etag)
         if raw is None:
             self.missing.add(etag)
             return None
+        value = check_entry(etag, raw, placeholder=is_field_marker(marker))
         self.used.add(etag)
-        value: list[Any] = json.loads(raw)
         return value
 
     def parts(self, parts: tuple[Any, ...], depth: int) -> tuple[Any, ...]:
         out: list[Any] = []
         for part in parts:
-            data = self._load(part.etag) if is_marker(part) else None
+            data = self._load(part) if is_marker(part) else None
             if data is None:
                 out.append(part)
             else:
-                out.extend(self.parts(tuple(_parts.validate_python(data)), depth + 1))
+                found = _shaped(_parts, data, part.etag, "tool-result parts")
+                out.extend(self.parts(tuple(found), depth + 1))
         return tuple(out)
 
     def blocks(self, blocks: tuple[Any, ...], depth: int) -> tuple[Any, ...]:
@@ -107,11 +160,12 @@ class _Expander:
                     block if parts == block.content else block.model_copy(update={"content": parts})
                 )
                 continue
-            data = self._load(block.etag) if is_marker(block) else None
+            data = self._load(block) if is_marker(block) else None
             if data is None:
                 out.append(block)
             else:
-                out.extend(self.blocks(tuple(_blocks.validate_python(data)), depth + 1))
+                found = _shaped(_blocks, data, block.etag, "blocks")
+                out.extend(self.blocks(tuple(found), depth + 1))
         return tuple(out)
 
     def messages(self, messages: Iterable[Message], depth: int = 0) -> list[Message]:
@@ -120,9 +174,10 @@ class _Expander:
         out: list[Message] = []
         for msg in messages:
             marker = message_marker(msg)
-            data = self._load(marker.etag) if marker is not None else None
-            if data is not None:
-                out.extend(self.messages(_messages.validate_python(data), depth + 1))
+            data = self._load(marker) if marker is not None else None
+            if marker is not None and data is not None:
+                found = _shaped(_messages, data, marker.etag, "messages")
+                out.extend(self.messages(found, depth + 1))
                 continue
             content = self.blocks(msg.content, depth)
             out.append(
@@ -150,7 +205,9 @@ def expand(ctx: AgentContext, stash: Mapping[str, str] | None = None) -> AgentCo
     """Undo compaction: every marker replaced by what it stood for (recursively).
 
     Entries used are removed from `recovery`; markers whose etag is in neither `recovery` nor
-    `stash` are left in place (see `unrecoverable`).
+    `stash` are left in place (see `unrecoverable`). Every entry used is checked against its etag
+    first: one that does not match, is not JSON or is not what its marker stands for raises
+    `RecoveryError` naming the etag, and nothing is restored from it.
     """
     store = {**(stash or {}), **ctx.recovery}
     expander = _Expander(store)

@@ -434,8 +434,13 @@ def make_registry(
         _register(pm, obj, str(name), info)
 
     registry = Registry(pm, infos)
-    # how to build the same registry in a worker process (plugin objects cannot travel there)
-    registry.recipe = {"entry_points": entry_points, "plugins_dir": folder or None}
+    # how to build the same registry in a worker process or on another machine (plugin objects
+    # cannot travel there; the variables that choose plugins go along)
+    registry.recipe = {
+        "entry_points": entry_points,
+        "plugins_dir": folder or None,
+        "env": {k: env[k] for k in (LOAD_PLUGINS_ENV, TRACE_ENV) if k in env},
+    }
     return registry
 
 

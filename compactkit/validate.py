@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from .context import AgentContext, CollapsedBlock, ThinkingBlock, ToolResultBlock
 from .recovery import markers, payload_etag
+from .recovery import verify as verify_entries
 
 RULES: dict[str, str] = {
     "tool-result-without-call": "a tool result with no earlier tool call of that id (or a second one)",
@@ -165,13 +166,32 @@ def _markers(ctx: AgentContext, stash: Mapping[str, str] | None) -> list[Violati
     return out
 
 
+def _added(store: Mapping[str, str], original: AgentContext | None) -> Mapping[str, str]:
+    """The entries of `store` that `original`'s store does not hold as they are."""
+    if original is None or not original.recovery:
+        return store
+    old = original.recovery
+    return {k: v for k, v in store.items() if old.get(k) != v}
+
+
 def validate(
     ctx: AgentContext,
     original: AgentContext | None = None,
     *,
     stash: Mapping[str, str] | None = None,
+    verify: bool = True,
 ) -> list[Violation]:
-    """Every rule broken by `ctx`; rules that compare with the input need `original`."""
+    """Every rule broken by `ctx`; rules that compare with the input need `original`.
+
+    With `verify` (the default), every entry of the recovery store and `stash` is first checked
+    against its etag (entries carried over unchanged from `original`'s store are its own): one that
+    was changed, is not JSON or is not a list raises `RecoveryError` (bad input, exit 2) naming the
+    etag, since no rule can be judged on a store that lies.
+    """
+    if verify:
+        verify_entries(_added(ctx.recovery, original), ctx)
+        if stash:
+            verify_entries(stash, ctx)
     out = _pairing(ctx)
     if ctx.messages and ctx.messages[0].role == "tool":
         out.append(Violation("starts-with-tool-result", 0, "the context starts on a tool message"))

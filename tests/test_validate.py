@@ -117,8 +117,9 @@ def test_a_final_pending_call_is_allowed() -> None:
 
 def test_a_marker_whose_content_is_in_the_stash_is_not_dangling() -> None:
     broken = BREAKERS["dangling-marker"](BASE)
-    stash = {"0123456789abcdef": "[]"}
-    assert "dangling-marker" not in {v.rule for v in validate(broken, BASE, stash=stash)}
+    stash = {"0123456789abcdef": "[]"}  # not the content address of "[]": checked separately
+    problems = validate(broken, BASE, stash=stash, verify=False)
+    assert "dangling-marker" not in {v.rule for v in problems}
 
 
 def test_the_rule_list_is_documented() -> None:

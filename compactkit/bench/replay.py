@@ -173,6 +173,7 @@ def run_session(
         check=False,
         name=pipeline.title,
         registry=pipeline.registry,
+        timeout=pipeline.timeout,
     )
     if mode == "oneshot":
         final = _compact(unchecked, ctx, counter, checker)

@@ -96,6 +96,26 @@ def chart_titles(addresses: Iterable[str], shown: dict[str, str]) -> dict[str, s
     return {a: name if counts[name] == 1 else shown[a] for a, name in names.items()}
 
 
+def _saved(totals: dict[str, Any]) -> str:
+    """The savings cell: `failed` when the pipeline ran on no session, the share with how many
+    sessions it failed on when some."""
+    failed = totals.get("failed", 0)
+    if not failed:
+        return _pct(totals["savings"])
+    if not totals["sessions"]:
+        return "failed"
+    return f"{_pct(totals['savings'])}, failed on {failed}"
+
+
+def split_failed(report: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The report's `failed` entries as (files that did not load, pipelines that failed on a
+    session)."""
+    return (
+        [f for f in report["failed"] if not f.get("pipeline")],
+        [f for f in report["failed"] if f.get("pipeline")],
+    )
+
+
 def _error(failed: dict[str, str], shown: dict[str, str]) -> str:
     """A load error without the path the report already shows beside it (or with it relative)."""
     path, error = failed["path"], failed["error"]
@@ -113,7 +133,7 @@ def summary_rows(report: dict[str, Any]) -> list[dict[str, str]]:
     rows = []
     for p in report["pipelines"]:
         t = p["totals"]
-        row = {"pipeline": p["name"], title: f"{t[key]:,}", "saved": _pct(t["savings"])}
+        row = {"pipeline": p["name"], title: f"{t[key]:,}", "saved": _saved(t)}
         if report["mode"] != "oneshot":
             row["cached"] = f"{t['cached_tokens']:,}"
             row.update(_cost_cells(t, report["pricing"]))
@@ -121,6 +141,8 @@ def summary_rows(report: dict[str, Any]) -> list[dict[str, str]]:
         row["recoverable"] = _pct(t["recoverability"])
         row["violations"] = str(t["violations"])
         row["seconds"] = f"{t['seconds']:.1f}"
+        if t.get("failed") and not t["sessions"]:  # no figure of a pipeline that never ran
+            row = {k: v if k in ("pipeline", "saved") else "-" for k, v in row.items()}
         rows.append(row)
     return rows
 
@@ -195,8 +217,14 @@ def render_terminal(report: dict[str, Any]) -> None:
         table.add_row(*(escape(v) for v in row.values()))
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
     console.print(table)
-    for failed in report["failed"]:
+    unloaded, broken = split_failed(report)
+    for failed in unloaded:
         console.print(f"[yellow]not loaded[/]: {escape(failed['path'])}: {escape(failed['error'])}")
+    for failed in broken:
+        console.print(
+            f"[red]failed[/]: {escape(failed['pipeline'])} on {escape(failed['path'])}: "
+            f"{escape(failed['error'])}"
+        )
 
 
 # -- markdown ----------------------------------------------------------------------------------------
@@ -247,13 +275,17 @@ def render_markdown(report: dict[str, Any], base: str | Path | None = None) -> s
         out += _md_table(peers)
     out += ["", "## Per session", ""]
     out += _md_table(session_rows(report, base), code=("session",), left=2)
-    if report["failed"]:
-        shown = display_paths((f["path"] for f in report["failed"]), base)
-        out += ["", "## Not loaded", ""]
-        out += [
-            f"- {md_code(shown[f['path']], in_table=False)}: {md_text(_error(f, shown))}"
-            for f in report["failed"]
-        ]
+    unloaded, broken = split_failed(report)
+    shown = display_paths((f["path"] for f in report["failed"]), base)
+    for heading, entries in (("Not loaded", unloaded), ("Failed", broken)):
+        if entries:
+            out += ["", f"## {heading}", ""]
+            out += [
+                f"- {md_code(shown[f['path']], in_table=False)}"
+                + (f" ({md_code(f['pipeline'], in_table=False)})" if f.get("pipeline") else "")
+                + f": {md_text(_error(f, shown))}"
+                for f in entries
+            ]
     return "\n".join(out) + "\n"
 
 
@@ -714,13 +746,15 @@ def render_html(
     lines = _session_charts(report, max_charts, base) if report["mode"] != "oneshot" else ""
     peers = peer_rows(report)
     failed = ""
-    if report["failed"]:
-        shown = display_paths((f["path"] for f in report["failed"]), base)
+    shown = display_paths((f["path"] for f in report["failed"]), base)
+    for heading, entries in zip(("Not loaded", "Failed"), split_failed(report), strict=True):
         items = "".join(
-            f"<li><code>{html.escape(shown[f['path']])}</code>: {html.escape(_error(f, shown))}</li>"
-            for f in report["failed"]
+            f"<li><code>{html.escape(shown[f['path']])}</code>"
+            + (f" (<code>{html.escape(f['pipeline'])}</code>)" if f.get("pipeline") else "")
+            + f": {html.escape(_error(f, shown))}</li>"
+            for f in entries
         )
-        failed = f"<h2>Not loaded</h2><ul>{items}</ul>"
+        failed += f"<h2>{heading}</h2><ul>{items}</ul>" if entries else ""
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>compactkit bench</title>
 <style>{_STYLE}</style></head>

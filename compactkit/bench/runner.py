@@ -93,6 +93,8 @@ class Job:
     profiles: list[str]
     trigger: int
     tokenizer: str
+    timeout: float | None = None
+    """Seconds each plugin strategy may run (`Pipeline(timeout=)`); None: no limit."""
 
 
 @dataclass
@@ -104,8 +106,12 @@ class JobResult:
     """The error's exit code (2 bad input, 3 a strategy or plugin failed), 0 without error."""
 
 
-def _pipeline(spec: PipelineSpec, registry: Registry, tokenizer: str) -> Pipeline:
-    pipeline = build_pipeline(list(spec.strategies), registry=registry, tokenizer=tokenizer)
+def _pipeline(
+    spec: PipelineSpec, registry: Registry, tokenizer: str, timeout: float | None = None
+) -> Pipeline:
+    pipeline = build_pipeline(
+        list(spec.strategies), registry=registry, tokenizer=tokenizer, timeout=timeout
+    )
     pipeline.title = spec.name
     return pipeline
 
@@ -124,7 +130,7 @@ def run_job(job: Job, registry: Registry | None = None) -> JobResult:
                 (file if len(contexts) == 1 else f"{file}#{n}", c) for n, c in enumerate(contexts)
             ]
         )
-        pipelines = [_pipeline(s, registry, job.tokenizer) for s in job.specs]
+        pipelines = [_pipeline(s, registry, job.tokenizer, job.timeout) for s in job.specs]
         profiles = [get_profile(p) for p in job.profiles]
         counter = TokenCounter(registry.tokenizers.get(job.tokenizer))
         scorers = [scorer for _, scorer in registry.scorers.items()]
@@ -159,8 +165,12 @@ def run_bench(
     workers: int = 1,
     registry: Registry | None = None,
     progress: Callable[[JobResult], None] | None = None,
+    timeout: float | None = None,
 ) -> dict[str, Any]:
-    """Run the benchmark and return the versioned JSON report."""
+    """Run the benchmark and return the versioned JSON report.
+
+    `timeout`: seconds each plugin strategy may run on one conversation before it is stopped and
+    the session's row fails (see `Pipeline`); None or 0, no limit."""
     for name in profiles:
         get_profile(name)
     names = [s.name for s in specs]
@@ -170,7 +180,7 @@ def run_bench(
     for spec in specs:  # fail fast on unknown strategies or bad options
         _pipeline(spec, registry, tokenizer)
     jobs = [
-        Job(a, list(specs), mode, list(profiles), trigger, tokenizer)
+        Job(a, list(specs), mode, list(profiles), trigger, tokenizer, timeout or None)
         for a in collect_sessions(paths)
     ]
     results: list[JobResult] = []

@@ -169,8 +169,10 @@ def run_checks(
     workers: int = 1,
     registry: Registry | None = None,
     progress: Callable[[JobResult], None] | None = None,
+    timeout: float | None = None,
 ) -> CheckRun:
-    """Measure every check of `file` and judge it against its limits and `baseline`."""
+    """Measure every check of `file` and judge it against its limits and `baseline`. `timeout`:
+    seconds each plugin strategy may run (see `Pipeline`); None or 0, no limit."""
     import time
 
     start = time.perf_counter()
@@ -185,7 +187,7 @@ def run_checks(
     measured: dict[tuple[str, int, str, str], dict[str, Any]] = {}
     failed: dict[tuple[str, int, str], tuple[str, int]] = {}
     for (mode, trigger), members in groups.items():
-        _measure(mode, trigger, members, workers, registry, progress, measured, failed)
+        _measure(mode, trigger, members, workers, registry, progress, measured, failed, timeout)
     results = []
     for check, strategies, addresses in plans:
         key = (check.mode, check.budget or DEFAULT_TRIGGER)
@@ -206,6 +208,7 @@ def _measure(
     progress: Callable[[JobResult], None] | None,
     measured: dict[tuple[str, int, str, str], dict[str, Any]],
     failed: dict[tuple[str, int, str], tuple[str, int]],
+    timeout: float | None = None,
 ) -> None:
     """Run one mode's checks: files needing the same pipelines in one `run_bench` call each."""
     wanted: dict[str, dict[str, PipelineSpec]] = {}
@@ -228,6 +231,7 @@ def _measure(
             workers=workers,
             registry=registry,
             progress=progress,
+            timeout=timeout,
         )
         for row in report["sessions"]:
             measured[(mode, trigger, row["pipeline"], row["session"])] = row

@@ -124,6 +124,21 @@ def workers_option(fn: F) -> F:
     )(fn)
 
 
+def timeout_option(fn: F) -> F:
+    """`--timeout SECONDS`: how long each plugin strategy may run before it is stopped."""
+    from ..pipeline import PLUGIN_TIMEOUT
+
+    return click.option(
+        "--timeout",
+        type=click.FloatRange(min=0),
+        default=PLUGIN_TIMEOUT,
+        show_default=True,
+        metavar="SECONDS",
+        help="Stop a plugin strategy that runs longer than this, as a plugin failure (exit 3); "
+        "0: no limit. Built-in strategies run in-process without a limit.",
+    )(fn)
+
+
 def output_option(fn: F) -> F:
     """`-o/--output PATH`: where the result goes (default and `-`: stdout), written atomically."""
     return click.option(

@@ -19,6 +19,7 @@ from ._options import (
     parse_pipelines,
     pipeline_option,
     tokenizer_option,
+    timeout_option,
     workers_option,
 )
 from ._output import emit
@@ -55,6 +56,7 @@ from ._output import emit
 @click.option("--markdown", "md_out", default=None, metavar="FILE|-", help="Write markdown.")
 @click.option("--html", "html_out", default=None, metavar="FILE|-", help="Write an HTML page.")
 @workers_option
+@timeout_option
 @tokenizer_option
 @click.pass_obj
 def bench(
@@ -68,6 +70,7 @@ def bench(
     md_out: str | None,
     html_out: str | None,
     workers: int,
+    timeout: float,
     tokenizer: str,
 ) -> None:
     """Measure pipelines on sessions: tokens, cache-adjusted cost, retention, speed.
@@ -96,6 +99,7 @@ def bench(
         workers=workers,
         registry=state.registry,
         progress=progress,
+        timeout=timeout,
     )
     progress.close()
     if json_out:

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from ._app import State, command
-from ._options import STDIO, check_one_stdout, json_file_option, workers_option
+from ._options import STDIO, check_one_stdout, json_file_option, timeout_option, workers_option
 from ._output import emit, say
 
 
@@ -43,6 +43,7 @@ from ._output import emit, say
 )
 @click.option("--junit", "junit_out", default=None, metavar="FILE|-", help="Write JUnit XML.")
 @workers_option
+@timeout_option
 @click.pass_obj
 def check(
     state: State,
@@ -53,6 +54,7 @@ def check(
     md_out: str | None,
     junit_out: str | None,
     workers: int,
+    timeout: float,
 ) -> None:
     """Gate a change on token budgets, savings, cost, retention and regressions.
 
@@ -81,7 +83,9 @@ def check(
     file = load_config(config_path)
     baseline_file = Path(baseline_path) if baseline_path else file.default_baseline
     baseline = read_baseline(baseline_file)
-    run = run_checks(file, baseline=baseline, workers=workers, registry=state.registry)
+    run = run_checks(
+        file, baseline=baseline, workers=workers, registry=state.registry, timeout=timeout
+    )
     run.baseline_path = baseline_file if baseline is not None or update_baseline else None
     if json_out:
         emit(render_json(run), json_out)

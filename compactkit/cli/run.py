@@ -24,6 +24,7 @@ from ._options import (
     pipeline_option,
     stash_option,
     to_option,
+    timeout_option,
     tokenizer_option,
 )
 from ._output import emit, say
@@ -52,6 +53,7 @@ from ._output import emit, say
 )
 @format_option
 @tokenizer_option
+@timeout_option
 @click.pass_obj
 def run(
     state: State,
@@ -65,6 +67,7 @@ def run(
     json_out: str | None,
     format_: str | None,
     tokenizer: str,
+    timeout: float,
 ) -> None:
     """Compact a session (FILE, FILE#N, or - for stdin) with a pipeline of strategies.
 
@@ -86,7 +89,9 @@ def run(
     if not state.registry.formats.get(to).can_write:
         raise ConfigError(f"format {to!r} cannot be written")
     steps = one_pipeline(specs, default_pipeline(budget)) if specs else default_pipeline(budget)
-    pipeline = build_pipeline(steps, budget=budget, registry=state.registry, tokenizer=tokenizer)
+    pipeline = build_pipeline(
+        steps, budget=budget, registry=state.registry, tokenizer=tokenizer, timeout=timeout
+    )
     stats = StatsRecorder()
     pipeline.subscribe(stats)
     pipeline.subscribe(ProgressDisplay())

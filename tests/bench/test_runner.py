@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from click.testing import CliRunner
 
@@ -13,6 +12,7 @@ from compactkit.cli import make_cli
 from compactkit.registry import make_registry
 
 from ..conftest import SAMPLES, sample
+from .support import without_timings
 
 SPECS = [
     parse_pipeline("observation-mask:keep_last=5", []),
@@ -20,19 +20,11 @@ SPECS = [
 ]
 
 
-def _strip_seconds(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _strip_seconds(v) for k, v in value.items() if k != "seconds"}
-    if isinstance(value, list):
-        return [_strip_seconds(v) for v in value]
-    return value
-
-
 def test_workers_give_identical_results() -> None:
     paths = [str(sample("sphinx-doc")), str(sample("tau_bench")), str(sample("resolver_mock"))]
     one = run_bench(paths, SPECS, trigger=20_000, workers=1)
     two = run_bench(paths, SPECS, trigger=20_000, workers=2)
-    assert _strip_seconds(one) == _strip_seconds(two)
+    assert without_timings(one) == without_timings(two)
     assert next(p["name"] for p in one["pipelines"]) == "none"
     sessions = {s["session"] for s in one["sessions"]}
     assert len(sessions) == 1 + 3 + 2  # tau-bench and the resolver file hold several

@@ -1,0 +1,244 @@
+"""Running one plugin strategy in a child process that can be stopped, and telling a real Ctrl-C
+from a `KeyboardInterrupt` raised by strategy code.
+
+A Python thread cannot be killed, and a strategy stuck in C code never returns to the interpreter,
+so a strategy with a timeout runs in a forked child: the parent waits for its result up to the
+deadline, then kills the child's whole process group (SIGKILL). Only what the strategy changed
+travels back: messages it kept are sent as their index in the input and rebuilt from the caller's
+own objects, so unchanged messages keep their identity.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import select
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from types import FrameType
+from typing import Any
+
+from .context import AgentContext, Message
+from .errors import CompactkitError, StrategyError, StrategyTimeout
+from .registry import use_registry
+
+CAN_ISOLATE = hasattr(os, "fork")
+"""Whether strategies can run in a child process here (POSIX); elsewhere timeouts are not
+enforced and strategies run in-process."""
+
+_FIELDS = ("system_instruction", "activated_skills", "metadata", "recovery")
+
+
+class InterruptWatch:
+    """Inside `watch_interrupts`: whether a real SIGINT reached this process."""
+
+    def __init__(self) -> None:
+        self.signalled = False
+
+
+@contextmanager
+def watch_interrupts() -> Iterator[InterruptWatch]:
+    """Record real SIGINTs while the body runs (main thread only: signals are delivered there),
+    then do what the handler in place would have done. A `KeyboardInterrupt` seen inside while
+    `signalled` is False was raised by code, not by the user."""
+    watch = InterruptWatch()
+    if threading.current_thread() is not threading.main_thread():
+        yield watch
+        return
+    previous = signal.getsignal(signal.SIGINT)
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if previous == signal.SIG_IGN:
+            return
+        watch.signalled = True
+        if callable(previous):
+            previous(signum, frame)
+        else:
+            raise KeyboardInterrupt
+
+    try:
+        signal.signal(signal.SIGINT, handler)
+    except (ValueError, OSError):  # not the main interpreter
+        yield watch
+        return
+    try:
+        yield watch
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _pack(out: AgentContext, given: AgentContext, current: AgentContext) -> dict[str, Any]:
+    """`out` as little as needed to rebuild it from `current`: kept messages by index."""
+    index = {id(m): k for k, m in enumerate(given.messages)}
+    index.update((id(m), k) for k, m in enumerate(current.messages))
+    messages: list[int | Message] = [index.get(id(m), m) for m in out.messages]
+    fields: dict[str, Any] = {}
+    for name in _FIELDS:
+        value = getattr(out, name)
+        if value != getattr(current, name):
+            fields[name] = value
+    return {"messages": messages, "fields": fields}
+
+
+def _unpack(packed: dict[str, Any], current: AgentContext) -> AgentContext:
+    messages = tuple(current.messages[m] if isinstance(m, int) else m for m in packed["messages"])
+    fields = {name: getattr(current, name) for name in _FIELDS}
+    fields.update(packed["fields"])
+    return AgentContext.model_construct(messages=messages, **fields)
+
+
+def _child_result(
+    strat: Any, given: AgentContext, current: AgentContext, guarded: bool, registry: Any
+) -> tuple[Any, ...]:
+    try:
+        with use_registry(registry):
+            out = strat.compact(given)
+    except CompactkitError as exc:
+        try:
+            pickle.loads(pickle.dumps(exc))
+            return ("exc", exc)
+        except Exception:
+            return ("error", type(exc).__name__, str(exc), exc.exit_code)
+    except BaseException as exc:
+        return ("raised", type(exc).__name__, str(exc))
+    mutated = guarded and given != current
+    if not isinstance(out, AgentContext):
+        return ("type", type(out).__name__, mutated)
+    return ("ok", _pack(out, given, current), mutated)
+
+
+def _child(
+    write: int,
+    strat: Any,
+    given: AgentContext,
+    current: AgentContext,
+    guarded: bool,
+    registry: Any,
+) -> None:
+    os.setpgid(0, 0)  # its own group: killing it takes what it started along
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # never the parent's cleanup handlers
+    result = _child_result(strat, given, current, guarded, registry)
+    try:
+        data = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as exc:
+        data = pickle.dumps(("raised", type(exc).__name__, f"result cannot be sent back: {exc}"))
+    for stream in (sys.stdout, sys.stderr):
+        with suppress(Exception):
+            stream.flush()
+    view = memoryview(data)
+    while view:
+        view = view[os.write(write, view) :]
+
+
+def _kill(pid: int) -> None:
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(pid, signal.SIGKILL)
+            break
+        except OSError:
+            continue
+
+
+def _read(read: int, deadline: float) -> bytes | None:
+    """Everything the child writes until it closes the pipe; None at the deadline."""
+    chunks: list[bytes] = []
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        ready, _, _ = select.select([read], [], [], left)
+        if not ready:
+            continue
+        chunk = os.read(read, 1 << 20)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+
+
+def run_in_child(
+    strat: Any,
+    given: AgentContext,
+    current: AgentContext,
+    *,
+    guarded: bool,
+    timeout: float,
+    registry: Any = None,
+) -> tuple[Any, bool]:
+    """`strat.compact(given)` in a forked child stopped after `timeout` seconds: (the output, or a
+    non-context placeholder, and whether the strategy mutated `given`). Raises `StrategyTimeout`
+    when it ran too long, `StrategyError` when it raised or died, the strategy's own
+    `CompactkitError` type when it raised one."""
+    for stream in (sys.stdout, sys.stderr):  # else the child would print the parent's buffer
+        with suppress(Exception):
+            stream.flush()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into the caller's code
+        code = 0
+        try:
+            os.close(read)
+            _child(write, strat, given, current, guarded, registry)
+        except BaseException:
+            code = 70
+        finally:
+            os._exit(code)
+    os.close(write)
+    status: int | None = None
+    try:
+        data = _read(read, time.monotonic() + timeout)
+        if data is None:
+            raise StrategyTimeout(
+                f"strategy {strat.name!r} did not finish within {timeout:g} s and was stopped "
+                "(see --timeout)"
+            )
+    except BaseException:
+        _kill(pid)
+        raise
+    finally:
+        os.close(read)
+        with suppress(ChildProcessError):
+            status = os.waitpid(pid, 0)[1]
+    try:
+        result = pickle.loads(data) if data else None
+    except Exception:
+        result = None
+    return _outcome(strat, result, status, current)
+
+
+def _outcome(
+    strat: Any, result: Any, status: int | None, current: AgentContext
+) -> tuple[Any, bool]:
+    name = strat.name
+    if not isinstance(result, tuple) or not result:
+        how = "" if status is None else f" ({_status(status)})"
+        raise StrategyError(f"strategy {name!r} failed: its process ended without a result{how}")
+    kind = result[0]
+    if kind == "ok":
+        return _unpack(result[1], current), bool(result[2])
+    if kind == "type":
+        return Returned(result[1]), bool(result[2])
+    if kind == "exc" and isinstance(result[1], CompactkitError):
+        raise result[1]
+    if kind == "error":
+        error = CompactkitError(result[2])
+        error.exit_code = int(result[3])
+        raise error
+    raise StrategyError(f"strategy {name!r} failed: {result[1]}: {result[2]}".splitlines()[0])
+
+
+def _status(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        return f"killed by signal {os.WTERMSIG(status)}"
+    return f"exit status {os.WEXITSTATUS(status)}"
+
+
+class Returned:
+    """Stands for a non-context value a strategy returned in the child (only its type travels)."""
+
+    def __init__(self, type_name: str) -> None:
+        self.type_name = type_name
