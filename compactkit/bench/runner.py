@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..defaults import DEFAULT_TRIGGER, default_pipeline
-from ..errors import BadInputError, CompactkitError, ConfigError
+from ..errors import BadInputError, CompactkitError, ConfigError, redact
 from ..formats.base import read_document
 from ..io import load_document, pick, split_address
 from ..pipeline import Pipeline, build_pipeline
@@ -46,7 +46,7 @@ def parse_pipeline(text: str, defaults: Sequence[str] | None = None) -> Pipeline
     parts = tuple(p for p in re.split(r"\s*\+\s*|\s+", text) if p)
     if not parts:
         raise ConfigError(f"empty pipeline {text!r}")
-    return PipelineSpec(" + ".join(parts), parts)
+    return PipelineSpec(redact(" + ".join(parts)), parts)
 
 
 def read_pipeline_file(path: str) -> list[PipelineSpec]:
@@ -93,8 +93,6 @@ class Job:
     profiles: list[str]
     trigger: int
     tokenizer: str
-    timeout: float | None = None
-    """Seconds each plugin strategy may run (`Pipeline(timeout=)`); None: no limit."""
 
 
 @dataclass
@@ -106,12 +104,8 @@ class JobResult:
     """The error's exit code (2 bad input, 3 a strategy or plugin failed), 0 without error."""
 
 
-def _pipeline(
-    spec: PipelineSpec, registry: Registry, tokenizer: str, timeout: float | None = None
-) -> Pipeline:
-    pipeline = build_pipeline(
-        list(spec.strategies), registry=registry, tokenizer=tokenizer, timeout=timeout
-    )
+def _pipeline(spec: PipelineSpec, registry: Registry, tokenizer: str) -> Pipeline:
+    pipeline = build_pipeline(list(spec.strategies), registry=registry, tokenizer=tokenizer)
     pipeline.title = spec.name
     return pipeline
 
@@ -130,7 +124,7 @@ def run_job(job: Job, registry: Registry | None = None) -> JobResult:
                 (file if len(contexts) == 1 else f"{file}#{n}", c) for n, c in enumerate(contexts)
             ]
         )
-        pipelines = [_pipeline(s, registry, job.tokenizer, job.timeout) for s in job.specs]
+        pipelines = [_pipeline(s, registry, job.tokenizer) for s in job.specs]
         profiles = [get_profile(p) for p in job.profiles]
         counter = TokenCounter(registry.tokenizers.get(job.tokenizer))
         scorers = [scorer for _, scorer in registry.scorers.items()]
@@ -165,12 +159,8 @@ def run_bench(
     workers: int = 1,
     registry: Registry | None = None,
     progress: Callable[[JobResult], None] | None = None,
-    timeout: float | None = None,
 ) -> dict[str, Any]:
-    """Run the benchmark and return the versioned JSON report.
-
-    `timeout`: seconds each plugin strategy may run on one conversation before it is stopped and
-    the session's row fails (see `Pipeline`); None or 0, no limit."""
+    """Run the benchmark and return the versioned JSON report."""
     for name in profiles:
         get_profile(name)
     names = [s.name for s in specs]
@@ -180,7 +170,7 @@ def run_bench(
     for spec in specs:  # fail fast on unknown strategies or bad options
         _pipeline(spec, registry, tokenizer)
     jobs = [
-        Job(a, list(specs), mode, list(profiles), trigger, tokenizer, timeout or None)
+        Job(a, list(specs), mode, list(profiles), trigger, tokenizer)
         for a in collect_sessions(paths)
     ]
     results: list[JobResult] = []
@@ -271,7 +261,8 @@ def build_report(
             if worst
             else None
         )
-        pipelines.append({"name": spec.name, "strategies": list(spec.strategies), "totals": totals})
+        strategies = [redact(s) for s in spec.strategies]
+        pipelines.append({"name": spec.name, "strategies": strategies, "totals": totals})
     return {
         "schema": BENCH_SCHEMA,
         "mode": mode,
