@@ -19,10 +19,9 @@ from ._options import (
     parse_pipelines,
     pipeline_option,
     tokenizer_option,
-    timeout_option,
     workers_option,
 )
-from ._output import emit
+from ._output import Outputs
 
 
 @command(exit_codes="0 ok (sessions that do not load are listed); 2 bad option or pipeline")
@@ -56,7 +55,6 @@ from ._output import emit
 @click.option("--markdown", "md_out", default=None, metavar="FILE|-", help="Write markdown.")
 @click.option("--html", "html_out", default=None, metavar="FILE|-", help="Write an HTML page.")
 @workers_option
-@timeout_option
 @tokenizer_option
 @click.pass_obj
 def bench(
@@ -70,7 +68,6 @@ def bench(
     md_out: str | None,
     html_out: str | None,
     workers: int,
-    timeout: float,
     tokenizer: str,
 ) -> None:
     """Measure pipelines on sessions: tokens, cache-adjusted cost, retention, speed.
@@ -85,9 +82,11 @@ def bench(
           --json bench.json --markdown bench.md
     """
     from ..bench.report import render_html, render_markdown, render_terminal
-    from ..bench.runner import run_bench
+    from ..bench.runner import collect_sessions, run_bench
 
     check_one_stdout(json=json_out, markdown=md_out, html=html_out)
+    reads = [*paths, *collect_sessions(paths)]
+    outputs = Outputs(reads, json=json_out, markdown=md_out, html=html_out)
     progress = _BenchProgress(len(paths))
     report = run_bench(
         paths,
@@ -99,15 +98,15 @@ def bench(
         workers=workers,
         registry=state.registry,
         progress=progress,
-        timeout=timeout,
     )
     progress.close()
-    if json_out:
-        emit(report, json_out, lines=True)
-    if md_out:
-        emit(render_markdown(report), md_out)
-    if html_out:
-        emit(render_html(report), html_out)
+    with outputs:
+        if json_out:
+            outputs.emit(report, json_out, lines=True)
+        if md_out:
+            outputs.emit(render_markdown(report), md_out)
+        if html_out:
+            outputs.emit(render_html(report), html_out)
     table_to_stderr = STDIO in (json_out, md_out, html_out)
     with contextlib.redirect_stdout(sys.stderr) if table_to_stderr else contextlib.nullcontext():
         render_terminal(report)
