@@ -91,3 +91,16 @@ class StrategyError(CompactkitError):
     """A strategy raised while compacting; the caller's context is untouched."""
 
     exit_code = EXIT_PLUGIN
+
+
+class RecoveryError(BadInputError):
+    """A recovery-store or stash entry that is not what its etag names: tampered, from another
+    context, not JSON, or not the shape its marker needs. Never restored."""
+
+    def __init__(self, etag: str, what: str, *, path: str | None = None) -> None:
+        self.etag = etag
+        super().__init__(f"recovery entry {etag}: {what}", path=path)
+
+
+class StrategyTimeout(StrategyError):
+    """A strategy ran longer than its timeout and was stopped; the caller's context is untouched."""
