@@ -1,14 +1,42 @@
 """Every error compactkit raises, in one tree, each with the exit code the CLI uses for it.
 
-Exit codes: 0 ok; 1 budget exceeded or regression; 2 bad input, usage or configuration;
-3 a plugin failed to load or a strategy broke its contract.
+Exit codes: 0 ok; 1 budget exceeded or regression; 2 bad input, usage, configuration or an OS
+error on the user's path; 3 a plugin failed to load or a strategy broke its contract;
+130 interrupted (Ctrl-C), 143 terminated (SIGTERM).
+
+`redact` is the one place secrets are masked: every error line, strategy label and report goes
+through it.
 """
 
 from __future__ import annotations
 
+import re
+
 EXIT_BUDGET = 1
 EXIT_BAD_INPUT = 2
 EXIT_PLUGIN = 3
+EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
+
+_KEYISH = re.compile(r"\b(sk|key|api)[-_][A-Za-z0-9_\-]{8,}")
+_URL_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)[^/\s@?#]+@")
+_QUERY_SECRET = re.compile(
+    r"(?i)(?P<key>[?&;](?:[a-z0-9_\-]*(?:key|token|secret|password|passwd|pwd|auth|sig|signature)"
+    r"[a-z0-9_\-]*)=)(?:(?!,\w+=)[^&#;\s])+"
+)
+
+
+def redact(text: str, *secrets: str) -> str:
+    """`text` on one line, with every secret masked: the ones given, anything shaped like an API
+    key, the user and password of a URL (`http://user:pass@host` -> `http://***@host`) and
+    credential-like query parameters (`?api_key=...`, `&token=...`)."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "***")
+    text = _URL_USERINFO.sub(r"\g<scheme>***@", text)
+    text = _QUERY_SECRET.sub(r"\g<key>***", text)
+    text = _KEYISH.sub("***", text)
+    return " ".join(text.split())
 
 
 class CompactkitError(Exception):
@@ -63,6 +91,7 @@ class StrategyError(CompactkitError):
     """A strategy raised while compacting; the caller's context is untouched."""
 
     exit_code = EXIT_PLUGIN
+
 
 class RecoveryError(BadInputError):
     """A recovery-store or stash entry that is not what its etag names: tampered, from another

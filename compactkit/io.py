@@ -5,8 +5,10 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import signal
 import tempfile
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from .context import AgentContext
@@ -21,8 +23,16 @@ _ADDRESS = re.compile(r"^(?P<path>.+)#(?P<index>-?\d+)$")
 def split_address(address: str | Path) -> tuple[str, int | None]:
     """`"FILE#N"` -> ("FILE", N); a plain path (or one whose file really ends in #N) -> (path, None)."""
     text = str(address)
+    if Path(text).exists():
+        return text, None
     match = _ADDRESS.match(text)
-    if match is None or Path(text).exists():
+    if match is None:
+        file, hash, suffix = text.rpartition("#")
+        if hash and file and (file == "-" or Path(file).is_file()):
+            raise BadInputError(
+                f"FILE#N selects the N-th conversation (0-based) of FILE; got '#{suffix}'",
+                path=file,
+            )
         return text, None
     return match.group("path"), int(match.group("index"))
 
@@ -147,8 +157,11 @@ def export(
     return Export(text=fmt.dump(items), notes=ExportNotes())
 
 
-def write_atomic(path: str | Path, text: str) -> None:
-    """Write `text` to `path` so that readers see the old file or the new one, never a mix."""
+def stage_file(path: str | Path, text: str) -> str:
+    """Write `text` to a new temporary file beside `path` (same folder, so a rename replaces
+    `path` atomically) with the mode of the file it will replace; return the temporary name.
+    `text` may be a function that writes the file to the handle it is given (streamed, for
+    output too large to hold as one string)."""
     target = Path(path)
     directory = target.parent if str(target.parent) else Path(".")
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
@@ -161,14 +174,84 @@ def write_atomic(path: str | Path, text: str) -> None:
             mode = 0o666 & ~umask
         os.chmod(tmp, mode)
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
+            if callable(text):
+                text(handle)
+            else:
+                handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+    return tmp
+
+
+def write_atomic(path: str | Path, text: str) -> None:
+    """Write `text` to `path` so that readers see the old file or the new one, never a mix."""
+    with OutputSet() as outputs:
+        outputs.add(path, text)
+
+
+class OutputSet:
+    """Files written together: `add` stages each in a temporary file beside its target,
+    `commit` renames them all once every one is staged, `discard` removes the temporary files.
+    As a context manager it commits when the block ends normally and discards on any exception
+    (an interrupt too), so a failure leaves the old files and no partial set.
+
+    A rename that fails during `commit` raises `OSError` whose `filename` is the target (never
+    the temporary name); the files not yet renamed are discarded."""
+
+    def __init__(self) -> None:
+        self._staged: list[tuple[str, Path]] = []
+
+    def add(self, path: str | Path, text: str) -> None:
+        self._staged.append((stage_file(path, text), Path(path)))
+
+    def commit(self) -> None:
+        with _signals_held():
+            try:
+                while self._staged:
+                    tmp, target = self._staged[0]
+                    try:
+                        os.replace(tmp, target)
+                    except OSError as exc:
+                        raise OSError(exc.errno, exc.strerror, str(target)) from None
+                    self._staged.pop(0)
+            finally:
+                self.discard()
+
+    def discard(self) -> None:
+        staged, self._staged = self._staged, []
+        for tmp, _ in staged:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+
+    def __enter__(self) -> OutputSet:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        if kind is None:
+            self.commit()
+        else:
+            self.discard()
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM held back (delivered right after) while a set of files is renamed, so
+    an interrupt cannot leave half of it; a no-op off the main thread or without signal masks."""
+    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not (
+        threading.main_thread()
+    ):
+        yield
+        return
+    held = {signal.SIGINT, signal.SIGTERM}
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def dump(

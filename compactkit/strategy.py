@@ -9,7 +9,7 @@ from typing import Any, ClassVar, TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .context import AgentContext
-from .errors import ConfigError
+from .errors import ConfigError, redact
 
 
 class StrategyOptions(BaseModel):
@@ -52,7 +52,7 @@ class Strategy:
         changed = self.options.model_dump(exclude_defaults=True)
         if not changed:
             return self.name
-        return f"{self.name}:" + ",".join(f"{k}={v}" for k, v in sorted(changed.items()))
+        return redact(f"{self.name}:" + ",".join(f"{k}={v}" for k, v in sorted(changed.items())))
 
     def __repr__(self) -> str:
         return f"<Strategy {self.label}>"

@@ -2,24 +2,43 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import inspect
+import os
+import signal
 import sys
+import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from types import FrameType
 from typing import Any, NoReturn, TypeVar
 
 import click
 
-from ..errors import EXIT_PLUGIN, CompactkitError
+from ..errors import (
+    EXIT_BAD_INPUT,
+    EXIT_INTERRUPTED,
+    EXIT_PLUGIN,
+    EXIT_TERMINATED,
+    CompactkitError,
+    redact,
+)
 from ..registry import Registry
 from ..tokens import TokenCounter
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 EXIT_CODES = (
-    "0 ok; 1 budget exceeded or regression; 2 bad input, usage or configuration; "
-    "3 a plugin failed to load or a strategy broke its contract"
+    "0 ok; 1 budget exceeded or regression; 2 bad input, usage, configuration or an OS error on "
+    "a path given; 3 a plugin failed to load or a strategy broke its contract; 130 interrupted "
+    "(Ctrl-C); 143 terminated (SIGTERM)"
 )
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised in the main thread so that cleanup (temporary files) runs on the way out.
+    A `BaseException`, like `KeyboardInterrupt`, so no `except Exception` swallows it."""
 
 
 class State:
@@ -50,19 +69,80 @@ class State:
 
 
 def fail(exc: BaseException, debug: bool) -> NoReturn:
-    """Print one line (plus the traceback under --debug) and exit with the error's code."""
+    """Print one line (plus the traceback under --debug) and exit with the error's code.
+
+    Every line goes through `redact`: no API key or URL credential is ever printed."""
     if debug:
         traceback.print_exception(exc)
     if isinstance(exc, CompactkitError):
-        click.echo(f"compactkit: error: {exc}", err=True)
+        _error(str(exc))
         sys.exit(exc.exit_code)
+    if isinstance(exc, OSError) and exc.strerror:  # an OS error on a path the user gave
+        where = f"{exc.filename}: " if exc.filename else ""
+        _error(f"{where}{exc.strerror}")
+        sys.exit(EXIT_BAD_INPUT)
     text = str(exc).splitlines()[0] if str(exc) else ""
     click.echo(
-        f"compactkit: unexpected error: {type(exc).__name__}: {text} "
-        "(run with --debug for the traceback)",
+        redact(
+            f"compactkit: unexpected error: {type(exc).__name__}: {text} "
+            "(run with --debug for the traceback)"
+        ),
         err=True,
     )
     sys.exit(EXIT_PLUGIN)
+
+
+def _error(line: str) -> None:
+    click.echo(f"compactkit: error: {redact(line)}", err=True)
+
+
+def interrupted(exc: BaseException) -> NoReturn:
+    """Ctrl-C (exit 130) or SIGTERM (exit 143): one line, after cleanup has run."""
+    if isinstance(exc, Terminated):
+        click.echo("compactkit: terminated", err=True)
+        sys.exit(EXIT_TERMINATED)
+    click.echo("compactkit: interrupted", err=True)
+    sys.exit(EXIT_INTERRUPTED)
+
+
+def usage_line(exc: click.ClickException) -> str:
+    """A click usage error as one line: the message and where help is."""
+    text = " ".join(exc.format_message().split())
+    ctx = getattr(exc, "ctx", None)
+    if isinstance(exc, click.UsageError) and ctx is not None:
+        text = f"{text} (see '{ctx.command_path} --help')"
+    return text
+
+
+def _quiet_broken_pipe() -> NoReturn:
+    """stdout's reader went away (`| head`): stop quietly, with nothing left to flush."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(0)
+
+
+@contextlib.contextmanager
+def _sigterm_raises() -> Iterator[None]:
+    """While the CLI runs, SIGTERM raises `Terminated` in the main thread (worker processes it
+    forks keep the default action)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pid = os.getpid()
+
+    def handler(signum: int, _frame: FrameType | None) -> None:
+        if os.getpid() != pid:  # a forked worker: die as SIGTERM says
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 class CompactkitGroup(click.Group):
@@ -88,9 +168,51 @@ class CompactkitGroup(click.Group):
             return super().invoke(ctx)
         except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit):
             raise
+        except (KeyboardInterrupt, Terminated) as exc:
+            interrupted(exc)
         except Exception as exc:
+            if _is_broken_pipe(exc):
+                _quiet_broken_pipe()
             state = ctx.find_object(State)
             fail(exc, bool(state and state.debug))
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        """click's `main`, with every way out one line and its documented exit code: usage
+        errors, Ctrl-C (130), SIGTERM (143, temporary files removed), a closed stdout (quiet)."""
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, **extra)
+        with _sigterm_raises():
+            try:
+                code = super().main(args, prog_name, complete_var, False, **extra)
+                sys.stdout.flush()
+            except click.exceptions.NoArgsIsHelpError as exc:
+                exc.show()
+                sys.exit(exc.exit_code)
+            except click.ClickException as exc:
+                _error(usage_line(exc))
+                sys.exit(exc.exit_code)
+            except click.Abort:
+                interrupted(KeyboardInterrupt())
+            except (KeyboardInterrupt, Terminated) as exc:
+                interrupted(exc)
+            except OSError as exc:
+                if not _is_broken_pipe(exc):
+                    raise
+                _quiet_broken_pipe()
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+def _is_broken_pipe(exc: BaseException) -> bool:
+    return isinstance(exc, BrokenPipeError) or (
+        isinstance(exc, OSError) and exc.errno == errno.EPIPE
+    )
 
 
 def _set_debug(ctx: click.Context, _param: click.Parameter, value: bool) -> None:

@@ -10,13 +10,11 @@ from typing import Any
 import click
 
 from ..defaults import DEFAULT_TRIGGER, default_pipeline
-from ..errors import EXIT_PLUGIN, BadInputError
 from ._app import State, command
 from ._options import (
     SPEC_HELP,
     STDIO,
     check_one_stdout,
-    executor_option,
     json_file_option,
     parse_pipelines,
     pipeline_option,
@@ -24,14 +22,10 @@ from ._options import (
     tokenizer_option,
     workers_option,
 )
-from ._output import emit, say
+from ._output import Outputs
 
 
-@command(
-    exit_codes="0 ok (sessions that do not load are listed); 2 bad option or pipeline, an "
-    "unknown tokenizer, or no session loaded; 3 a strategy or plugin failed on a session (its "
-    "row is marked failed)"
-)
+@command(exit_codes="0 ok (sessions that do not load are listed); 2 bad option or pipeline")
 @click.argument("paths", nargs=-1, required=True)
 @pipeline_option(
     help="A pipeline to compare; repeat to compare several ('none' is always included). "
@@ -62,9 +56,8 @@ from ._output import emit, say
 @click.option("--markdown", "md_out", default=None, metavar="FILE|-", help="Write markdown.")
 @click.option("--html", "html_out", default=None, metavar="FILE|-", help="Write an HTML page.")
 @workers_option
-@executor_option
-@timeout_option
 @tokenizer_option
+@timeout_option
 @click.pass_obj
 def bench(
     state: State,
@@ -77,9 +70,7 @@ def bench(
     md_out: str | None,
     html_out: str | None,
     workers: int,
-    executor: str,
     timeout: float,
-    ray_address: str | None,
     tokenizer: str,
 ) -> None:
     """Measure pipelines on sessions: tokens, cache-adjusted cost, retention, speed.
@@ -92,12 +83,13 @@ def bench(
     Example:
       compactkit bench examples/sessions -s default -s observation-mask+sliding-window \\
           --json bench.json --markdown bench.md
-      compactkit bench corpus/ --executor ray --workers 8
     """
     from ..bench.report import render_html, render_markdown, render_terminal
-    from ..bench.runner import nothing_loaded, plugin_failure, run_bench
+    from ..bench.runner import collect_sessions, run_bench
 
     check_one_stdout(json=json_out, markdown=md_out, html=html_out)
+    reads = [*paths, *collect_sessions(paths)]
+    outputs = Outputs(reads, json=json_out, markdown=md_out, html=html_out)
     progress = _BenchProgress(len(paths))
     report = run_bench(
         paths,
@@ -107,29 +99,21 @@ def bench(
         trigger=trigger,
         tokenizer=tokenizer,
         workers=workers,
-        executor=executor,
-        ray_address=ray_address,
         registry=state.registry,
         progress=progress,
         timeout=timeout,
     )
     progress.close()
-    nothing = nothing_loaded(report, paths)
-    if nothing:
-        raise BadInputError(nothing)
-    if json_out:
-        emit(report, json_out, lines=True)
-    if md_out:
-        emit(render_markdown(report), md_out)
-    if html_out:
-        emit(render_html(report), html_out)
+    with outputs:
+        if json_out:
+            outputs.emit(report, json_out, lines=True)
+        if md_out:
+            outputs.emit(render_markdown(report), md_out)
+        if html_out:
+            outputs.emit(render_html(report), html_out)
     table_to_stderr = STDIO in (json_out, md_out, html_out)
     with contextlib.redirect_stdout(sys.stderr) if table_to_stderr else contextlib.nullcontext():
         render_terminal(report)
-    failure = plugin_failure(report)
-    if failure:
-        say(f"compactkit: error: {failure}", err=True)
-        sys.exit(EXIT_PLUGIN)
 
 
 class _BenchProgress:

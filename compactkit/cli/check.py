@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
 from ._app import State, command
-from ._options import (
-    STDIO,
-    check_one_stdout,
-    executor_option,
-    json_file_option,
-    timeout_option,
-    workers_option,
-)
-from ._output import emit, say
+from ._options import STDIO, check_one_stdout, json_file_option, timeout_option, workers_option
+from ._output import Outputs, say
 
 
 @command(
@@ -50,7 +45,6 @@ from ._output import emit, say
 )
 @click.option("--junit", "junit_out", default=None, metavar="FILE|-", help="Write JUnit XML.")
 @workers_option
-@executor_option
 @timeout_option
 @click.pass_obj
 def check(
@@ -62,8 +56,6 @@ def check(
     md_out: str | None,
     junit_out: str | None,
     workers: int,
-    executor: str,
-    ray_address: str | None,
     timeout: float,
 ) -> None:
     """Gate a change on token budgets, savings, cost, retention and regressions.
@@ -76,7 +68,6 @@ def check(
     Example:
       compactkit check
       compactkit check --markdown report.md --junit junit.xml --workers 2
-      compactkit check --executor ray --ray-address ray://head:10001
       compactkit check --update-baseline
     """
     from rich.console import Console
@@ -93,23 +84,20 @@ def check(
     check_one_stdout(json=json_out, markdown=md_out, junit=junit_out)
     file = load_config(config_path)
     baseline_file = Path(baseline_path) if baseline_path else file.default_baseline
+    reads = [str(file.path), str(baseline_file), *_sessions(file)]
+    outputs = Outputs(reads, json=json_out, markdown=md_out, junit=junit_out)
     baseline = read_baseline(baseline_file)
     run = run_checks(
-        file,
-        baseline=baseline,
-        workers=workers,
-        executor=executor,
-        ray_address=ray_address,
-        registry=state.registry,
-        timeout=timeout,
+        file, baseline=baseline, workers=workers, registry=state.registry, timeout=timeout
     )
     run.baseline_path = baseline_file if baseline is not None or update_baseline else None
-    if json_out:
-        emit(render_json(run), json_out)
-    if md_out:
-        emit(render_markdown(run), md_out)
-    if junit_out:
-        emit(render_junit(run), junit_out)
+    with outputs:
+        if json_out:
+            outputs.emit(render_json(run), json_out)
+        if md_out:
+            outputs.emit(render_markdown(run), md_out)
+        if junit_out:
+            outputs.emit(render_junit(run), junit_out)
     to_stderr = STDIO in (json_out, md_out, junit_out)
     console = Console(
         file=sys.stderr if to_stderr else sys.stdout,
@@ -141,3 +129,16 @@ def check(
     say(summary_line(run), err=True)
     if run.exit_code:
         sys.exit(run.exit_code)
+
+
+def _sessions(file: Any) -> list[str]:
+    """Every session the checks read (an output must not name one); a pattern that matches
+    nothing is reported by the run itself."""
+    from ..check.config import expand_sessions
+    from ..errors import ConfigError
+
+    out: list[str] = []
+    for check in file.checks:
+        with contextlib.suppress(ConfigError):
+            out.extend(expand_sessions(check, file.root))
+    return out

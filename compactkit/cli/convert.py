@@ -9,8 +9,8 @@ from ..formats.export import PENDING_CHOICES, Pending, ProviderWriter, WriterOpt
 from ..io import render
 from ._app import State, command
 from ._input import check_one_stdin, load, load_single, read_stash_text
-from ._options import format_option, output_option, stash_option, to_option
-from ._output import emit, say
+from ._options import STDIO, format_option, output_option, stash_option, to_option
+from ._output import Outputs, say
 
 
 @command(exit_codes="0 ok; 2 bad input or a format that cannot be written; 3 a plugin failed")
@@ -51,19 +51,20 @@ def convert(
     Example:
       compactkit convert session.jsonl --to openai-chat --request -o request.json
     """
-    _, contexts = load(state, file, format_)
-    writer = state.registry.formats.get(to)
-    if isinstance(writer, ProviderWriter):
-        result = writer.export(contexts, WriterOptions(request=request, pending=pending))
-        text = result.text
-        warning = result.warning(writer.name)
-        if warning:
-            say(f"warning: {warning}", err=True)
-    elif request or pending is not None:
-        raise ConfigError(f"--request and --pending apply to provider formats, not {to!r}")
-    else:
-        text = render(contexts, to, state.registry)
-    emit(text, output)
+    with Outputs([file], output=output) as outputs:
+        _, contexts = load(state, file, format_)
+        writer = state.registry.formats.get(to)
+        if isinstance(writer, ProviderWriter):
+            result = writer.export(contexts, WriterOptions(request=request, pending=pending))
+            text = result.text
+            warning = result.warning(writer.name)
+            if warning:
+                say(f"warning: {warning}", err=True)
+        elif request or pending is not None:
+            raise ConfigError(f"--request and --pending apply to provider formats, not {to!r}")
+        else:
+            text = render(contexts, to, state.registry)
+        outputs.emit(text, output)
 
 
 @command(exit_codes="0 ok; 2 bad input, or markers that cannot be restored without the stash")
@@ -84,6 +85,7 @@ def expand(state: State, file: str, stash: str | None, to: str, output: str | No
     from ..recovery import read_stash, unrecoverable
 
     check_one_stdin(file, stash)
+    outputs = Outputs([file, stash or STDIO], output=output)
     ctx = load_single(state, file)
     entries = read_stash(read_stash_text(stash), stash) if stash else {}
     missing = unrecoverable(ctx, entries)
@@ -93,4 +95,5 @@ def expand(state: State, file: str, stash: str | None, to: str, output: str | No
             path=file,
             hint="pass the --stash file written when it was compacted",
         )
-    emit(render(expand_context(ctx, entries), to, state.registry), output)
+    with outputs:
+        outputs.emit(render(expand_context(ctx, entries), to, state.registry), output)

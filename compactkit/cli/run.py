@@ -23,11 +23,11 @@ from ._options import (
     output_option,
     pipeline_option,
     stash_option,
-    to_option,
     timeout_option,
+    to_option,
     tokenizer_option,
 )
-from ._output import emit, say
+from ._output import Outputs, say
 
 
 @command(
@@ -85,24 +85,26 @@ def run(
 
     check_one_stdout(output=output or STDIO, stash=stash, json=json_out)
     check_one_stdin(file)
-    ctx = load_single(state, file, format_)
-    if not state.registry.formats.get(to).can_write:
-        raise ConfigError(f"format {to!r} cannot be written")
-    steps = one_pipeline(specs, default_pipeline(budget)) if specs else default_pipeline(budget)
-    pipeline = build_pipeline(
-        steps, budget=budget, registry=state.registry, tokenizer=tokenizer, timeout=timeout
-    )
-    stats = StatsRecorder()
-    pipeline.subscribe(stats)
-    pipeline.subscribe(ProgressDisplay())
-    result = pipeline.run(ctx, state.counter(tokenizer))
-    emit(render(_stashed(result.context, stash, to), to, state.registry), output)
-    over = result.tokens_after - budget if budget is not None else 0
-    if json_out:
-        report = stats.report()
-        report.update({"input": file, "budget": budget, "output": output, "format": to})
-        report["over_budget"] = max(over, 0)
-        emit(report, json_out)
+    with Outputs([file], output=output, stash=stash, json=json_out) as outputs:
+        ctx = load_single(state, file, format_)
+        if not state.registry.formats.get(to).can_write:
+            raise ConfigError(f"format {to!r} cannot be written")
+        steps = one_pipeline(specs, default_pipeline(budget)) if specs else default_pipeline(budget)
+        pipeline = build_pipeline(
+            steps, budget=budget, registry=state.registry, tokenizer=tokenizer, timeout=timeout
+        )
+        stats = StatsRecorder()
+        pipeline.subscribe(stats)
+        pipeline.subscribe(ProgressDisplay())
+        result = pipeline.run(ctx, state.counter(tokenizer))
+        context = _stashed(result.context, stash, to, outputs)
+        outputs.emit(render(context, to, state.registry), output)
+        over = result.tokens_after - budget if budget is not None else 0
+        if json_out:
+            report = stats.report()
+            report.update({"input": file, "budget": budget, "output": output, "format": to})
+            report["over_budget"] = max(over, 0)
+            outputs.emit(report, json_out)
     to_stderr = output in (None, STDIO) or json_out == STDIO
     print_summary(stats, result.tokens_before, result.tokens_after, explain, to_stderr)
     if budget is not None and over > 0:
@@ -114,14 +116,14 @@ def run(
         sys.exit(EXIT_BUDGET)
 
 
-def _stashed(ctx: Any, stash: str | None, to: str) -> Any:
+def _stashed(ctx: Any, stash: str | None, to: str, outputs: Outputs) -> Any:
     """The context to write: its recovery store moved to `stash` when one is given, else kept
     (with a warning when the target format cannot carry it)."""
     from ..recovery import split_stash, stash_json
 
     if stash:
         out, entries = split_stash(ctx)
-        emit(stash_json(entries), stash)
+        outputs.emit(stash_json(entries), stash)
         return out
     if ctx.recovery and to != "compactkit":
         say(

@@ -14,7 +14,7 @@ from ..context import (
     OmittedBlock,
     SummaryBlock,
 )
-from ..errors import CompactkitError, ConfigError, PluginError, StrategyError
+from ..errors import CompactkitError, ConfigError, PluginError, StrategyError, redact
 from ..recovery import flatten, message_marker, payload_etag, prune, put
 from ..strategy import Strategy
 from ..summarize.base import (
@@ -23,7 +23,6 @@ from ..summarize.base import (
     Summarizer,
     SummaryRequest,
     clip_tokens,
-    redact,
 )
 from ..tokens import TokenCounter
 from ._common import (

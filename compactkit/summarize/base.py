@@ -11,7 +11,6 @@ summary cache, and the one-line error helpers that keep API keys out of every me
 from __future__ import annotations
 
 import os
-import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
@@ -21,7 +20,7 @@ from functools import cached_property
 from typing import Any, ClassVar
 
 from ..context import Message, canonical_json, etag_of
-from ..errors import ConfigError, StrategyError
+from ..errors import ConfigError, StrategyError, redact
 
 SUMMARY_SECTIONS = (
     "Task",
@@ -218,18 +217,6 @@ def import_sdk(module: str, extra: str, backend: str) -> Any:
             f"llm-summary backend {backend!r} needs the {module!r} package: "
             f"pip install 'compactkit[{extra}]'"
         ) from None
-
-
-_KEYISH = re.compile(r"\b(sk|key|api)[-_][A-Za-z0-9_\-]{8,}")
-
-
-def redact(text: str, *secrets: str) -> str:
-    """`text` on one line, with every secret (and anything shaped like an API key) masked."""
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "***")
-    text = _KEYISH.sub("***", text)
-    return " ".join(text.split())
 
 
 def failure(backend: str, what: str, hint: str, secret: str = "") -> StrategyError:
