@@ -5,20 +5,22 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..defaults import DEFAULT_TRIGGER, default_pipeline
-from ..errors import BadInputError, CompactkitError, ConfigError, redact
+from ..errors import EXIT_PLUGIN, BadInputError, CompactkitError, ConfigError, redact
 from ..formats.base import read_document
 from ..io import load_document, pick, split_address
 from ..pipeline import Pipeline, build_pipeline
-from ..registry import Registry, get_registry, init_worker
+from ..registry import Registry, get_registry
 from ..tokens import DEFAULT_TOKENIZER, TokenCounter
 from .pricing import get_profile
 from .replay import Mode, SessionResult, run_session
+
+if TYPE_CHECKING:
+    from .executors import Executor
 
 BENCH_SCHEMA = "compactkit.bench/1"
 SESSION_SUFFIXES = (".json", ".jsonl", ".traj")
@@ -97,13 +99,26 @@ class Job:
     """Seconds each plugin strategy may run (`Pipeline(timeout=)`); None: no limit."""
 
 
+@dataclass(frozen=True)
+class Failure:
+    """One pipeline that failed on one session (the other pipelines and sessions still ran)."""
+
+    session: str
+    pipeline: str
+    error: str
+    exit_code: int
+
+
 @dataclass
 class JobResult:
     address: str
     results: list[SessionResult] = field(default_factory=list)
     error: str | None = None
+    """Why the session file did not load (nothing of it ran), None when it did."""
     exit_code: int = 0
-    """The error's exit code (2 bad input, 3 a strategy or plugin failed), 0 without error."""
+    """The load error's exit code (2 bad input, 3 a plugin failed), 0 without error."""
+    failures: list[Failure] = field(default_factory=list)
+    """Pipelines that failed on one of the file's sessions."""
 
 
 def _pipeline(
@@ -116,8 +131,25 @@ def _pipeline(
     return pipeline
 
 
+def describe(exc: BaseException) -> str:
+    """`Type: first line of the message` (just `Type` without a message)."""
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
+def _failure(exc: Exception) -> tuple[str, int]:
+    """An error's one line and exit code; anything but a `CompactkitError` is a plugin failure."""
+    if isinstance(exc, CompactkitError):
+        return str(exc), exc.exit_code
+    return f"unexpected error: {describe(exc)}", EXIT_PLUGIN
+
+
 def run_job(job: Job, registry: Registry | None = None) -> JobResult:
-    """Every pipeline on every conversation of one session file (runs in a worker process)."""
+    """Every pipeline on every conversation of one session file (runs in a worker process).
+
+    Never raises for what a session or a plugin does: a file that does not load is the job's
+    `error`, a pipeline that fails on one session is one of its `failures`, and every other
+    pipeline and session still runs."""
     registry = registry or get_registry()
     out = JobResult(job.address)
     try:
@@ -134,23 +166,27 @@ def run_job(job: Job, registry: Registry | None = None) -> JobResult:
         profiles = [get_profile(p) for p in job.profiles]
         counter = TokenCounter(registry.tokenizers.get(job.tokenizer))
         scorers = [scorer for _, scorer in registry.scorers.items()]
-        for name, ctx in named:
-            for pipeline in pipelines:
-                out.results.append(
-                    run_session(
-                        name,
-                        ctx,
-                        pipeline,
-                        job.mode,
-                        counter,
-                        profiles,
-                        trigger=job.trigger,
-                        scorers=scorers,
-                    )
+    except Exception as exc:
+        out.error, out.exit_code = _failure(exc)
+        return out
+    for name, ctx in named:
+        for pipeline in pipelines:
+            try:
+                result = run_session(
+                    name,
+                    ctx,
+                    pipeline,
+                    job.mode,
+                    counter,
+                    profiles,
+                    trigger=job.trigger,
+                    scorers=scorers,
                 )
-    except CompactkitError as exc:
-        out.error = str(exc)
-        out.exit_code = exc.exit_code
+            except Exception as exc:
+                error, code = _failure(exc)
+                out.failures.append(Failure(name, pipeline.title, error, code))
+            else:
+                out.results.append(result)
     return out
 
 
@@ -163,6 +199,8 @@ def run_bench(
     trigger: int = 60_000,
     tokenizer: str = DEFAULT_TOKENIZER,
     workers: int = 1,
+    executor: str | Executor = "local",
+    ray_address: str | None = None,
     registry: Registry | None = None,
     progress: Callable[[JobResult], None] | None = None,
     timeout: float | None = None,
@@ -170,13 +208,21 @@ def run_bench(
     """Run the benchmark and return the versioned JSON report.
 
     `timeout`: seconds each plugin strategy may run on one conversation before it is stopped and
-    the session's row fails (see `Pipeline`); None or 0, no limit."""
+    the session's row fails (see `Pipeline`); None or 0, no limit.
+
+    `executor` is where session files run (`compactkit.bench.executors`): `local` (this process,
+    or `workers` processes), `ray` (Ray tasks on a local Ray of `workers` CPUs, or on the cluster
+    at `ray_address`), or an open executor shared by several calls. The report is the same to
+    the token and the cent whichever runs it; only the timings differ."""
+    from .executors import open_executor
+
     for name in profiles:
         get_profile(name)
     names = [s.name for s in specs]
     if "none" not in names:
         specs = [PipelineSpec("none", ()), *specs]
     registry = registry or get_registry()
+    registry.tokenizers.get(tokenizer)  # an unknown tokenizer is one usage error, not N failures
     for spec in specs:  # fail fast on unknown strategies or bad options
         _pipeline(spec, registry, tokenizer)
     jobs = [
@@ -184,21 +230,44 @@ def run_bench(
         for a in collect_sessions(paths)
     ]
     results: list[JobResult] = []
-    if workers > 1 and len(jobs) > 1:
-        with ProcessPoolExecutor(
-            max_workers=workers, initializer=init_worker, initargs=(registry.recipe,)
-        ) as pool:
-            for job_result in pool.map(run_job, jobs):
-                results.append(job_result)
-                if progress:
-                    progress(job_result)
-    else:
-        for job in jobs:
-            job_result = run_job(job, registry)
+    with open_executor(
+        executor, workers=workers, registry=registry, ray_address=ray_address
+    ) as runner:
+        for job_result in runner.map(jobs):
             results.append(job_result)
             if progress:
                 progress(job_result)
     return build_report(results, specs, mode, profiles, trigger, tokenizer)
+
+
+def nothing_loaded(report: dict[str, Any], paths: Sequence[str]) -> str | None:
+    """Why a bench measured nothing (no session file found, or none loaded); None when some
+    session loaded."""
+    if report["sessions"] or any(f.get("pipeline") for f in report["failed"]):
+        return None
+    failed = report["failed"]
+    if not failed:
+        suffixes = ", ".join(f"*{s}" for s in SESSION_SUFFIXES)
+        return f"no session file in {', '.join(paths)} (looked for {suffixes})"
+    if len(failed) == 1:
+        return f"no session loaded: {failed[0]['error']}"
+    return f"no session loaded: none of {len(failed)} files loaded; the first: {failed[0]['error']}"
+
+
+def plugin_failure(report: dict[str, Any]) -> str | None:
+    """One line for a bench where a strategy or plugin failed on some session (exit 3), None
+    when none did: sessions that do not load are listed in the report, not fatal."""
+    broken = [f for f in report["failed"] if f["exit_code"] == EXIT_PLUGIN]
+    if not broken:
+        return None
+    first = broken[0]
+    if first.get("pipeline"):
+        line = f"pipeline {first['pipeline']!r} failed on {first['path']}: {first['error']}"
+    elif first["error"].startswith(f"{first['path']}: "):
+        line = first["error"]
+    else:
+        line = f"{first['path']}: {first['error']}"
+    return line + (f" (and {len(broken) - 1} more)" if len(broken) > 1 else "")
 
 
 def _totals(rows: list[SessionResult], profiles: Sequence[str]) -> dict[str, Any]:
@@ -243,12 +312,15 @@ def build_report(
     by_pipeline: dict[str, list[SessionResult]] = {s.name: [] for s in specs}
     for r in rows:
         by_pipeline[r.pipeline].append(r)
+    failures = [f for jr in results for f in jr.failures]
     baseline = {r.session: r for r in by_pipeline.get("none", [])}
     pipelines = []
     for spec in specs:
         mine = by_pipeline[spec.name]
         totals = _totals(mine, profiles)
-        base = _totals(list(baseline.values()), profiles)
+        totals["failed"] = sum(f.pipeline == spec.name for f in failures)
+        # against no compaction on the same sessions: a failed session counts on neither side
+        base = _totals([baseline[r.session] for r in mine if r.session in baseline], profiles)
         key = "prompt_tokens" if mode != "oneshot" else "tokens_after"
         base_tokens = base[key] if mode != "oneshot" else base["tokens_before"]
         totals["savings"] = round(1 - totals[key] / base_tokens, 6) if base_tokens else 0.0
@@ -281,9 +353,16 @@ def build_report(
         "tokenizer": tokenizer,
         "pipelines": pipelines,
         "sessions": [r.as_json() for r in rows],
-        "failed": [
-            {"path": jr.address, "error": jr.error, "exit_code": jr.exit_code}
-            for jr in results
-            if jr.error
-        ],
+        "failed": [entry for jr in results for entry in _failed(jr)],
     }
+
+
+def _failed(job: JobResult) -> list[dict[str, Any]]:
+    """The report's `failed` entries of one file: the file when it did not load, else each
+    session a pipeline failed on (with the pipeline's name)."""
+    if job.error:
+        return [{"path": job.address, "error": job.error, "exit_code": job.exit_code}]
+    return [
+        {"path": f.session, "pipeline": f.pipeline, "error": f.error, "exit_code": f.exit_code}
+        for f in job.failures
+    ]

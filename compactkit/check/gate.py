@@ -2,7 +2,8 @@
 regression evaluated into rows a report prints.
 
 Checks that share a mode and budget run together: each session file is loaded once and every
-pipeline that some check asks of it runs on it, in one pool of worker processes.
+pipeline that some check asks of it runs on it, all on one executor (one pool of worker
+processes, or Ray tasks; `compactkit.bench.executors`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..bench.executors import Executor, open_executor
 from ..bench.runner import JobResult, PipelineSpec, run_bench
 from ..defaults import DEFAULT_TRIGGER, default_pipeline
 from ..errors import EXIT_BAD_INPUT, EXIT_BUDGET, EXIT_PLUGIN
@@ -167,11 +169,16 @@ def run_checks(
     *,
     baseline: Baseline | None = None,
     workers: int = 1,
+    executor: str = "local",
+    ray_address: str | None = None,
     registry: Registry | None = None,
     progress: Callable[[JobResult], None] | None = None,
     timeout: float | None = None,
 ) -> CheckRun:
-    """Measure every check of `file` and judge it against its limits and `baseline`. `timeout`:
+    """Measure every check of `file` and judge it against its limits and `baseline`.
+
+    Sessions run on one executor for the whole run (`executor` `local` with `workers`
+    processes, or `ray`, on the cluster at `ray_address` if given; see `run_bench`). `timeout`:
     seconds each plugin strategy may run (see `Pipeline`); None or 0, no limit."""
     import time
 
@@ -185,9 +192,12 @@ def run_checks(
         check = plan[0]
         groups.setdefault((check.mode, check.budget or DEFAULT_TRIGGER), []).append(plan)
     measured: dict[tuple[str, int, str, str], dict[str, Any]] = {}
-    failed: dict[tuple[str, int, str], tuple[str, int]] = {}
-    for (mode, trigger), members in groups.items():
-        _measure(mode, trigger, members, workers, registry, progress, measured, failed, timeout)
+    failed: dict[tuple[str, int, str, str], tuple[str, int]] = {}
+    with open_executor(
+        executor, workers=workers, registry=registry, ray_address=ray_address
+    ) as runner:
+        for (mode, trigger), members in groups.items():
+            _measure(mode, trigger, members, runner, registry, progress, measured, failed, timeout)
     results = []
     for check, strategies, addresses in plans:
         key = (check.mode, check.budget or DEFAULT_TRIGGER)
@@ -203,14 +213,15 @@ def _measure(
     mode: str,
     trigger: int,
     members: list[tuple[CheckConfig, list[str], list[str]]],
-    workers: int,
+    runner: Executor,
     registry: Registry,
     progress: Callable[[JobResult], None] | None,
     measured: dict[tuple[str, int, str, str], dict[str, Any]],
-    failed: dict[tuple[str, int, str], tuple[str, int]],
+    failed: dict[tuple[str, int, str, str], tuple[str, int]],
     timeout: float | None = None,
 ) -> None:
-    """Run one mode's checks: files needing the same pipelines in one `run_bench` call each."""
+    """Run one mode's checks: files needing the same pipelines in one `run_bench` call each.
+    `failed` is keyed by pipeline (`""` for a file that did not load) and session."""
     wanted: dict[str, dict[str, PipelineSpec]] = {}
     profiles: dict[str, None] = {}
     for check, strategies, addresses in members:
@@ -228,7 +239,7 @@ def _measure(
             mode="oneshot" if mode == "oneshot" else "persistent",
             profiles=tuple(profiles),
             trigger=trigger,
-            workers=workers,
+            executor=runner,
             registry=registry,
             progress=progress,
             timeout=timeout,
@@ -236,7 +247,7 @@ def _measure(
         for row in report["sessions"]:
             measured[(mode, trigger, row["pipeline"], row["session"])] = row
         for entry in report["failed"]:
-            failed[(mode, trigger, entry["path"])] = (
+            failed[(mode, trigger, entry.get("pipeline") or "", entry["path"])] = (
                 entry["error"],
                 entry.get("exit_code") or EXIT_BAD_INPUT,
             )
@@ -308,23 +319,30 @@ def _collect(
     pipeline: str,
     addresses: list[str],
     measured: dict[tuple[str, int, str, str], dict[str, Any]],
-    failed: dict[tuple[str, int, str], tuple[str, int]],
+    failed: dict[tuple[str, int, str, str], tuple[str, int]],
 ) -> None:
     mode, trigger = key
     by_file: dict[str, list[tuple[str, dict[str, Any]]]] = {}
     for (m, t, name, session), row in measured.items():
         if (m, t, name) == (mode, trigger, pipeline):
             by_file.setdefault(split_address(session)[0], []).append((session, row))
+    broke: dict[str, list[tuple[str, tuple[str, int]]]] = {}
+    for (m, t, name, session), error in failed.items():
+        if (m, t, name) == (mode, trigger, pipeline):  # the check's pipeline failed on a session
+            broke.setdefault(split_address(session)[0], []).append((session, error))
     for address in addresses:
-        if (mode, trigger, address) in failed:
-            result.errors[relative(address, root)] = failed[(mode, trigger, address)]
+        if (mode, trigger, "", address) in failed:
+            result.errors[relative(address, root)] = failed[(mode, trigger, "", address)]
             continue
         file, index = split_address(address)
-        rows = (
-            [(address, measured[(mode, trigger, pipeline, address)])]
-            if index is not None
-            else by_file.get(file, [])
-        )
+        for session, error in broke.get(file, []):
+            if index is None or session == address:
+                result.errors[relative(session, root)] = error
+        if index is None:
+            rows = by_file.get(file, [])
+        else:
+            key4 = (mode, trigger, pipeline, address)
+            rows = [(address, measured[key4])] if key4 in measured else []
         for session, row in rows:
             none = measured.get((mode, trigger, "none", session))
             result.sessions[relative(session, root)] = figures(row, none, mode)

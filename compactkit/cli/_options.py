@@ -139,6 +139,25 @@ def timeout_option(fn: F) -> F:
     )(fn)
 
 
+def executor_option(fn: F) -> F:
+    """`--executor local|ray` and `--ray-address ADDRESS`: where sessions run (the results are
+    identical; `compactkit.bench.executors`)."""
+    fn = click.option(
+        "--ray-address",
+        default=None,
+        metavar="ADDRESS",
+        help="With --executor ray: the Ray cluster to join (HOST:PORT or ray://HOST:10001); "
+        "default RAY_ADDRESS, else a local Ray of --workers CPUs.",
+    )(fn)
+    return click.option(
+        "--executor",
+        type=click.Choice(["local", "ray"]),
+        default="local",
+        show_default=True,
+        help="local: --workers processes here; ray: Ray tasks (pip install 'compactkit[ray]').",
+    )(fn)
+
+
 def output_option(fn: F) -> F:
     """`-o/--output PATH`: where the result goes (default and `-`: stdout), written atomically."""
     return click.option(

@@ -10,11 +10,13 @@ from typing import Any
 import click
 
 from ..defaults import DEFAULT_TRIGGER, default_pipeline
+from ..errors import EXIT_PLUGIN, BadInputError
 from ._app import State, command
 from ._options import (
     SPEC_HELP,
     STDIO,
     check_one_stdout,
+    executor_option,
     json_file_option,
     parse_pipelines,
     pipeline_option,
@@ -22,10 +24,14 @@ from ._options import (
     tokenizer_option,
     workers_option,
 )
-from ._output import Outputs
+from ._output import Outputs, say
 
 
-@command(exit_codes="0 ok (sessions that do not load are listed); 2 bad option or pipeline")
+@command(
+    exit_codes="0 ok (sessions that do not load are listed); 2 bad option or pipeline, an "
+    "unknown tokenizer, or no session loaded; 3 a strategy or plugin failed on a session (its "
+    "row is marked failed)"
+)
 @click.argument("paths", nargs=-1, required=True)
 @pipeline_option(
     help="A pipeline to compare; repeat to compare several ('none' is always included). "
@@ -56,8 +62,9 @@ from ._output import Outputs
 @click.option("--markdown", "md_out", default=None, metavar="FILE|-", help="Write markdown.")
 @click.option("--html", "html_out", default=None, metavar="FILE|-", help="Write an HTML page.")
 @workers_option
-@tokenizer_option
+@executor_option
 @timeout_option
+@tokenizer_option
 @click.pass_obj
 def bench(
     state: State,
@@ -70,7 +77,9 @@ def bench(
     md_out: str | None,
     html_out: str | None,
     workers: int,
+    executor: str,
     timeout: float,
+    ray_address: str | None,
     tokenizer: str,
 ) -> None:
     """Measure pipelines on sessions: tokens, cache-adjusted cost, retention, speed.
@@ -83,9 +92,10 @@ def bench(
     Example:
       compactkit bench examples/sessions -s default -s observation-mask+sliding-window \\
           --json bench.json --markdown bench.md
+      compactkit bench corpus/ --executor ray --workers 8
     """
     from ..bench.report import render_html, render_markdown, render_terminal
-    from ..bench.runner import collect_sessions, run_bench
+    from ..bench.runner import collect_sessions, nothing_loaded, plugin_failure, run_bench
 
     check_one_stdout(json=json_out, markdown=md_out, html=html_out)
     reads = [*paths, *collect_sessions(paths)]
@@ -99,11 +109,16 @@ def bench(
         trigger=trigger,
         tokenizer=tokenizer,
         workers=workers,
+        executor=executor,
+        ray_address=ray_address,
         registry=state.registry,
         progress=progress,
         timeout=timeout,
     )
     progress.close()
+    nothing = nothing_loaded(report, paths)
+    if nothing:
+        raise BadInputError(nothing)
     with outputs:
         if json_out:
             outputs.emit(report, json_out, lines=True)
@@ -114,6 +129,10 @@ def bench(
     table_to_stderr = STDIO in (json_out, md_out, html_out)
     with contextlib.redirect_stdout(sys.stderr) if table_to_stderr else contextlib.nullcontext():
         render_terminal(report)
+    failure = plugin_failure(report)
+    if failure:
+        say(f"compactkit: error: {failure}", err=True)
+        sys.exit(EXIT_PLUGIN)
 
 
 class _BenchProgress:

@@ -10,7 +10,14 @@ from typing import Any
 import click
 
 from ._app import State, command
-from ._options import STDIO, check_one_stdout, json_file_option, timeout_option, workers_option
+from ._options import (
+    STDIO,
+    check_one_stdout,
+    executor_option,
+    json_file_option,
+    timeout_option,
+    workers_option,
+)
 from ._output import Outputs, say
 
 
@@ -45,6 +52,7 @@ from ._output import Outputs, say
 )
 @click.option("--junit", "junit_out", default=None, metavar="FILE|-", help="Write JUnit XML.")
 @workers_option
+@executor_option
 @timeout_option
 @click.pass_obj
 def check(
@@ -56,6 +64,8 @@ def check(
     md_out: str | None,
     junit_out: str | None,
     workers: int,
+    executor: str,
+    ray_address: str | None,
     timeout: float,
 ) -> None:
     """Gate a change on token budgets, savings, cost, retention and regressions.
@@ -68,6 +78,7 @@ def check(
     Example:
       compactkit check
       compactkit check --markdown report.md --junit junit.xml --workers 2
+      compactkit check --executor ray --ray-address ray://head:10001
       compactkit check --update-baseline
     """
     from rich.console import Console
@@ -88,7 +99,13 @@ def check(
     outputs = Outputs(reads, json=json_out, markdown=md_out, junit=junit_out)
     baseline = read_baseline(baseline_file)
     run = run_checks(
-        file, baseline=baseline, workers=workers, registry=state.registry, timeout=timeout
+        file,
+        baseline=baseline,
+        workers=workers,
+        executor=executor,
+        ray_address=ray_address,
+        registry=state.registry,
+        timeout=timeout,
     )
     run.baseline_path = baseline_file if baseline is not None or update_baseline else None
     with outputs:
