@@ -48,3 +48,17 @@ schema: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+
+.PHONY: fuzz fuzz-smoke
+FUZZ_RUNS ?= 100000
+FUZZ_SECONDS ?= 3
+
+fuzz: $(STAMP)  # every reader under atheris, FUZZ_RUNS inputs each, then hypothesis on real records
+	$(BIN)/python -m pip install --quiet -r fuzz/requirements.txt
+	$(BIN)/python fuzz/run.py --all --runs $(FUZZ_RUNS)
+	COMPACTKIT_FUZZ_EXAMPLES=2000 $(BIN)/python -m pytest -q -p no:langsmith_plugin \
+		tests/formats/test_fuzz_records.py tests/test_fuzz_regressions.py
+
+fuzz-smoke: $(STAMP)  # CI: each target for FUZZ_SECONDS under atheris
+	$(BIN)/python -m pip install --quiet -r fuzz/requirements.txt
+	$(BIN)/python fuzz/run.py --all --seconds $(FUZZ_SECONDS)

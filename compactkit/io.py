@@ -12,7 +12,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from .context import AgentContext
-from .errors import BadInputError, ConfigError, PluginError
+from .errors import BadInputError, CompactkitError, ConfigError, PluginError
 from .formats.base import Document, Format, read_document
 from .formats.export import Export, ExportNotes, ProviderWriter, WriterOptions
 from .registry import Registry, current_registry
@@ -39,6 +39,11 @@ def split_address(address: str | Path) -> tuple[str, int | None]:
 
 def detect_format(doc: Document, registry: Registry | None = None) -> Format:
     """The format that recognises `doc` (the highest-priority one when several do)."""
+    return detect_formats(doc, registry)[0]
+
+
+def detect_formats(doc: Document, registry: Registry | None = None) -> list[Format]:
+    """Every format that recognises `doc`, highest priority first (ties by name)."""
     registry = registry or current_registry()
     matches: list[Format] = []
     for _, fmt in registry.formats.items():
@@ -55,14 +60,32 @@ def detect_format(doc: Document, registry: Registry | None = None) -> Format:
             hint=f"known formats: {known}; pass --format NAME if it is one of them",
         )
     matches.sort(key=lambda f: (-f.priority, f.name))
-    return matches[0]
+    return matches
 
 
 def load_document(
     doc: Document, format: str | None = None, registry: Registry | None = None
 ) -> tuple[Format, list[AgentContext]]:
+    """(format, conversations) of `doc`: read as `format`, else as each format that recognises
+    it in turn (`detect_formats`) until one loads it; the error names every format tried."""
     registry = registry or current_registry()
-    fmt = registry.formats.get(format) if format else detect_format(doc, registry)
+    candidates = [registry.formats.get(format)] if format else detect_formats(doc, registry)
+    failures: list[CompactkitError] = []
+    for fmt in candidates:
+        try:
+            return fmt, _load_as(fmt, doc)
+        except CompactkitError as exc:
+            failures.append(exc)
+    if len(failures) == 1:
+        raise failures[0]
+    tried = "; ".join(
+        f"{fmt.name}: {exc.what if isinstance(exc, BadInputError) else exc}"
+        for fmt, exc in zip(candidates, failures, strict=True)
+    )
+    raise BadInputError(f"no format that recognises it could load it ({tried})", path=doc.path)
+
+
+def _load_as(fmt: Format, doc: Document) -> list[AgentContext]:
     try:
         contexts = fmt.load(doc)
     except (BadInputError, ConfigError, PluginError):
@@ -74,7 +97,7 @@ def load_document(
         ) from exc
     if not contexts:
         raise BadInputError(f"no conversation found (read as {fmt.name})", path=doc.path)
-    return fmt, contexts
+    return contexts
 
 
 def load(

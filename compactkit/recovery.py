@@ -27,6 +27,7 @@ from .context import (
     etag_of,
 )
 from .errors import BadInputError, RecoveryError
+from .formats.base import loads
 
 _blocks = TypeAdapter(list[Block])
 _parts = TypeAdapter(list[ContentPart])
@@ -263,7 +264,7 @@ def stash_json(entries: Mapping[str, str]) -> str:
 
 def read_stash(text: str, path: str) -> dict[str, str]:
     try:
-        data = json.loads(text)
+        data = loads(text, path)
     except json.JSONDecodeError as exc:
         raise BadInputError(f"stash is not JSON: {exc.msg}", path=path, line=exc.lineno) from None
     if not isinstance(data, dict) or data.get("format") != STASH_TAG:

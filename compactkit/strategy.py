@@ -9,7 +9,8 @@ from typing import Any, ClassVar, TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .context import AgentContext
-from .errors import ConfigError, redact
+from .errors import BadInputError, ConfigError, redact
+from .formats.base import loads
 
 
 class StrategyOptions(BaseModel):
@@ -114,9 +115,11 @@ def strategy(
 def parse_value(raw: str) -> Any:
     """Option values on the command line: JSON where it parses (numbers, booleans), else text."""
     try:
-        return json.loads(raw)
+        return loads(raw, "")
     except json.JSONDecodeError:
         return raw
+    except BadInputError as exc:  # nested too deep, a number too long
+        raise ConfigError(f"bad option value: {exc.what}") from None
 
 
 def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:

@@ -57,7 +57,10 @@ def read_stash_text(path: str) -> str:
     file = Path(path)
     if not file.is_file():
         raise BadInputError("no such stash file", path=path)
-    return file.read_text(encoding="utf-8")
+    try:
+        return file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadInputError(f"not UTF-8 text (bad byte at offset {exc.start})", path=path) from None
 
 
 def check_one_stdin(*paths: str | None) -> None:

@@ -33,7 +33,7 @@ from ._pairing import Repaired, repair_pairing
 from ._util import as_text, context_metadata, image_from_url, note_repairs, str_or_none
 from .base import Document
 
-_OPENAI_ONLY_ROLES = frozenset({"tool", "function", "developer"})
+_OPENAI_ONLY_ROLES = ("tool", "function", "developer")
 _OPENAI_ONLY_KEYS = (
     "tool_calls",
     "tool_call_id",
@@ -42,26 +42,24 @@ _OPENAI_ONLY_KEYS = (
     "thinking_blocks",
     "refusal",
 )
-_OPENAI_ONLY_PARTS = frozenset({"image_url", "input_audio", "file", "refusal"})
-_ANTHROPIC_ONLY_BLOCKS = frozenset(
-    {
-        "tool_use",
-        "tool_result",
-        "thinking",
-        "redacted_thinking",
-        "document",
-        "search_result",
-        "server_tool_use",
-        "web_search_tool_result",
-        "web_fetch_tool_result",
-        "code_execution_tool_result",
-        "bash_code_execution_tool_result",
-        "text_editor_code_execution_tool_result",
-        "tool_search_tool_result",
-        "container_upload",
-        "mcp_tool_use",
-        "mcp_tool_result",
-    }
+_OPENAI_ONLY_PARTS = ("image_url", "input_audio", "file", "refusal")
+_ANTHROPIC_ONLY_BLOCKS = (
+    "tool_use",
+    "tool_result",
+    "thinking",
+    "redacted_thinking",
+    "document",
+    "search_result",
+    "server_tool_use",
+    "web_search_tool_result",
+    "web_fetch_tool_result",
+    "code_execution_tool_result",
+    "bash_code_execution_tool_result",
+    "text_editor_code_execution_tool_result",
+    "tool_search_tool_result",
+    "container_upload",
+    "mcp_tool_use",
+    "mcp_tool_result",
 )
 _MESSAGE_META_KEYS = ("id", "timestamp", "model", "usage")
 

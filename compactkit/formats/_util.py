@@ -30,6 +30,11 @@ def as_dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def as_list(value: Any) -> list[Any]:
+    """`value` when it is a JSON array, else an empty list."""
+    return value if isinstance(value, list) else []
+
+
 def parse_arguments(raw: Any) -> Any:
     """Tool-call arguments as a JSON value: JSON strings are parsed, other text kept as a string."""
     if isinstance(raw, str):
@@ -46,7 +51,7 @@ def parts_from_content(content: Any) -> tuple[ContentPart, ...]:
         return ()
     if isinstance(content, str):
         return (TextBlock(text=content),) if content else ()
-    if isinstance(content, dict):
+    if not isinstance(content, list):
         content = [content]
     parts: list[ContentPart] = []
     for item in content:

@@ -90,7 +90,7 @@ from .export import (
 )
 from .provider_rules import ANTHROPIC_ID
 
-_ROLES = frozenset({"user", "assistant", "system"})
+_ROLES = ("user", "assistant", "system")
 _FREE_TEXT_SCHEMA = {
     "type": "object",
     "properties": {"input": {"type": "string"}},

@@ -28,13 +28,44 @@ class Document:
         return list(self.data) if isinstance(self.data, list) else []
 
 
+MAX_DEPTH = 100
+"""Arrays and objects nested deeper than this in a session, stash or option value are refused as
+bad input (real sessions nest about 12 levels)."""
+
+
+def loads(text: str, path: str, line: int | None = None) -> Any:
+    """`json.loads`, with JSON nested deeper than `MAX_DEPTH` and numbers longer than Python reads
+    as one-line `BadInputError`s; `json.JSONDecodeError` passes through."""
+    too_deep = BadInputError(f"JSON nested deeper than {MAX_DEPTH} levels", path=path, line=line)
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except RecursionError:  # deeper than the interpreter parses, so deeper than MAX_DEPTH
+        raise too_deep from None
+    except ValueError:  # an integer of more digits than int() converts
+        raise BadInputError("a number has too many digits to read", path=path, line=line) from None
+    level = [value]
+    for _ in range(MAX_DEPTH):
+        level = [
+            child
+            for item in level
+            if isinstance(item, (dict, list))
+            for child in (item.values() if isinstance(item, dict) else item)
+            if isinstance(child, (dict, list))
+        ]
+        if not level:
+            return value
+    raise too_deep
+
+
 def parse_text(text: str, path: str) -> Document:
     """Parse file text as JSON, else as JSON Lines; raise a one-line `BadInputError` otherwise."""
     stripped = text.strip()
     if not stripped:
         raise BadInputError("file is empty", path=path, hint="expected a JSON or JSONL session")
     try:
-        return Document(path=path, kind="json", data=json.loads(stripped))
+        return Document(path=path, kind="json", data=loads(stripped, path))
     except json.JSONDecodeError as whole_error:
         lines = text.splitlines()
         if len(lines) < 2 or not lines[0].lstrip().startswith("{"):
@@ -50,7 +81,7 @@ def parse_text(text: str, path: str) -> Document:
         if not line.strip():
             continue
         try:
-            records.append(json.loads(line))
+            records.append(loads(line, path, number))
         except json.JSONDecodeError as exc:
             raise BadInputError(
                 f"invalid or truncated JSONL record: {exc.msg} at column {exc.colno}",

@@ -501,7 +501,7 @@ def _shaped(m: Any, roles: frozenset[str] = _ROLES) -> bool:
         return False
     if "role" not in m:
         return m.get("type") == "reasoning"
-    if m.get("role") not in roles:
+    if not isinstance(m.get("role"), str) or m.get("role") not in roles:
         return False
     content = m.get("content")
     return isinstance(content, str) or (

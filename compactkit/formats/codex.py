@@ -75,9 +75,9 @@ from ._util import (
 )
 from .base import Document, Format
 
-_RECORD_TYPES = {"session_meta", "response_item", "turn_context", "event_msg", "compacted"}
-_CALL_ITEMS = {"function_call", "custom_tool_call", "local_shell_call", "web_search_call"}
-_OUTPUT_ITEMS = {"function_call_output", "custom_tool_call_output"}
+_RECORD_TYPES = ("session_meta", "response_item", "turn_context", "event_msg", "compacted")
+_CALL_ITEMS = ("function_call", "custom_tool_call", "local_shell_call", "web_search_call")
+_OUTPUT_ITEMS = ("function_call_output", "custom_tool_call_output")
 
 # user-role text Codex injects itself (codex-rs/core/src/context: each fragment's start/end marker)
 _HARNESS_TAGS = (
@@ -100,7 +100,7 @@ _HARNESS_PREFIXES = (
 )
 _WRAPPED = re.compile(r"^<([a-z]+(?:_[a-z]+)+)(?:\s[^>]*)?>.*</\1>$", re.DOTALL | re.IGNORECASE)
 _IMAGE_TAG = re.compile(r"^</?(?:local_)?image\b[^>]*>$", re.IGNORECASE)
-_HARNESS_EVENT_KINDS = {"user_instructions", "environment_context"}  # older `UserMessageEvent.kind`
+_HARNESS_EVENT_KINDS = ("user_instructions", "environment_context")  # older `UserMessageEvent.kind`
 
 
 class CodexRolloutFormat(Format):

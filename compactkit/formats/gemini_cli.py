@@ -49,11 +49,11 @@ from ..context import (
 )
 from ..errors import BadInputError
 from ._pairing import Turn, repair_pairing
-from ._util import as_text, context_metadata, note_repairs, note_skipped, str_or_none
+from ._util import as_list, as_text, context_metadata, note_repairs, note_skipped, str_or_none
 from .base import Document, Format
 
-_UI_TYPES = {"info", "error", "warning"}
-_ERROR_STATUSES = {"error", "cancelled"}
+_UI_TYPES = ("info", "error", "warning")
+_ERROR_STATUSES = ("error", "cancelled")
 
 
 class GeminiCliFormat(Format):
@@ -155,13 +155,13 @@ class _Builder:
         if self.model is None and isinstance(msg.get("model"), str):
             self.model = msg["model"]
         blocks: list[Block] = []
-        for thought in msg.get("thoughts") or []:
+        for thought in as_list(msg.get("thoughts")):
             block = _thought(thought)
             if block is not None:
                 blocks.append(block)
         blocks.extend(_parts(msg.get("content")))
         results: list[Block] = []
-        for call in msg.get("toolCalls") or []:
+        for call in as_list(msg.get("toolCalls")):
             if not isinstance(call, dict):
                 continue
             self.n_calls += 1

@@ -37,6 +37,8 @@ class NativeFormat(Format):
         out = []
         for number, value in enumerate(values):
             try:
+                if not isinstance(value, dict):
+                    raise ValueError("not a JSON object")
                 out.append(AgentContext.from_native(value))
             except (ValidationError, ValueError) as exc:
                 first = str(exc).splitlines()[0]

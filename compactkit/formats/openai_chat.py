@@ -92,7 +92,7 @@ from .base import Document, Format
 from .export import ExportNotes, ProviderWriter, WriterOptions, prepare
 from .provider_rules import OPENAI_ID_MAX
 
-_OPENAI_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+_OPENAI_ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 
 
 class OpenAIChatFormat(ProviderWriter, Format):

@@ -102,7 +102,7 @@ from ._util import (
 )
 from .base import Document, Format
 
-_SKIP_ACTIONS = {
+_SKIP_ACTIONS = (
     "recall",
     "change_agent_state",
     "null",
@@ -110,8 +110,8 @@ _SKIP_ACTIONS = {
     "pause",
     "resume",
     "stop",
-}
-_SKIP_OBSERVATIONS = {"agent_state_changed", "null"}
+)
+_SKIP_OBSERVATIONS = ("agent_state_changed", "null")
 _FAKE_USER_REPLY = "Please continue working on the task on whatever approach you think is suitable"
 """How the eval harness's `codeact_user_response` (the fake user of benchmark runs) begins."""
 _BOOKKEEPING = {

@@ -1,0 +1,143 @@
+"""Fuzz targets: each reads untrusted bytes the way the command line does.
+
+A target returns normally or raises a `CompactkitError` (a one-line error, exit 2 or 3). Any other
+exception is a crash; `sniff` raising or returning a non-bool is one too. The same functions run
+under atheris (`fuzz/run.py`), hypothesis (`tests/formats/test_fuzz_records.py`) and the replay of
+every input that ever failed (`tests/test_fuzz_regressions.py`).
+
+Targets: `format:NAME` for every built-in format (`Format.sniff`, then `Format.load` as with
+`--format NAME`), `session` (detection and fallback, `compactkit.io.load_document`), `stash` (the
+stash file `expand --stash` reads, then `expand` over a compacted context), `spec` (a `-s` value:
+`parse_pipelines`, then `build_pipeline` with the options it gives).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from compactkit.cli import _input
+from compactkit.cli._options import parse_pipelines
+from compactkit.context import AgentContext
+from compactkit.errors import CompactkitError
+from compactkit.formats.base import Document, read_document
+from compactkit.io import load_document
+from compactkit.pipeline import build_pipeline
+from compactkit.recovery import expand, read_stash
+from compactkit.registry import Registry, make_registry
+
+HERE = Path(__file__).resolve().parent
+SEEDS = HERE / "seeds"
+REGRESSIONS = HERE / "regressions"
+STASH_CONTEXT = SEEDS / "stash.context.json"
+"""The compacted context whose markers the `stash` target's stash files are read against."""
+
+REGISTRY: Registry = make_registry(entry_points=False)
+_SCRATCH = Path(
+    tempfile.mkdtemp(
+        prefix="compactkit-fuzz-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None
+    )
+)
+
+
+class Crash(AssertionError):
+    """A target broke its contract without raising (a sniff that raised or returned a non-bool)."""
+
+
+def _file(data: bytes, name: str = "input.json") -> str:
+    path = _SCRATCH / name
+    path.write_bytes(data)
+    return str(path)
+
+
+def _document(data: bytes) -> Document | None:
+    try:
+        return read_document(_file(data))
+    except CompactkitError:
+        return None
+
+
+def _check_contexts(contexts: object) -> None:
+    if not isinstance(contexts, list) or not all(isinstance(c, AgentContext) for c in contexts):
+        raise Crash(f"load returned {type(contexts).__name__}, not a list of AgentContext")
+
+
+def format_target(name: str) -> Callable[[bytes], None]:
+    fmt = REGISTRY.formats.get(name)
+
+    def run(data: bytes) -> None:
+        doc = _document(data)
+        if doc is None:
+            return
+        try:
+            sniffed = fmt.sniff(doc)
+        except Exception as exc:
+            raise Crash(f"{name}.sniff raised {type(exc).__name__}: {exc}") from exc
+        if not isinstance(sniffed, bool):
+            raise Crash(f"{name}.sniff returned {type(sniffed).__name__}")
+        try:
+            contexts = fmt.load(doc)
+        except CompactkitError:
+            return
+        _check_contexts(contexts)
+
+    return run
+
+
+def session_target(data: bytes) -> None:
+    doc = _document(data)
+    if doc is None:
+        return
+    try:
+        _, contexts = load_document(doc, None, REGISTRY)
+    except CompactkitError:
+        return
+    _check_contexts(contexts)
+
+
+_stash_context: AgentContext | None = None
+
+
+def stash_target(data: bytes) -> None:
+    global _stash_context
+    if _stash_context is None:
+        _stash_context = AgentContext.from_native(
+            json.loads(STASH_CONTEXT.read_text(encoding="utf-8"))
+        )
+    try:
+        path = _file(data, "input.stash")
+        read_entries = getattr(_input, "read_entries", None)  # what `expand --stash` reads with
+        if read_entries is not None:
+            entries = read_entries(path)
+        else:
+            entries = read_stash(_input.read_stash_text(path), path)
+        expand(_stash_context, entries)
+    except CompactkitError:
+        return
+
+
+def spec_target(data: bytes) -> None:
+    text = data.decode("utf-8", errors="replace")
+    if text.startswith("@"):  # a pipeline file: a path, not a value to parse
+        return
+    try:
+        for spec in parse_pipelines([text], ["sliding-window"]):
+            build_pipeline(list(spec.strategies), registry=REGISTRY)
+    except CompactkitError:
+        return
+
+
+TARGETS: dict[str, Callable[[bytes], None]] = {
+    **{f"format:{name}": format_target(name) for name in REGISTRY.formats.names()},
+    "session": session_target,
+    "stash": stash_target,
+    "spec": spec_target,
+}
+
+
+def directory(target: str) -> str:
+    """The folder name of a target's seeds and regressions (`format:pi-session` -> `format-pi-session`)."""
+    return target.replace(":", "-")
