@@ -492,6 +492,8 @@ class _RecordTree:
 
     def contexts(self) -> list[AgentContext]:
         groups = self.groups()
+        if not groups:  # each message record's uuid taken by another record
+            return []
         main_first = self.records[groups[0][0]].get("isSidechain") is not True
         task_prompts = self._task_prompts(groups[0]) if main_first else {}
         titles = {
