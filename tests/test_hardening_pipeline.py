@@ -408,3 +408,17 @@ def test_a_hanging_strategy_fails_its_bench_row_with_exit_3() -> None:
     )
     assert code == 3, stderr
     assert "pipeline 'busy-loop' failed" in stderr and "did not finish within 0.5 s" in stderr
+
+
+def test_a_hanging_strategy_fails_its_check_with_exit_3(tmp_path: Path) -> None:
+    from .check.conftest import layout
+
+    config = (
+        '[[tool.compactkit.check]]\nname = "hangs"\n'
+        'sessions = ["examples/sessions/gemini3pro_sphinx-doc__sphinx-9229.traj.json"]\n'
+        'mode = "oneshot"\npipeline = ["busy-loop"]\n'
+    )
+    path = layout(tmp_path, config, baseline=False)
+    code, out, stderr = invoke(cli(BusyLoop), "check", "--config", str(path), "--timeout", "0.5")
+    assert code == 3, out + stderr
+    assert "did not finish within 0.5 s" in out + stderr
