@@ -111,6 +111,22 @@ def _child_result(
     return ("ok", _pack(out, given, current), mutated)
 
 
+def _die_with(parent: int) -> None:
+    """Have the kernel kill this child when the parent dies (Linux), so that a parent killed
+    outright (SIGKILL) leaves no strategy running on; elsewhere the parent's own handling of
+    errors and signals kills it."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os._exit(1)
+
+
 def _child(
     write: int,
     strat: Any,
@@ -118,8 +134,10 @@ def _child(
     current: AgentContext,
     guarded: bool,
     registry: Any,
+    parent: int,
 ) -> None:
     os.setpgid(0, 0)  # its own group: killing it takes what it started along
+    _die_with(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # never the parent's cleanup handlers
     result = _child_result(strat, given, current, guarded, registry)
@@ -177,12 +195,13 @@ def run_in_child(
         with suppress(Exception):
             stream.flush()
     read, write = os.pipe()
+    parent = os.getpid()
     pid = os.fork()
     if pid == 0:  # the child: never returns into the caller's code
         code = 0
         try:
             os.close(read)
-            _child(write, strat, given, current, guarded, registry)
+            _child(write, strat, given, current, guarded, registry, parent)
         except BaseException:
             code = 70
         finally:

@@ -422,3 +422,23 @@ def test_a_hanging_strategy_fails_its_check_with_exit_3(tmp_path: Path) -> None:
     code, out, stderr = invoke(cli(BusyLoop), "check", "--config", str(path), "--timeout", "0.5")
     assert code == 3, out + stderr
     assert "did not finish within 0.5 s" in out + stderr
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_strategy_in_a_child_process_dies_with_a_killed_parent(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pid"
+    script = _SCRIPT.format(pidfile=str(pidfile), session=str(SESSION), timeout=300.0)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    for _ in range(600):
+        if pidfile.exists() and pidfile.read_text():
+            break
+        time.sleep(0.1)
+    strategy_pid = int(pidfile.read_text())
+    assert strategy_pid != proc.pid
+    proc.kill()
+    proc.communicate(timeout=120)
+    for _ in range(100):
+        if not _alive(strategy_pid):
+            break
+        time.sleep(0.1)
+    assert not _alive(strategy_pid)
