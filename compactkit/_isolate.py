@@ -17,7 +17,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from types import FrameType
 from typing import Any
@@ -34,7 +34,7 @@ _FIELDS = ("system_instruction", "activated_skills", "metadata", "recovery")
 
 
 class InterruptWatch:
-    """Inside `watch_interrupts`: whether a real SIGINT reached this process."""
+    """Inside `watch_interrupts`: whether a real SIGINT or SIGTERM reached this process."""
 
     def __init__(self) -> None:
         self.signalled = False
@@ -42,15 +42,30 @@ class InterruptWatch:
 
 @contextmanager
 def watch_interrupts() -> Iterator[InterruptWatch]:
-    """Record real SIGINTs while the body runs (main thread only: signals are delivered there),
-    then do what the handler in place would have done. A `KeyboardInterrupt` seen inside while
-    `signalled` is False was raised by code, not by the user."""
+    """Record real SIGINTs (and SIGTERMs, when a handler of the program turns them into an
+    exception) while the body runs, then do what the handler in place would have done. Signals
+    are delivered to the main thread only, so elsewhere nothing is installed. An exception seen
+    inside while `signalled` is False (a `KeyboardInterrupt` included) was raised by code."""
     watch = InterruptWatch()
-    if threading.current_thread() is not threading.main_thread():
+    installed: list[tuple[int, Any]] = []
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            previous = signal.getsignal(signum)
+            if signum == signal.SIGTERM and not callable(previous):
+                continue  # the default action ends the process: nothing to tell apart
+            try:
+                signal.signal(signum, _recorder(watch, previous))
+            except (ValueError, OSError):  # not the main interpreter
+                continue
+            installed.append((signum, previous))
+    try:
         yield watch
-        return
-    previous = signal.getsignal(signal.SIGINT)
+    finally:
+        for signum, previous in reversed(installed):
+            signal.signal(signum, previous)
 
+
+def _recorder(watch: InterruptWatch, previous: Any) -> Callable[[int, FrameType | None], None]:
     def handler(signum: int, frame: FrameType | None) -> None:
         if previous == signal.SIG_IGN:
             return
@@ -60,15 +75,7 @@ def watch_interrupts() -> Iterator[InterruptWatch]:
         else:
             raise KeyboardInterrupt
 
-    try:
-        signal.signal(signal.SIGINT, handler)
-    except (ValueError, OSError):  # not the main interpreter
-        yield watch
-        return
-    try:
-        yield watch
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    return handler
 
 
 def _pack(out: AgentContext, given: AgentContext, current: AgentContext) -> dict[str, Any]:

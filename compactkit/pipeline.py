@@ -358,8 +358,8 @@ class Pipeline(Strategy):
                 self._fail(strat, exc)
                 raise
             except BaseException as exc:
-                if isinstance(exc, KeyboardInterrupt) and interrupts.signalled:
-                    raise  # the user pressed Ctrl-C
+                if interrupts.signalled:
+                    raise  # Ctrl-C, or SIGTERM turned into an exception by the program
                 # anything else, SystemExit and KeyboardInterrupt included, came from the strategy
                 error = _raised(strat, exc)
                 self._fail(strat, error)

@@ -442,3 +442,34 @@ def test_a_strategy_in_a_child_process_dies_with_a_killed_parent(tmp_path: Path)
             break
         time.sleep(0.1)
     assert not _alive(strategy_pid)
+
+
+_TERM_SCRIPT = """
+import signal, sys
+
+class Terminated(BaseException):
+    pass
+
+def handler(signum, frame):
+    raise Terminated
+
+signal.signal(signal.SIGTERM, handler)
+""" + _SCRIPT.replace("except KeyboardInterrupt:", "except Terminated:").replace(
+    '"interrupted"', '"terminated"'
+).replace("sys.exit(130)", "sys.exit(143)")
+
+
+@pytest.mark.parametrize("timeout", [None, 300.0])
+def test_sigterm_made_an_exception_by_the_program_is_not_a_strategy_failure(
+    tmp_path: Path, timeout: float | None
+) -> None:
+    pidfile = tmp_path / "pid"
+    script = _TERM_SCRIPT.format(pidfile=str(pidfile), session=str(SESSION), timeout=timeout)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    for _ in range(600):
+        if pidfile.exists() and pidfile.read_text():
+            break
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    stdout, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 143 and stdout.strip() == "terminated"
