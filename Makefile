@@ -18,8 +18,8 @@ run: $(STAMP)
 	@mkdir -p out
 	$(BIN)/compactkit inspect --top 3 $(SAMPLE)
 	$(BIN)/compactkit run $(SAMPLE) --budget 30000 --explain \
-		-o out/demo.compact.json --stash out/demo.stash.json --report-json out/demo.report.json
-	$(BIN)/compactkit expand out/demo.compact.json --stash out/demo.stash.json -o out/demo.expanded.json
+		-o out/demo.compact.json --report-json out/demo.report.json
+	$(BIN)/compactkit expand out/demo.compact.json -o out/demo.expanded.json
 	$(BIN)/compactkit diff $(SAMPLE) out/demo.expanded.json
 
 test: $(STAMP)

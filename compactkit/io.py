@@ -8,8 +8,9 @@ import re
 import signal
 import tempfile
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import TextIO
 
 from .context import AgentContext
 from .errors import BadInputError, CompactkitError, ConfigError, PluginError
@@ -180,7 +181,7 @@ def export(
     return Export(text=fmt.dump(items), notes=ExportNotes())
 
 
-def stage_file(path: str | Path, text: str) -> str:
+def stage_file(path: str | Path, text: str | Callable[[TextIO], None]) -> str:
     """Write `text` to a new temporary file beside `path` (same folder, so a rename replaces
     `path` atomically) with the mode of the file it will replace; return the temporary name.
     `text` may be a function that writes the file to the handle it is given (streamed, for
@@ -228,7 +229,7 @@ class OutputSet:
     def __init__(self) -> None:
         self._staged: list[tuple[str, Path]] = []
 
-    def add(self, path: str | Path, text: str) -> None:
+    def add(self, path: str | Path, text: str | Callable[[TextIO], None]) -> None:
         self._staged.append((stage_file(path, text), Path(path)))
 
     def commit(self) -> None:

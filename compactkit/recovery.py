@@ -7,10 +7,13 @@ in their own message). `expand` puts everything back.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+import sys
 from collections.abc import Iterable, Mapping, MutableMapping
-from typing import Any
+from pathlib import Path
+from typing import Any, TextIO
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -34,19 +37,114 @@ _parts = TypeAdapter(list[ContentPart])
 _messages = TypeAdapter(list[Message])
 
 
+CHUNK_MARKER = "recovery-chunk"
+"""`compactkit_marker` of the messages that stand for the parts of a very large stored window."""
+_CHUNK_ABOVE = 8 << 20  # characters of JSON above which a window of messages is stored in parts
+_CHUNK = 1 << 16  # characters of JSON in each further part
+
+
+def _array(dumps: list[str]) -> list[str]:
+    """The pieces of the JSON array of `dumps` (`[`, the items with `,` between them, `]`)."""
+    pieces = ["["]
+    for index, text in enumerate(dumps):
+        if index:
+            pieces.append(",")
+        pieces.append(text)
+    pieces.append("]")
+    return pieces
+
+
+def _etag(pieces: Iterable[str]) -> str:
+    """`etag_of` the text the pieces join to, without joining or encoding it whole."""
+    digest = hashlib.sha256()
+    for piece in pieces:
+        digest.update(piece.encode("utf-8"))
+    return digest.hexdigest()[:16]
+
+
+def _pieces(items: Iterable[Any]) -> tuple[list[str], str, dict[str, str]]:
+    """The text of the entry for `items` in pieces, its etag, and the entries of its parts.
+
+    The text is exactly `canonical_json` of the list of the items' dumps, made one item at a
+    time and hashed piece by piece (no dump of the whole window and no encoded copy of it). A
+    window of messages whose JSON passes `_CHUNK_ABOVE` characters is stored in parts instead:
+    each part (about `_CHUNK` characters of messages) is an entry of its own, and the window's
+    entry lists one `omitted` marker message per part, which `expand` and `flatten` follow like
+    any other. The parts of a huge session then take a few bytes a character in memory each (a
+    single emoji makes a whole Python string four bytes a character) and are checked one by one.
+    """
+    items = list(items)
+    messages = all(isinstance(item, Message) for item in items)
+    dumps: list[str] = []
+    parts: list[Message] = []
+    entries: dict[str, str] = {}
+    pending = total = 0
+    for item in items:
+        text = canonical_json(item.model_dump(mode="json", exclude_none=True))
+        dumps.append(text)
+        pending += len(text)
+        total += len(text)
+        if messages and total > _CHUNK_ABOVE and pending >= _CHUNK:
+            dumps = _parts_of(dumps, entries, parts)
+            pending = sum(map(len, dumps))
+    if parts and dumps:
+        parts.append(_part(dumps, entries, len(parts) + 1))
+    if parts:
+        dumps = [canonical_json(m.model_dump(mode="json", exclude_none=True)) for m in parts]
+    pieces = _array(dumps)
+    return pieces, _etag(pieces), entries
+
+
+def _parts_of(dumps: list[str], entries: dict[str, str], parts: list[Message]) -> list[str]:
+    """Store `dumps` as parts of about `_CHUNK` characters each; return the rest (shorter)."""
+    group: list[str] = []
+    size = 0
+    for text in dumps:
+        group.append(text)
+        size += len(text)
+        if size >= _CHUNK:
+            parts.append(_part(group, entries, len(parts) + 1))
+            group, size = [], 0
+    return group
+
+
+_WIDE = re.compile(r"[^\x00-\xff]+")
+
+
+def _narrow(text: str) -> str:
+    """`text` (JSON) with every character outside Latin-1 written as a JSON escape when that
+    makes the Python string smaller: one emoji makes a whole string take four bytes a character,
+    and parsing gives back the same value either way."""
+    if text.isascii() or max(text) <= "\xff":
+        return text
+    escaped = _WIDE.sub(lambda m: json.dumps(m[0])[1:-1], text)
+    return escaped if sys.getsizeof(escaped) < sys.getsizeof(text) else text
+
+
+def _part(dumps: list[str], entries: dict[str, str], number: int) -> Message:
+    text = _narrow("".join(_array(dumps)))
+    etag = etag_of(text)
+    entries.setdefault(etag, text)
+    return Message(
+        role="user",
+        content=(OmittedBlock(etag=etag, messages=len(dumps), label=f"part {number}"),),
+        metadata={"compactkit_marker": CHUNK_MARKER},
+    )
+
+
 def put(store: MutableMapping[str, str], items: Iterable[Any]) -> str:
     """Store blocks or messages under their content address; return the etag."""
-    payload = canonical_json([item.model_dump(mode="json", exclude_none=True) for item in items])
-    key = etag_of(payload)
-    store.setdefault(key, payload)
+    pieces, key, parts = _pieces(items)
+    for etag, text in parts.items():
+        store.setdefault(etag, text)
+    if key not in store:
+        store[key] = "".join(pieces)
     return key
 
 
 def payload_etag(items: Iterable[Any]) -> str:
     """The etag `put` would give these items, without storing them."""
-    return etag_of(
-        canonical_json([item.model_dump(mode="json", exclude_none=True) for item in items])
-    )
+    return _pieces(items)[1]
 
 
 def is_marker(block: Any) -> bool:
@@ -275,3 +373,103 @@ def read_stash(text: str, path: str) -> dict[str, str]:
     if not isinstance(entries, dict) or not all(isinstance(v, str) for v in entries.values()):
         raise BadInputError("stash entries must map etags to strings", path=path)
     return dict(entries)
+
+
+# --------------------------------------------------------------------------- the sidecar store
+
+SIDECAR_TAG = "compactkit.recovery/1"
+SIDECAR_SUFFIX = ".recovery.jsonl"
+_SLICE = 1 << 20  # characters of a payload escaped at a time when writing
+
+
+def sidecar_path(output: str) -> str:
+    """Where `run -o OUTPUT` keeps what compaction removed: `OUTPUT.recovery.jsonl`."""
+    return output + SIDECAR_SUFFIX
+
+
+def write_sidecar(entries: Mapping[str, str], handle: TextIO) -> None:
+    """Write a recovery store as JSON Lines: a header `{"format": "compactkit.recovery/1",
+    "entries": N}`, then one `{"etag": ..., "payload": ...}` line per entry in etag order.
+
+    A payload is written a slice at a time, so no escaped copy of a large one is ever built."""
+    header = {"format": SIDECAR_TAG, "entries": len(entries)}
+    handle.write(json.dumps(header) + "\n")
+    for etag in sorted(entries):
+        payload = entries[etag]
+        handle.write('{"etag":' + json.dumps(etag) + ',"payload":"')
+        for start in range(0, len(payload), _SLICE):
+            handle.write(json.dumps(payload[start : start + _SLICE], ensure_ascii=False)[1:-1])
+        handle.write('"}\n')
+
+
+def is_sidecar(path: str | Path) -> bool:
+    """True when the file at `path` starts with a recovery-store header."""
+    try:
+        with open(path, "rb") as handle:
+            first = handle.readline(4096)
+    except OSError:
+        return False
+    try:
+        header = json.loads(first)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(header, dict) and header.get("format") == SIDECAR_TAG
+
+
+def read_sidecar(path: str | Path, display: str | None = None) -> dict[str, str]:
+    """The entries of a recovery store written by `write_sidecar`, read one line at a time.
+
+    Entries are not verified here: `expand` and `validate` check each one they use against its
+    etag (`check_entry`). A line that is not an entry is a one-line `BadInputError`."""
+    where = display or str(path)
+    entries: dict[str, str] = {}
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                value = loads(line, where, number)
+            except json.JSONDecodeError as exc:
+                raise BadInputError(
+                    f"recovery store line is not JSON: {exc.msg}", path=where, line=number
+                ) from None
+            if number == 1:
+                if not isinstance(value, dict) or value.get("format") != SIDECAR_TAG:
+                    raise BadInputError(
+                        "not a compactkit recovery store",
+                        path=where,
+                        hint=f"expected format {SIDECAR_TAG!r}",
+                    )
+                continue
+            etag = value.get("etag") if isinstance(value, dict) else None
+            payload = value.get("payload") if isinstance(value, dict) else None
+            if not isinstance(etag, str) or not isinstance(payload, str):
+                raise BadInputError(
+                    "recovery store lines must be {etag, payload} strings", path=where, line=number
+                )
+            entries[etag] = payload
+    return entries
+
+
+def read_store(path: str) -> dict[str, str]:
+    """The entries of a stash file (`compactkit.stash/1`) or a recovery store
+    (`compactkit.recovery/1`), whichever `path` holds."""
+    if is_sidecar(path):
+        return read_sidecar(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadInputError(f"not UTF-8 text (bad byte at offset {exc.start})", path=path) from None
+    return read_stash(text, path)
+
+
+def write_stash(entries: Mapping[str, str], handle: TextIO) -> None:
+    """`stash_json(entries)` written to `handle` an entry at a time (same text)."""
+    handle.write('{\n "format": ' + json.dumps(STASH_TAG) + ',\n "entries": {')
+    for index, etag in enumerate(sorted(entries)):
+        payload = entries[etag]
+        handle.write(("," if index else "") + "\n  " + json.dumps(etag) + ': "')
+        for start in range(0, len(payload), _SLICE):
+            handle.write(json.dumps(payload[start : start + _SLICE], ensure_ascii=False)[1:-1])
+        handle.write('"')
+    handle.write("\n }\n}\n" if entries else "}\n}\n")

@@ -67,3 +67,40 @@ def check_one_stdin(*paths: str | None) -> None:
     """Refuse reading stdin twice (a session and a stash both given as `-`)."""
     if sum(1 for p in paths if p is not None and split_address(p)[0] == STDIO) > 1:
         raise BadInputError("stdin ('-') can be read only once", path=STDIN_NAME)
+
+
+def sidecar_of(address: str) -> str | None:
+    """The recovery store `run -o FILE` wrote beside FILE (`FILE.recovery.jsonl`), if any."""
+    from ..recovery import sidecar_path
+
+    file, _ = split_address(address)
+    if file == STDIO:
+        return None
+    path = sidecar_path(file)
+    return path if Path(path).is_file() else None
+
+
+def with_sidecar(ctx: AgentContext, address: str) -> AgentContext:
+    """`ctx` with the entries of the store beside its file added to its recovery store, so that
+    compacting a compacted output again keeps what the first run removed."""
+    from ..recovery import read_sidecar
+
+    path = sidecar_of(address)
+    if path is None:
+        return ctx
+    return ctx.replace(recovery={**read_sidecar(path), **ctx.recovery})
+
+
+def read_entries(stash: str | None, address: str | None = None) -> dict[str, str]:
+    """What markers stand for: the `--stash` file (a stash or a recovery store; `-`: stdin),
+    else the store beside `address` (`FILE.recovery.jsonl`), else nothing."""
+    from ..recovery import read_sidecar, read_stash, read_store
+
+    if stash == STDIO:
+        return read_stash(read_stdin(), STDIN_NAME)
+    if stash:
+        if not Path(stash).is_file():
+            raise BadInputError("no such stash file", path=stash)
+        return read_store(stash)
+    path = sidecar_of(address) if address else None
+    return read_sidecar(path) if path else {}

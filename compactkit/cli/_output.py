@@ -13,10 +13,10 @@ from __future__ import annotations
 import io
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TextIO
 
 import click
 
@@ -83,6 +83,13 @@ class Outputs:
             return
         try:
             self._set.add(to, text)
+        except OSError as exc:
+            raise write_error(exc, to) from None
+
+    def stream(self, to: str, write: Callable[[TextIO], None]) -> None:
+        """Stage the file `write(handle)` writes (output too large to hold as one string)."""
+        try:
+            self._set.add(to, write)
         except OSError as exc:
             raise write_error(exc, to) from None
 

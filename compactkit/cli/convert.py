@@ -8,7 +8,7 @@ from ..errors import BadInputError, ConfigError
 from ..formats.export import PENDING_CHOICES, Pending, ProviderWriter, WriterOptions
 from ..io import render
 from ._app import State, command
-from ._input import check_one_stdin, load, load_single, read_stash_text
+from ._input import check_one_stdin, load, load_single, read_entries, sidecar_of
 from ._options import STDIO, format_option, output_option, stash_option, to_option
 from ._output import Outputs, say
 
@@ -69,25 +69,33 @@ def convert(
 
 @command(exit_codes="0 ok; 2 bad input, or markers that cannot be restored without the stash")
 @click.argument("file")
-@stash_option(help="Stash file written by run --stash ('-': stdin).")
+@stash_option(
+    help="Stash file written by run --stash, or a recovery store ('-': stdin); "
+    "default: FILE.recovery.jsonl when it exists."
+)
 @to_option()
 @output_option
 @click.pass_obj
 def expand(state: State, file: str, stash: str | None, to: str, output: str | None) -> None:
     """Undo compaction: put back everything the markers in FILE stand for.
 
+    What they stand for is read from the context itself, from --stash, or from the store `run`
+    wrote beside FILE (FILE.recovery.jsonl); every entry used is checked against its etag.
+
     \b
     Example:
+      compactkit run s.jsonl --budget 30000 -o small.json
+      compactkit expand small.json -o back.json
       compactkit run s.jsonl --budget 30000 -o small.json --stash small.stash
       compactkit expand small.json --stash small.stash -o back.json
     """
     from ..recovery import expand as expand_context
-    from ..recovery import read_stash, unrecoverable
+    from ..recovery import unrecoverable
 
     check_one_stdin(file, stash)
-    outputs = Outputs([file, stash or STDIO], output=output)
+    outputs = Outputs([file, stash or sidecar_of(file) or STDIO], output=output)
     ctx = load_single(state, file)
-    entries = read_stash(read_stash_text(stash), stash) if stash else {}
+    entries = read_entries(stash, file)
     missing = unrecoverable(ctx, entries)
     if missing:
         raise BadInputError(

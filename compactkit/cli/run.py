@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import click
@@ -11,8 +14,9 @@ import click
 from ..defaults import default_pipeline
 from ..errors import EXIT_BUDGET, ConfigError
 from ..io import render
+from ..recovery import sidecar_path
 from ._app import State, command
-from ._input import check_one_stdin, load_single
+from ._input import check_one_stdin, load_single, with_sidecar
 from ._options import (
     SPEC_HELP,
     STDIO,
@@ -46,7 +50,12 @@ from ._output import Outputs, say
 )
 @to_option()
 @output_option
-@stash_option(help="Write what was removed to this stash file instead of into the context.")
+@stash_option(help="Write what was removed to this stash file instead of OUTPUT.recovery.jsonl.")
+@click.option(
+    "--embed-recovery",
+    is_flag=True,
+    help="Keep what was removed inside the output context instead of OUTPUT.recovery.jsonl.",
+)
 @click.option("--explain", is_flag=True, help="Say which messages each strategy changed and why.")
 @json_file_option(
     "--report-json", help="Write the run report (compactkit.run/1) to FILE ('-': stdout)."
@@ -63,6 +72,7 @@ def run(
     to: str,
     output: str | None,
     stash: str | None,
+    embed_recovery: bool,
     explain: bool,
     json_out: str | None,
     format_: str | None,
@@ -73,7 +83,9 @@ def run(
 
     With no -s, the default pipeline runs: etag-collapse, and under --budget also llm-summary
     (extractive, offline) and sliding-window. Without -o the context goes to stdout and the
-    summary to stderr.
+    summary to stderr. What compaction removed goes to OUTPUT.recovery.jsonl beside the
+    output (a content-addressed store that expand finds by itself), to --stash PATH, or with
+    --embed-recovery (and on stdout) into the context.
 
     \b
     Example:
@@ -85,8 +97,11 @@ def run(
 
     check_one_stdout(output=output or STDIO, stash=stash, json=json_out)
     check_one_stdin(file)
-    with Outputs([file], output=output, stash=stash, json=json_out) as outputs:
-        ctx = load_single(state, file, format_)
+    if embed_recovery and stash:
+        raise ConfigError("--embed-recovery and --stash are two places for one store: give one")
+    sidecar = None if embed_recovery or stash or output in (None, STDIO) else sidecar_path(output)
+    with Outputs([file], output=output, stash=stash, json=json_out, sidecar=sidecar) as outputs:
+        ctx = with_sidecar(load_single(state, file, format_), file)
         if not state.registry.formats.get(to).can_write:
             raise ConfigError(f"format {to!r} cannot be written")
         steps = one_pipeline(specs, default_pipeline(budget)) if specs else default_pipeline(budget)
@@ -97,7 +112,7 @@ def run(
         pipeline.subscribe(stats)
         pipeline.subscribe(ProgressDisplay())
         result = pipeline.run(ctx, state.counter(tokenizer))
-        context = _stashed(result.context, stash, to, outputs)
+        context = _stashed(result.context, stash, sidecar, to, outputs)
         outputs.emit(render(context, to, state.registry), output)
         over = result.tokens_after - budget if budget is not None else 0
         if json_out:
@@ -105,6 +120,9 @@ def run(
             report.update({"input": file, "budget": budget, "output": output, "format": to})
             report["over_budget"] = max(over, 0)
             outputs.emit(report, json_out)
+    if sidecar and not result.context.recovery:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(sidecar)  # an older run's store: this output has nothing recoverable
     to_stderr = output in (None, STDIO) or json_out == STDIO
     print_summary(stats, result.tokens_before, result.tokens_after, explain, to_stderr)
     if budget is not None and over > 0:
@@ -116,14 +134,18 @@ def run(
         sys.exit(EXIT_BUDGET)
 
 
-def _stashed(ctx: Any, stash: str | None, to: str, outputs: Outputs) -> Any:
-    """The context to write: its recovery store moved to `stash` when one is given, else kept
-    (with a warning when the target format cannot carry it)."""
-    from ..recovery import split_stash, stash_json
+def _stashed(ctx: Any, stash: str | None, sidecar: str | None, to: str, outputs: Outputs) -> Any:
+    """The context to write: its recovery store moved to `stash` or to the `sidecar` store
+    (streamed, staged with the output), else kept (with a warning when the target format cannot
+    carry it)."""
+    from ..recovery import split_stash, write_sidecar, write_stash
 
-    if stash:
+    if stash or (sidecar and ctx.recovery):
         out, entries = split_stash(ctx)
-        outputs.emit(stash_json(entries), stash)
+        if stash:
+            outputs.stream(stash, partial(write_stash, entries))
+        elif sidecar:
+            outputs.stream(sidecar, partial(write_sidecar, entries))
         return out
     if ctx.recovery and to != "compactkit":
         say(

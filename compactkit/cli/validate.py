@@ -10,7 +10,7 @@ import click
 
 from ..errors import EXIT_PLUGIN
 from ._app import State, command
-from ._input import STDIN_NAME, check_one_stdin, load, load_single, read_stash_text
+from ._input import STDIN_NAME, check_one_stdin, load, load_single, read_entries
 from ._options import STDIO, format_option, json_flag, stash_option
 from ._output import emit, say
 
@@ -28,7 +28,10 @@ DIFF_SCHEMA = "compactkit.diff/1"
     metavar="ORIGINAL",
     help="The input it was compacted from (checks task, system and thinking kept).",
 )
-@stash_option(help="Stash file for markers ('-': stdin).")
+@stash_option(
+    help="Stash file or recovery store for markers ('-': stdin); default: each FILE's "
+    "FILE.recovery.jsonl when it exists."
+)
 @json_flag
 @format_option
 @click.pass_obj
@@ -49,19 +52,19 @@ def validate_cmd(
     Example:
       compactkit validate small.json --against session.jsonl --stash small.stash
     """
-    from ..recovery import read_stash
     from ..validate import validate
 
     check_one_stdin(*files, against, stash)
     original = load_single(state, against) if against else None
-    entries = read_stash(read_stash_text(stash), stash) if stash else None
+    entries = read_entries(stash) if stash else None
     checked: list[dict[str, Any]] = []
     for address in files:
         _, contexts = load(state, address, format_)
+        store = entries if stash else read_entries(None, address) or None  # FILE.recovery.jsonl
         for n, ctx in enumerate(contexts):
             where = address if address != STDIO else STDIN_NAME
             where = f"{where}#{n}" if len(contexts) > 1 else where
-            problems = validate(ctx, original, stash=entries)
+            problems = validate(ctx, original, stash=store)
             checked.append({"context": where, "ok": not problems, "violations": problems})
     bad = sum(len(c["violations"]) for c in checked)
     if as_json:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from ..context import AgentContext
 from ..errors import BadInputError
+from ._util import jsonl_record, stream_jsonl
 
 
 @dataclass(frozen=True)
@@ -33,12 +34,14 @@ MAX_DEPTH = 100
 bad input (real sessions nest about 12 levels)."""
 
 
-def loads(text: str, path: str, line: int | None = None) -> Any:
+def loads(
+    text: str, path: str, line: int | None = None, *, object_hook: Callable[..., Any] | None = None
+) -> Any:
     """`json.loads`, with JSON nested deeper than `MAX_DEPTH` and numbers longer than Python reads
     as one-line `BadInputError`s; `json.JSONDecodeError` passes through."""
     too_deep = BadInputError(f"JSON nested deeper than {MAX_DEPTH} levels", path=path, line=line)
     try:
-        value = json.loads(text)
+        value = json.loads(text, object_hook=object_hook)
     except json.JSONDecodeError:
         raise
     except RecursionError:  # deeper than the interpreter parses, so deeper than MAX_DEPTH
@@ -78,17 +81,8 @@ def parse_text(text: str, path: str) -> Document:
             ) from None
     records: list[Any] = []
     for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            records.append(loads(line, path, number))
-        except json.JSONDecodeError as exc:
-            raise BadInputError(
-                f"invalid or truncated JSONL record: {exc.msg} at column {exc.colno}",
-                path=path,
-                line=number,
-                hint="repair or remove that line",
-            ) from None
+        if line.strip():
+            records.append(jsonl_record(line, path, number, loads))
     return Document(path=path, kind="jsonl", data=records)
 
 
@@ -101,6 +95,9 @@ def read_document(path: str | Path) -> Document:
     if p.is_dir():
         raise BadInputError("is a directory, not a session file", path=display)
     try:
+        records = stream_jsonl(p, display, loads)
+        if records is not None:
+            return Document(path=display, kind="jsonl", data=records)
         raw = p.read_bytes()
     except OSError as exc:
         raise BadInputError(f"cannot read: {exc.strerror}", path=display) from None

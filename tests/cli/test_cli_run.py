@@ -133,6 +133,10 @@ def test_provider_output_warns_when_the_recovery_store_would_be_lost(tmp_path: P
         "run", str(SESSION), "--budget", "20000", "--to", "openai-chat", "-o", str(out)
     )
     assert code == 0
+    assert "--stash" not in stderr  # kept in the store beside the output
+    assert Path(f"{out}.recovery.jsonl").is_file()
+    code, _, stderr = run("run", str(SESSION), "--budget", "20000", "--to", "openai-chat")
+    assert code == 0
     assert "--stash" in stderr
     messages = json.loads(out.read_text())
     assert any("earlier messages]" in str(m.get("content")) for m in messages)  # the summary

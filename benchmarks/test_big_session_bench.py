@@ -1,0 +1,147 @@
+"""Big sessions: peak memory of `compactkit inspect` and `compactkit run` on a generated ~300 MB
+session, as a ratio to the file's size (target < 3x), and the size of what `run` writes.
+
+The session is made at benchmark time, in a temporary directory, from a real Claude Code session of
+the corpus: its records repeated, every copy with its own uuids, tool-call ids, response ids and
+long strings (tagged with the copy's number, so that no copy repeats another's payloads) and
+chained onto the previous copy through `parentUuid`, so that the file is one long conversation.
+`COMPACTKIT_BIG_SESSION_MB` sets the size (default 300; a smaller one for quick iterations).
+Each command runs in its own process; its peak RSS is the `ru_maxrss` that `wait4` reports for it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import corpus_files
+
+SIZE_MB = int(os.environ.get("COMPACTKIT_BIG_SESSION_MB", "300"))
+TARGET_RATIO = 3.0
+SOURCE_NAME = "codemie_session-3fe1b6bc.jsonl"  # the largest Claude Code session of the corpus
+
+_UUID = re.compile(r"\b([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-)([0-9a-f]{12})\b")
+_IDS = re.compile(r"\b(?:toolu|msg|call|req)_[A-Za-z0-9_]+")
+
+
+def make_session(source: Path, target: Path, size: int) -> int:
+    """Write to `target` copies of `source`'s records, with ids varied per copy, until `size`
+    bytes; return the bytes written."""
+    lines = [line for line in source.read_text(encoding="utf-8").splitlines() if line.strip()]
+    written = 0
+    copy = 0
+    last_uuid: str | None = None
+    with target.open("w", encoding="utf-8") as out:
+        while written < size:
+            copy += 1
+            first = True
+            for line in lines:
+                text = _UUID.sub(lambda m, k=copy: f"{m[1]}{int(m[2], 16) ^ k:012x}", line)
+                text = _IDS.sub(lambda m, k=copy: f"{m[0]}c{k}", text)
+                record = _varied(json.loads(text), f" [{copy}]")
+                if first and record.get("uuid") and record.get("parentUuid") is None:
+                    record["parentUuid"] = last_uuid  # the copy continues the previous one
+                    first = False
+                text = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+                if isinstance(record.get("uuid"), str):
+                    last_uuid = record["uuid"]
+                written += out.write(text + "\n")
+    return target.stat().st_size
+
+
+def _varied(value: Any, tag: str) -> Any:
+    """`value` with `tag` added to each long string, so that no copy repeats another's payloads
+    (repeats within one copy, as the real session has them, stay repeats)."""
+    if isinstance(value, dict):
+        return {k: _varied(v, tag) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_varied(v, tag) for v in value]
+    if isinstance(value, str) and len(value) >= 256:
+        return value + tag
+    return value
+
+
+def peak_rss(args: list[str], cwd: Path) -> tuple[int, subprocess.CompletedProcess[str]]:
+    """(peak RSS in bytes, the finished process) of `compactkit ARGS` run in its own process."""
+    out, err = cwd / "stdout.txt", cwd / "stderr.txt"
+    with out.open("w") as stdout, err.open("w") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "compactkit", *args], cwd=cwd, stdout=stdout, stderr=stderr
+        )
+        _, status, usage = os.wait4(proc.pid, 0)  # the rusage of this child alone
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    done = subprocess.CompletedProcess(
+        args, proc.returncode, out.read_text(encoding="utf-8"), err.read_text(encoding="utf-8")
+    )
+    return usage.ru_maxrss * 1024, done
+
+
+@pytest.fixture(scope="module")
+def source() -> Path:
+    sources = [p for p in corpus_files() if p.name == SOURCE_NAME]
+    if not sources:
+        pytest.skip(f"{SOURCE_NAME} is only in the full corpus, which is not present here")
+    return sources[0]
+
+
+@pytest.fixture(scope="module")
+def big_session(source: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    folder = tmp_path_factory.mktemp("big")
+    path = folder / "big-session.jsonl"
+    make_session(source, path, SIZE_MB * 1024 * 1024)
+    yield path
+    for made in folder.iterdir():  # nothing this large is left behind in the temporary folder
+        made.unlink()
+
+
+@pytest.fixture(scope="module")
+def fixed_cost(source: Path, big_session: Path) -> int:
+    """Peak RSS of `inspect` on the small real session: the interpreter, compactkit and the
+    tokenizer's vocabulary, which a session of any size pays once."""
+    rss, done = peak_rss(["inspect", "--json", str(source)], big_session.parent)
+    assert done.returncode == 0, done.stderr
+    return rss
+
+
+def _check(name: str, rss: int, size: int, fixed: int) -> None:
+    """At the full size the whole peak must stay under `TARGET_RATIO` times the file's size; a
+    smaller session (for quick iterations) cannot, the fixed cost alone being near that, so there
+    what it adds over the fixed cost must."""
+    ratio, added = rss / size, (rss - fixed) / size
+    print(
+        f"\n{name}: file {size / 2**20:,.0f} MiB, peak RSS {rss / 2**20:,.0f} MiB "
+        f"(fixed cost {fixed / 2**20:,.0f} MiB): ratio {ratio:.2f}x, {added:.2f}x over the fixed "
+        f"cost (target < {TARGET_RATIO}x)"
+    )
+    assert (ratio if SIZE_MB >= 300 else added) < TARGET_RATIO
+
+
+def test_inspect_peak_rss(big_session: Path, fixed_cost: int) -> None:
+    size = big_session.stat().st_size
+    rss, done = peak_rss(["inspect", "--json", big_session.name], big_session.parent)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[0])["messages"] > 1000
+    _check("inspect", rss, size, fixed_cost)
+
+
+def test_run_sliding_window_peak_rss(big_session: Path, fixed_cost: int) -> None:
+    size = big_session.stat().st_size
+    args = ["run", big_session.name, "-s", "sliding-window", "--budget", "30000", "-o", "out.json"]
+    rss, done = peak_rss(args, big_session.parent)
+    assert done.returncode == 0, done.stderr
+    output = big_session.parent / "out.json"
+    store = big_session.parent / "out.json.recovery.jsonl"
+    print(
+        f"\nrun: output {output.stat().st_size / 2**10:,.0f} KiB, "
+        f"store beside it {store.stat().st_size / 2**20:,.0f} MiB"
+    )
+    assert output.stat().st_size < size / 100  # the small context asked for, not the session
+    _check("run -s sliding-window", rss, size, fixed_cost)

@@ -1,0 +1,193 @@
+"""Big sessions: JSON Lines read a line at a time, and what `run -o OUT` removes kept in the
+content-addressed store OUT.recovery.jsonl beside the output (found by `expand` and `validate`),
+or in the output with `--embed-recovery`."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import compactkit
+import compactkit.recovery as recovery
+from compactkit.cli import make_cli
+from compactkit.context import Message, OmittedBlock, TextBlock
+from compactkit.errors import BadInputError
+from compactkit.formats.base import parse_text, read_document
+from compactkit.registry import make_registry
+
+from .conftest import corpus_file, corpus_files
+
+CLI = make_cli(lambda: make_registry(entry_points=False))
+
+
+def cli(*args: str | Path) -> tuple[int, str, str]:
+    result = CliRunner().invoke(CLI, [str(a) for a in args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.fixture
+def session() -> Path:
+    return corpus_file("codemie_session-3fe1b6bc")
+
+
+def compacted(tmp_path: Path, session: Path, *extra: str) -> Path:
+    out = tmp_path / "small.json"
+    code, _, stderr = cli(
+        "run", session, "-s", "sliding-window", "--budget", "30000", "-o", out, *extra
+    )
+    assert code == 0, stderr
+    return out
+
+
+# --------------------------------------------------------------------------- the sidecar store
+
+
+def test_run_writes_the_removed_messages_beside_the_output(tmp_path: Path, session: Path) -> None:
+    digest = hashlib.sha256(session.read_bytes()).hexdigest()
+    out = compacted(tmp_path, session)
+    store = Path(f"{out}.recovery.jsonl")
+    assert compactkit.load_one(out).recovery == {}
+    lines = store.read_text(encoding="utf-8").splitlines()
+    assert json.loads(lines[0]) == {"format": "compactkit.recovery/1", "entries": len(lines) - 1}
+    entries = [json.loads(line) for line in lines[1:]]
+    assert entries and all(recovery.check_entry(e["etag"], e["payload"]) for e in entries)
+    (tmp_path / "embedded").mkdir()
+    embedded = compacted(tmp_path / "embedded", session, "--embed-recovery")
+    assert out.stat().st_size * 2 < embedded.stat().st_size
+    assert hashlib.sha256(session.read_bytes()).hexdigest() == digest
+
+
+def test_expand_finds_the_store_and_gives_back_the_session(tmp_path: Path, session: Path) -> None:
+    out = compacted(tmp_path, session)
+    back = tmp_path / "back.json"
+    code, _, stderr = cli("expand", out, "-o", back)
+    assert code == 0, stderr
+    assert compactkit.load_one(back).messages == compactkit.load_one(session).messages
+    code, stdout, _ = cli("validate", out)
+    assert code == 0 and stdout.strip().endswith("ok")
+
+
+def test_expand_takes_the_store_by_path_and_says_when_it_is_missing(
+    tmp_path: Path, session: Path
+) -> None:
+    out = compacted(tmp_path, session)
+    moved = tmp_path / "elsewhere.jsonl"
+    Path(f"{out}.recovery.jsonl").rename(moved)
+    code, _, stderr = cli("expand", out)
+    assert code == 2 and "cannot be restored" in stderr and str(out) in stderr
+    back = tmp_path / "back.json"
+    code, _, stderr = cli("expand", out, "--stash", moved, "-o", back)
+    assert code == 0, stderr
+    assert compactkit.load_one(back).messages == compactkit.load_one(session).messages
+
+
+def test_a_tampered_store_entry_is_refused_naming_its_etag(tmp_path: Path, session: Path) -> None:
+    out = compacted(tmp_path, session)
+    store = Path(f"{out}.recovery.jsonl")
+    lines = store.read_text(encoding="utf-8").splitlines()
+    entry = json.loads(lines[1])
+    entry["payload"] = entry["payload"].replace("a", "b", 1)
+    store.write_text("\n".join([lines[0], json.dumps(entry), *lines[2:]]) + "\n", encoding="utf-8")
+    code, _, stderr = cli("expand", out, "-o", tmp_path / "back.json")
+    assert code == 2 and entry["etag"] in stderr
+    assert not (tmp_path / "back.json").exists()
+
+
+def test_embed_recovery_keeps_the_store_in_the_output(tmp_path: Path, session: Path) -> None:
+    out = compacted(tmp_path, session, "--embed-recovery")
+    assert not Path(f"{out}.recovery.jsonl").exists()
+    assert compactkit.load_one(out).recovery
+    back = tmp_path / "back.json"
+    assert cli("expand", out, "-o", back)[0] == 0
+    assert compactkit.load_one(back).messages == compactkit.load_one(session).messages
+    code, _, stderr = cli("run", session, "--embed-recovery", "--stash", tmp_path / "s.json")
+    assert code == 2 and "--embed-recovery" in stderr
+
+
+def test_compacting_an_output_again_keeps_what_the_first_run_removed(
+    tmp_path: Path, session: Path
+) -> None:
+    out = compacted(tmp_path, session)
+    again = tmp_path / "smaller.json"
+    code, _, stderr = cli("run", out, "-s", "sliding-window", "--budget", "15000", "-o", again)
+    assert code == 0, stderr
+    back = tmp_path / "back.json"
+    assert cli("expand", again, "-o", back)[0] == 0
+    assert compactkit.load_one(back).messages == compactkit.load_one(session).messages
+
+
+def test_an_output_with_nothing_removed_leaves_no_store(tmp_path: Path, session: Path) -> None:
+    out = compacted(tmp_path, session)
+    assert Path(f"{out}.recovery.jsonl").exists()
+    code, _, stderr = cli("run", session, "-s", "sliding-window", "--budget", "10000000", "-o", out)
+    assert code == 0, stderr
+    assert not Path(f"{out}.recovery.jsonl").exists()  # the old store described the old output
+
+
+def test_a_huge_window_is_stored_in_parts_that_expand_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(recovery, "_CHUNK_ABOVE", 2000)
+    monkeypatch.setattr(recovery, "_CHUNK", 500)
+    ctx = compactkit.load_one(corpus_file("codemie_session-3fe1b6bc"))
+    end = next(i for i, m in enumerate(ctx.messages) if i >= 30 and m.role == "user")
+    window = list(ctx.messages[1:end])
+    store: dict[str, str] = {}
+    etag = recovery.put(store, window)
+    assert etag == recovery.payload_etag(window) and len(store) > 3
+    assert all(recovery.check_entry(k, v) for k, v in store.items())
+    marker = Message(
+        role="user",
+        content=(OmittedBlock(etag=etag, messages=len(window)),),
+        metadata={"compactkit_marker": "sliding-window"},
+    )
+    small = ctx.replace(messages=(ctx.messages[0], marker, *ctx.messages[end:]), recovery=store)
+    assert compactkit.validate(small) == []
+    assert recovery.expand(small).messages == ctx.messages
+    assert recovery.flatten([marker], store) == window
+
+
+def test_a_small_window_is_one_entry_as_before() -> None:
+    items = [TextBlock(text="héllo 🙂"), TextBlock(text="x")]
+    store: dict[str, str] = {}
+    etag = recovery.put(store, items)
+    text = compactkit.context.canonical_json([i.model_dump(mode="json") for i in items])
+    assert store == {etag: text} and etag == compactkit.context.etag_of(text)
+
+
+# --------------------------------------------------------------------------- streaming JSONL
+
+
+def test_every_corpus_jsonl_reads_as_a_whole_read_would() -> None:
+    files = [p for p in corpus_files() if p.suffix == ".jsonl"]
+    assert files
+    for path in files:
+        streamed = read_document(path)
+        whole = parse_text(path.read_text(encoding="utf-8-sig"), str(path))
+        assert (streamed.kind, streamed.data) == (whole.kind, whole.data), path
+
+
+def test_a_line_separator_inside_a_record_is_not_a_line_break(tmp_path: Path) -> None:
+    # U+2028 is legal raw inside a JSON string; only "\n" ends a JSONL record
+    path = tmp_path / "s.jsonl"
+    records = [
+        {"role": "user", "content": "first\u2028line"},
+        {"role": "assistant", "content": "ok"},
+    ]
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), "utf-8")
+    assert read_document(path).data == records
+
+
+def test_a_bad_record_or_byte_is_one_line_naming_where(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b'{"a": 1}\n{"b": 2}\n{"c": \n')
+    with pytest.raises(BadInputError) as bad:
+        read_document(path)
+    assert bad.value.line == 3 and "invalid or truncated JSONL record" in str(bad.value)
+    path.write_bytes(b'{"a": 1}\n{"b": "\xff"}\n')
+    with pytest.raises(BadInputError, match=r"bad byte at offset 16"):
+        read_document(path)
