@@ -167,3 +167,11 @@ def test_without_ray_installed_the_ray_executor_is_exit_2_saying_what_to_install
     assert stderr.splitlines() == [
         "compactkit: error: --executor ray needs Ray: pip install 'compactkit[ray]'"
     ]
+
+
+def test_a_ray_address_without_the_ray_executor_is_exit_2() -> None:
+    code, stderr = invoke("check", "--ray-address", "127.0.0.1:6379")
+    assert code == 2
+    assert stderr.splitlines() == [
+        "compactkit: error: --ray-address applies to --executor ray only"
+    ]
