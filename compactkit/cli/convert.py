@@ -6,7 +6,7 @@ import click
 
 from ..errors import BadInputError, ConfigError
 from ..formats.export import PENDING_CHOICES, Pending, ProviderWriter, WriterOptions
-from ..io import render
+from ..io import render, split_address
 from ._app import State, command
 from ._input import check_one_stdin, load, load_single, read_entries, sidecar_of
 from ._options import STDIO, format_option, output_option, stash_option, to_option
@@ -90,7 +90,7 @@ def expand(state: State, file: str, stash: str | None, to: str, output: str | No
       compactkit expand small.json --stash small.stash -o back.json
     """
     from ..recovery import expand as expand_context
-    from ..recovery import unrecoverable
+    from ..recovery import sidecar_path, unrecoverable
 
     check_one_stdin(file, stash)
     outputs = Outputs([file, stash or sidecar_of(file) or STDIO], output=output)
@@ -101,7 +101,8 @@ def expand(state: State, file: str, stash: str | None, to: str, output: str | No
         raise BadInputError(
             f"{len(missing)} marker(s) cannot be restored (etag {missing[0]} ...)",
             path=file,
-            hint="pass the --stash file written when it was compacted",
+            hint=f"keep {sidecar_path(split_address(file)[0])} beside it, or pass --stash "
+            "with the store or stash written when it was compacted",
         )
     with outputs:
         outputs.emit(render(expand_context(ctx, entries), to, state.registry), output)
