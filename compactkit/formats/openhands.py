@@ -91,6 +91,7 @@ from ..errors import BadInputError
 from ._pairing import Turn, repair_pairing
 from ._util import (
     as_dict,
+    as_list,
     as_text,
     context_metadata,
     image_from_url,
@@ -399,6 +400,8 @@ class _Builder:
             self.summary(event, as_text(event.get("content")), {"observation": "condense"})
             return
         cause = event.get("cause")
+        if isinstance(cause, (dict, list)):  # not an event id
+            cause = None
         call_id = None if cause in self.user_actions else self.find_call(event)
         if call_id is None:
             if cause not in self.user_actions:
@@ -736,7 +739,7 @@ def _response_blocks(message: dict[str, Any]) -> list[Block]:
 
 
 def _call_arguments(message: dict[str, Any], call_id: str) -> Any:
-    for call in message.get("tool_calls") or []:
+    for call in as_list(message.get("tool_calls")):
         if isinstance(call, dict) and call.get("id") == call_id:
             function = call.get("function")
             if isinstance(function, dict):
