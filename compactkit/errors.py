@@ -18,7 +18,9 @@ EXIT_PLUGIN = 3
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
 
-_KEYISH = re.compile(r"\b(sk|key|api)[-_][A-Za-z0-9_\-]{8,}")
+# a key prefix, then a random-looking run (a digit somewhere): `api_conversation_history.json` is
+# a file name, `sk-proj-4fJ...` is a key
+_KEYISH = re.compile(r"\b(sk|key|api)[-_](?=[A-Za-z_\-]*\d)[A-Za-z0-9_\-]{8,}")
 _URL_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)[^/\s@?#]+@")
 _QUERY_SECRET = re.compile(
     r"(?i)(?P<key>[?&;](?:[a-z0-9_\-]*(?:key|token|secret|password|passwd|pwd|auth|sig|signature)"
