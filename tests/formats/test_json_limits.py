@@ -59,6 +59,18 @@ def test_nesting_at_the_limit_still_reads(tmp_path: Path) -> None:
     assert code == 0, err
 
 
+def test_a_lone_surrogate_escape_reads_as_a_replacement_character(tmp_path: Path) -> None:
+    real = json.loads(sample("tau_bench").read_text(encoding="utf-8"))
+    real[0]["traj"][1]["content"] = "cut in half: \ud83d"  # json.dumps writes the escape
+    cut = tmp_path / "cut.json"
+    cut.write_text(json.dumps(real))
+    code, out, err = run("inspect", str(cut))
+    assert code == 0, err  # was exit 3: the table could not be written as UTF-8
+    code, out, err = run("convert", f"{cut}#0", "--to", "openai-chat")
+    assert code == 0, err
+    assert "cut in half: \ufffd" in json.loads(out)[1]["content"]
+
+
 def test_a_jsonl_record_past_the_limits_is_exit_2_with_its_line(tmp_path: Path) -> None:
     lines = sample("claude-code-viewer").read_text(encoding="utf-8").splitlines()
     deep = tmp_path / "deep.jsonl"
