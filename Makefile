@@ -26,8 +26,8 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:langsmith_plugin
 
 lint: $(STAMP)
-	$(BIN)/ruff check compactkit tests benchmarks plugins
-	$(BIN)/ruff format --check compactkit tests benchmarks plugins
+	$(BIN)/ruff check compactkit tests benchmarks plugins fuzz
+	$(BIN)/ruff format --check compactkit tests benchmarks plugins fuzz
 
 typecheck: $(STAMP)
 	$(BIN)/mypy compactkit

@@ -423,8 +423,16 @@ def read_sidecar(path: str | Path, display: str | None = None) -> dict[str, str]
     etag (`check_entry`). A line that is not an entry is a one-line `BadInputError`."""
     where = display or str(path)
     entries: dict[str, str] = {}
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise BadInputError(
+                    f"not UTF-8 text (bad byte at offset {exc.start} of the line)",
+                    path=where,
+                    line=number,
+                ) from None
             if not line.strip():
                 continue
             try:

@@ -97,6 +97,19 @@ def test_a_tampered_store_entry_is_refused_naming_its_etag(tmp_path: Path, sessi
     assert not (tmp_path / "back.json").exists()
 
 
+def test_a_store_line_that_is_not_utf8_is_one_line_naming_it(tmp_path: Path, session: Path) -> None:
+    out = compacted(tmp_path, session)
+    store = Path(f"{out}.recovery.jsonl")
+    lines = store.read_bytes().splitlines()
+    store.write_bytes(
+        b"\n".join([lines[0], lines[1][:20] + b"\xff\xfe" + lines[1][20:], *lines[2:]])
+    )
+    code, _, stderr = cli("expand", out, "-o", tmp_path / "back.json")
+    assert code == 2
+    assert stderr.strip().count("\n") == 0 and "recovery.jsonl:2: not UTF-8" in stderr
+    assert not (tmp_path / "back.json").exists()
+
+
 def test_embed_recovery_keeps_the_store_in_the_output(tmp_path: Path, session: Path) -> None:
     out = compacted(tmp_path, session, "--embed-recovery")
     assert not Path(f"{out}.recovery.jsonl").exists()

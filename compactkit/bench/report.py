@@ -219,7 +219,11 @@ def render_terminal(report: dict[str, Any]) -> None:
     console.print(table)
     unloaded, broken = split_failed(report)
     for failed in unloaded:
-        console.print(f"[yellow]not loaded[/]: {escape(failed['path'])}: {escape(failed['error'])}")
+        path, error = failed["path"], failed["error"]
+        said = (
+            error if error.startswith(f"{path}:") else f"{path}: {error}"
+        )  # errors name their file
+        console.print(f"[yellow]not loaded[/]: {escape(said)}")
     for failed in broken:
         console.print(
             f"[red]failed[/]: {escape(failed['pipeline'])} on {escape(failed['path'])}: "

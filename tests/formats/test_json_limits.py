@@ -99,6 +99,7 @@ def test_a_deep_file_in_a_bench_is_reported_like_any_unreadable_file(tmp_path: P
         str(deep) in err,
     )
     assert "nested deeper than" in out + err and "prompt tokens" in out  # the good one ran
+    assert (out + err).count(str(deep)) == 1  # named once, not once by bench and again by the error
 
 
 def test_a_stash_nested_past_the_limit_is_exit_2(tmp_path: Path) -> None:
