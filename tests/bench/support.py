@@ -38,7 +38,7 @@ def register_strategies(register):
     register(FailsOn)
 '''
 
-CRASHES_ON = '''
+CRASHES_ON = """
 import os
 
 from compactkit import hookimpl
@@ -57,7 +57,7 @@ class CrashesOn:
 @hookimpl
 def register_scorers(register):
     register(CrashesOn())
-'''
+"""
 
 
 def _plugins(folder: Path, name: str, source: str) -> Path:
