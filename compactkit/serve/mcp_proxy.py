@@ -357,6 +357,7 @@ async def relay(config: ProxyConfig, client: tuple[Any, Any], upstream: tuple[An
                 continue
             await proxy.from_client(tg, item.message)
         tg.cancel_scope.cancel()  # the client left: stop the timers and the upstream
+    await client_write.aclose()  # and the transport's writer, so the proxy exits
 
 
 def _log(line: str) -> None:

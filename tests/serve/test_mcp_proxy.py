@@ -263,6 +263,25 @@ def test_upstream_death_is_an_mcp_error_on_every_later_call() -> None:
         assert time.monotonic() - start < 12
 
 
+def test_the_proxy_exits_when_its_client_closes_the_connection() -> None:
+    proxy = subprocess.Popen(
+        proxied(FAKE), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    )
+    assert proxy.stdin is not None and proxy.stdout is not None
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t"}}
+    proxy.stdin.write(
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}).encode()
+        + b"\n"
+    )
+    proxy.stdin.flush()
+    assert json.loads(proxy.stdout.readline())["result"]["serverInfo"]["name"] == "fake-upstream"
+    proxy.stdin.close()  # the client leaves, without killing anything
+    try:
+        assert proxy.wait(timeout=20) == 0
+    finally:
+        proxy.kill()
+
+
 def test_cli_needs_a_command_and_a_server_that_starts() -> None:
     runner = CliRunner()
     missing = runner.invoke(make_cli(), ["mcp-proxy"])
