@@ -48,6 +48,8 @@ from compactkit.tokens import get_counter  # noqa: E402
 from compactkit.toolcall import payload_path, read_call  # noqa: E402
 from tests.serve.servers import PROXY, filesystem_server  # noqa: E402
 
+LINE_RELAY = str(Path(__file__).with_name("line_relay.py"))
+
 
 @dataclass(frozen=True)
 class Read:
@@ -68,6 +70,7 @@ class SessionReplay:
     bad_markers: list[str] = field(default_factory=list)
     direct_seconds: list[float] = field(default_factory=list)
     proxy_seconds: list[float] = field(default_factory=list)
+    relay_seconds: list[float] = field(default_factory=list)
 
 
 def session_reads(ctx: AgentContext) -> list[Read]:
@@ -120,6 +123,9 @@ async def replay(
     conversations by the `compacted` notification) and one direct server."""
     server = filesystem_server()
     direct = StdioServerParameters(command=server[0], args=[*server[1:], str(workdir)])
+    relayed = StdioServerParameters(
+        command=sys.executable, args=[LINE_RELAY, *server, str(workdir)]
+    )
     proxied = StdioServerParameters(
         command=PROXY[0], args=[*PROXY[1:], "--timeout", "30", "--", *server, str(workdir)]
     )
@@ -130,9 +136,12 @@ async def replay(
         ClientSession(dr, dw, read_timeout_seconds=60) as plain,
         stdio_client(proxied, errlog=tempfile.TemporaryFile("w")) as (pr, pw),
         ClientSession(pr, pw, read_timeout_seconds=60) as proxy,
+        stdio_client(relayed, errlog=tempfile.TemporaryFile("w")) as (rr, rw),
+        ClientSession(rr, rw, read_timeout_seconds=60) as relay,
     ):
         await plain.initialize()
         await proxy.initialize()
+        await relay.initialize()
         for n, (name, ctx) in enumerate(conversations):
             reads = session_reads(ctx)
             if not reads:
@@ -155,8 +164,11 @@ async def replay(
                 t1 = time.perf_counter()
                 proxy_result = await proxy.call_tool("read_text_file", args)
                 t2 = time.perf_counter()
+                await relay.call_tool("read_text_file", args)
+                t3 = time.perf_counter()
                 row.direct_seconds.append(t1 - t0)
                 row.proxy_seconds.append(t2 - t1)
+                row.relay_seconds.append(t3 - t2)
                 shown = _text(plain_result)
                 row.direct_tokens += counter.text(shown)
                 row.proxy_tokens += counter.text(_text(proxy_result))
@@ -186,6 +198,7 @@ def percentile(values: Sequence[float], q: float) -> float:
 def summary(rows: Sequence[SessionReplay]) -> dict[str, Any]:
     direct = [s for r in rows for s in r.direct_seconds]
     proxy = [s for r in rows for s in r.proxy_seconds]
+    relay = [s for r in rows for s in r.relay_seconds]
     total = {
         "sessions": len(rows),
         "reads": sum(r.reads for r in rows),
@@ -203,6 +216,10 @@ def summary(rows: Sequence[SessionReplay]) -> dict[str, Any]:
             "proxy_p99": percentile(proxy, 0.99) * 1000,
             "median_ratio": statistics.median(proxy) / statistics.median(direct),
             "p99_ratio": percentile(proxy, 0.99) / percentile(direct, 0.99),
+            # a relay that only passes lines: what the second process hop costs by itself
+            "line_relay_median": statistics.median(relay) * 1000,
+            "line_relay_median_ratio": statistics.median(relay) / statistics.median(direct),
+            "proxy_vs_line_relay_median": statistics.median(proxy) / statistics.median(relay),
         }
     return total
 
