@@ -278,18 +278,26 @@ def _alive(pid: int) -> bool:
     return not (stat.exists() and stat.read_text().split(")")[-1].split()[0] == "Z")
 
 
-@pytest.mark.parametrize("timeout", [None, 300.0])
-def test_a_real_ctrl_c_during_a_strategy_is_still_an_interrupt(
-    tmp_path: Path, timeout: float | None
-) -> None:
+def _start_in_a_strategy(
+    template: str, tmp_path: Path, timeout: float | None
+) -> tuple[subprocess.Popen[str], int]:
+    """A program running `template`, and the pid of the process its strategy runs in, once the
+    strategy has started."""
     pidfile = tmp_path / "pid"
-    script = _SCRIPT.format(pidfile=str(pidfile), session=str(SESSION), timeout=timeout)
+    script = template.format(pidfile=str(pidfile), session=str(SESSION), timeout=timeout)
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     for _ in range(600):
         if pidfile.exists() and pidfile.read_text():
             break
         time.sleep(0.1)
-    strategy_pid = int(pidfile.read_text())
+    return proc, int(pidfile.read_text())
+
+
+@pytest.mark.parametrize("timeout", [None, 300.0])
+def test_a_real_ctrl_c_during_a_strategy_is_still_an_interrupt(
+    tmp_path: Path, timeout: float | None
+) -> None:
+    proc, strategy_pid = _start_in_a_strategy(_SCRIPT, tmp_path, timeout)
     proc.send_signal(signal.SIGINT)
     stdout, _ = proc.communicate(timeout=120)
     assert proc.returncode == 130 and stdout.strip() == "interrupted"
@@ -463,13 +471,7 @@ signal.signal(signal.SIGTERM, handler)
 def test_sigterm_made_an_exception_by_the_program_is_not_a_strategy_failure(
     tmp_path: Path, timeout: float | None
 ) -> None:
-    pidfile = tmp_path / "pid"
-    script = _TERM_SCRIPT.format(pidfile=str(pidfile), session=str(SESSION), timeout=timeout)
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
-    for _ in range(600):
-        if pidfile.exists() and pidfile.read_text():
-            break
-        time.sleep(0.1)
+    proc, _ = _start_in_a_strategy(_TERM_SCRIPT, tmp_path, timeout)
     proc.send_signal(signal.SIGTERM)
     stdout, _ = proc.communicate(timeout=120)
     assert proc.returncode == 143 and stdout.strip() == "terminated"
