@@ -1,0 +1,1 @@
+"""Real agent CLIs (Claude Code, Codex) against a scripted fake model API on loopback."""

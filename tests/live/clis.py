@@ -1,0 +1,383 @@
+"""The real agent CLIs from npm, installed once into a cache, run offline against a base URL.
+
+`install(CLAUDE_CODE)` / `install(CODEX)` put the pinned package into the cache (npm, through the
+registry, on first use; later calls reuse it) and return the executable. `run_claude` and
+`run_codex` run one task in a `Sandbox` (a temporary HOME and workspace), non-interactively,
+against `base_url` (the fake upstream, or a gateway in front of it), and return a `CliRun`: exit
+code, output, the session file the CLI wrote and the requests the fake upstream saw meanwhile.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.live.upstream import FakeUpstream, RecordedRequest, Script, Turn
+
+
+@dataclass(frozen=True)
+class NpmCli:
+    package: str
+    version: str  # pinned: bump it here and regenerate tests/live/sessions (README.md)
+    bin: str
+
+
+CLAUDE_CODE = NpmCli("@anthropic-ai/claude-code", "2.1.332", "claude")
+CODEX = NpmCli("@openai/codex", "0.171.0", "codex")
+
+NPM_INSTALL_TIMEOUT_S = 600
+RUN_TIMEOUT_S = 120  # one CLI run; a scripted session takes a few seconds
+
+
+class LiveSetupError(RuntimeError):
+    """The CLI could not be installed or started: the message says what and how to retry."""
+
+
+def cache_dir() -> Path:
+    """Where the CLIs are installed: `COMPACTKIT_LIVE_CACHE`, else inside the running virtualenv
+    (so `make clean` removes it), else ~/.cache/compactkit-live."""
+    env = os.environ.get("COMPACTKIT_LIVE_CACHE")
+    if env:
+        return Path(env)
+    if sys.prefix != sys.base_prefix:
+        return Path(sys.prefix) / "compactkit-live"
+    return Path.home() / ".cache" / "compactkit-live"
+
+
+def install(cli: NpmCli, root: Path | None = None) -> Path:
+    """The CLI's executable, installed from the npm registry on first use (one installer at a time
+    across processes; an install is moved into place only once it works)."""
+    root = root or cache_dir()
+    target = root / f"{cli.package.replace('/', '__').lstrip('@')}-{cli.version}"
+    executable = target / "node_modules" / ".bin" / cli.bin
+    if executable.exists():
+        return executable
+    npm = shutil.which("npm")
+    if npm is None:
+        raise LiveSetupError(f"npm is not on PATH: install Node.js and npm to run {cli.package}")
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if executable.exists():  # another process installed it while we waited
+            return executable
+        staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=root))
+        try:
+            _npm_install(npm, cli, staging)
+            _check_version(cli, staging / "node_modules" / ".bin" / cli.bin)
+            staging.rename(target)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    return executable
+
+
+def _npm_install(npm: str, cli: NpmCli, prefix: Path) -> None:
+    spec = f"{cli.package}@{cli.version}"
+    command = [npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund", "--no-save"]
+    command += ["--loglevel=error", "--include=optional", spec]
+    try:
+        done = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            timeout=NPM_INSTALL_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise LiveSetupError(
+            f"npm install {spec} did not finish in {NPM_INSTALL_TIMEOUT_S} s (is the npm registry reachable?)"
+        ) from exc
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-8:]
+        raise LiveSetupError(
+            f"npm install {spec} failed (exit {done.returncode}): " + " | ".join(tail)
+        )
+
+
+def _check_version(cli: NpmCli, executable: Path) -> None:
+    try:
+        done = subprocess.run(
+            [str(executable), "--version"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise LiveSetupError(
+            f"{cli.package}@{cli.version} installed but does not start: {exc}"
+        ) from exc
+    if done.returncode != 0 or cli.version not in done.stdout:
+        raise LiveSetupError(
+            f"{cli.package}@{cli.version} installed but `{cli.bin} --version` said "
+            f"{(done.stdout + done.stderr).strip()[:200]!r} (exit {done.returncode})"
+        )
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """A temporary HOME and workspace: everything a CLI writes stays inside. Reuse one sandbox
+    for a run and the run that resumes it."""
+
+    home: Path
+    workspace: Path
+
+    @classmethod
+    def create(cls, parent: Path) -> Sandbox:
+        home, workspace = parent / "home", parent / "workspace"
+        home.mkdir(parents=True, exist_ok=True)
+        workspace.mkdir(parents=True, exist_ok=True)
+        return cls(home, workspace)
+
+    @property
+    def codex_home(self) -> Path:
+        return self.home / ".codex"
+
+
+@dataclass
+class CliRun:
+    """One CLI run: what it printed, what it wrote, what the upstream saw meanwhile."""
+
+    args: list[str]
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+    requests: list[RecordedRequest] = field(default_factory=list)  # what the upstream saw meanwhile
+    output: Any = None  # Claude Code: the --output-format json object; Codex: the --json events
+    session_id: str | None = None
+    session_file: Path | None = None
+
+    def turn_requests(self) -> list[RecordedRequest]:
+        return [r for r in self.requests if r.is_turn]
+
+    def describe(self) -> str:
+        """A short account for assertion messages (the API key is a placeholder, never a secret)."""
+        tail = "\n".join(self.stderr.strip().splitlines()[-15:])
+        return (
+            f"{' '.join(self.args[:2])} ... exit {self.returncode} in {self.seconds:.1f}s, "
+            f"{len(self.requests)} requests\nstdout: {self.stdout[-1500:]}\nstderr tail:\n{tail}"
+        )
+
+
+def _base_env(sandbox: Sandbox) -> dict[str, str]:
+    """A clean environment: nothing of the caller's own agent or keys leaks into the run."""
+    return {
+        "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
+        "HOME": str(sandbox.home),
+        "USER": os.environ.get("USER", "root"),
+        "SHELL": "/bin/bash",
+        "LANG": "C.UTF-8",
+        "TZ": "UTC",
+        "TERM": "dumb",
+        "NO_COLOR": "1",
+    }
+
+
+def _run(
+    args: list[str],
+    env: dict[str, str],
+    cwd: Path,
+    upstream: FakeUpstream | None,
+    timeout: float,
+) -> CliRun:
+    """Run the CLI to its end (killed with everything it started past `timeout`); the caller
+    fills in what it printed and wrote."""
+    seen = len(upstream.requests) if upstream is not None else 0
+    start = time.monotonic()
+    process = subprocess.Popen(
+        args,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # so a timeout ends the CLI and every tool process it started
+    )
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        stdout, stderr = process.communicate()
+        stderr += f"\n[harness] killed after {timeout} s"
+    return CliRun(
+        args=args,
+        returncode=process.returncode,
+        stdout=stdout,
+        stderr=stderr,
+        seconds=time.monotonic() - start,
+        requests=list(upstream.requests[seen:]) if upstream is not None else [],
+    )
+
+
+def _base_url(
+    upstream: FakeUpstream | None, script: Script | Sequence[Turn] | None, base_url: str | None
+) -> str:
+    """The URL the CLI is pointed at (default: the upstream's), after loading `script`."""
+    if script is not None:
+        if upstream is None:
+            raise ValueError("a script needs the FakeUpstream that plays it")
+        upstream.set_script(script)
+    url = base_url or (upstream.url if upstream is not None else None)
+    if url is None:
+        raise ValueError("a run needs a base_url or an upstream")
+    return url
+
+
+# --- Claude Code ------------------------------------------------------------------------------------
+
+# What Claude Code needs offline: a base URL and any key. CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC
+# turns off telemetry, error reporting, the update check and the startup probe (`HEAD /api/hello`):
+# with it, strace shows no connection but the ones to the base URL.
+CLAUDE_ENV = {
+    "ANTHROPIC_API_KEY": "sk-ant-compactkit-live-placeholder",
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+}
+
+
+def run_claude(
+    task: str,
+    sandbox: Sandbox,
+    *,
+    upstream: FakeUpstream | None = None,
+    script: Script | Sequence[Turn] | None = None,
+    base_url: str | None = None,
+    resume: str | None = None,
+    allowed_tools: Sequence[str] = ("Bash", "Read"),
+    extra_args: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    timeout: float = RUN_TIMEOUT_S,
+    executable: Path | None = None,
+) -> CliRun:
+    """`claude -p TASK --allowedTools ... --output-format json` in `sandbox`, against `base_url`
+    (default: the upstream's). `resume` continues a session by id (`--resume ID`). `script`, if
+    given, is loaded into `upstream` first."""
+    url = _base_url(upstream, script, base_url)
+    args = [str(executable or install(CLAUDE_CODE)), "-p", task, "--output-format", "json"]
+    args += ["--allowedTools", ",".join(allowed_tools)]
+    if resume is not None:
+        args += ["--resume", resume]
+    args += list(extra_args)
+    run_env = _base_env(sandbox) | CLAUDE_ENV | {"ANTHROPIC_BASE_URL": url} | dict(env or {})
+    run = _run(args, run_env, sandbox.workspace, upstream, timeout)
+    run.output = _json_or_none(run.stdout)
+    if isinstance(run.output, dict) and isinstance(run.output.get("session_id"), str):
+        run.session_id = run.output["session_id"]
+        run.session_file = claude_session_file(sandbox, run.output["session_id"])
+    return run
+
+
+def claude_session_file(sandbox: Sandbox, session_id: str) -> Path | None:
+    """$HOME/.claude/projects/<cwd with / as ->/<session id>.jsonl, where Claude Code writes it."""
+    found = sorted((sandbox.home / ".claude" / "projects").glob(f"*/{session_id}.jsonl"))
+    return found[0] if found else None
+
+
+# --- Codex --------------------------------------------------------------------------------------
+
+CODEX_MODEL = "gpt-5.5"  # a model Codex 0.171 knows (its tools and instructions for it)
+CODEX_PROVIDER = "compactkit-live"
+CODEX_KEY_ENV = "COMPACTKIT_LIVE_OPENAI_KEY"
+
+
+def codex_config(base_url: str, model: str = CODEX_MODEL) -> str:
+    """$CODEX_HOME/config.toml for one run. Offline: `features.plugins = false` stops the plugin
+    catalogue sync (github.com) and `analytics.enabled = false` the analytics upload (chatgpt.com);
+    strace then shows no connection but the ones to base_url. No retries: a failure shows at once."""
+    return "\n".join(
+        [
+            f'model = "{model}"',
+            f'model_provider = "{CODEX_PROVIDER}"',
+            "",
+            "[analytics]",
+            "enabled = false",
+            "",
+            "[features]",
+            "plugins = false",
+            "",
+            f'[model_providers."{CODEX_PROVIDER}"]',
+            'name = "compactkit live test upstream"',
+            f'base_url = "{base_url.rstrip("/")}/v1"',
+            'wire_api = "responses"',
+            f'env_key = "{CODEX_KEY_ENV}"',
+            "request_max_retries = 0",
+            "stream_max_retries = 0",
+            "",
+        ]
+    )
+
+
+def run_codex(
+    task: str,
+    sandbox: Sandbox,
+    *,
+    upstream: FakeUpstream | None = None,
+    script: Script | Sequence[Turn] | None = None,
+    base_url: str | None = None,
+    resume: str | None = None,
+    model: str = CODEX_MODEL,
+    extra_args: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    timeout: float = RUN_TIMEOUT_S,
+    executable: Path | None = None,
+) -> CliRun:
+    """`codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox TASK`
+    in `sandbox` with a provider at `base_url` + /v1 (Responses API); `resume` continues a session
+    by id (`codex exec resume ID TASK`)."""
+    url = _base_url(upstream, script, base_url)
+    sandbox.codex_home.mkdir(parents=True, exist_ok=True)
+    (sandbox.codex_home / "config.toml").write_text(codex_config(url, model))
+    args = [str(executable or install(CODEX)), "exec"]
+    if resume is not None:
+        args += ["resume"]
+    args += ["--json", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox"]
+    args += list(extra_args)
+    args += [resume, task] if resume is not None else [task]
+    run_env = _base_env(sandbox) | {
+        "CODEX_HOME": str(sandbox.codex_home),
+        CODEX_KEY_ENV: "sk-compactkit-live-placeholder",
+    }
+    run_env |= dict(env or {})
+    run = _run(args, run_env, sandbox.workspace, upstream, timeout)
+    lines = (_json_or_none(line) for line in run.stdout.splitlines())
+    run.output = [event for event in lines if isinstance(event, dict)]
+    started = [e for e in run.output if e.get("type") == "thread.started"]
+    if started and isinstance(started[0].get("thread_id"), str):
+        run.session_id = started[0]["thread_id"]
+        run.session_file = codex_rollout_file(sandbox, started[0]["thread_id"])
+    return run
+
+
+def codex_rollout_file(sandbox: Sandbox, session_id: str) -> Path | None:
+    """$CODEX_HOME/sessions/YYYY/MM/DD/rollout-<time>-<session id>.jsonl, where Codex writes it."""
+    found = sorted((sandbox.codex_home / "sessions").rglob(f"rollout-*-{session_id}.jsonl"))
+    return found[0] if found else None
+
+
+def codex_final_message(run: CliRun) -> str | None:
+    """The agent's last message in a Codex run (from its --json events)."""
+    texts = [
+        e["item"].get("text")
+        for e in run.output or []
+        if e.get("type") == "item.completed"
+        and (e.get("item") or {}).get("type") == "agent_message"
+    ]
+    return texts[-1] if texts else None
+
+
+def _json_or_none(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None

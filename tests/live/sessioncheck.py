@@ -1,0 +1,45 @@
+"""What a test asserts about a session file a real CLI wrote: it loads as one conversation with
+every word the user typed and every tool call answered by its result, and it validates."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from click.testing import CliRunner
+
+import compactkit
+from compactkit import AgentContext, ToolCallBlock, ToolResultBlock
+from compactkit.cli import make_cli
+from compactkit.registry import make_registry
+
+CLI = make_cli(lambda: make_registry(entry_points=False))
+
+
+def tool_calls(ctx: AgentContext) -> list[ToolCallBlock]:
+    return [b for m in ctx.messages for b in m.content if isinstance(b, ToolCallBlock)]
+
+
+def tool_results(ctx: AgentContext) -> list[ToolResultBlock]:
+    return [b for m in ctx.messages for b in m.content if isinstance(b, ToolResultBlock)]
+
+
+def user_texts(ctx: AgentContext) -> list[str]:
+    return [m.text for m in ctx.messages if m.role == "user"]
+
+
+def load_checked(path: Path, tasks: list[str]) -> AgentContext:
+    """The one conversation in `path`, after checking that it validates (in Python and with
+    `compactkit validate`), that each task is a user message, in order, and that each tool call
+    has its result right after it, in call order."""
+    contexts = compactkit.load(path)
+    assert len(contexts) == 1, f"{path.name}: {len(contexts)} conversations"
+    ctx = contexts[0]
+    assert compactkit.validate(ctx) == [], compactkit.validate(ctx)
+    result = CliRunner().invoke(CLI, ["validate", str(path)])
+    assert result.exit_code == 0, result.output
+    texts = user_texts(ctx)
+    positions = [next((i for i, t in enumerate(texts) if task in t), -1) for task in tasks]
+    assert -1 not in positions and positions == sorted(positions), (tasks, texts)
+    calls, results = tool_calls(ctx), tool_results(ctx)
+    assert [r.tool_call_id for r in results] == [c.id for c in calls]
+    return ctx

@@ -1,0 +1,101 @@
+"""The real Claude Code CLI (npm) runs scripted tool sessions against the fake Messages API: the
+tools really run, the model gets their output back, and the session file it writes loads and
+validates with compactkit; a resumed session sends the whole earlier conversation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.live.clis import CLAUDE_CODE, Sandbox, run_claude
+from tests.live.sessioncheck import load_checked, tool_calls, tool_results
+from tests.live.upstream import FakeUpstream, RecordedRequest, answer, call, last_tool_result
+from tests.live.upstream import tool_results as request_tool_results
+
+pytestmark = pytest.mark.live
+
+TASK = "Write hello to f.txt, then read it back and tell me what it says."
+FOLLOW_UP = "Append world to f.txt and show me the file."
+
+
+def final(prefix: str) -> object:
+    return answer(lambda request: f"{prefix}: {last_tool_result(request).strip()}")
+
+
+SCRIPT = [
+    call("Bash", command="echo hello > f.txt", description="Write hello to f.txt"),
+    call("Bash", command="cat f.txt", description="Read f.txt"),
+    final("f.txt says"),
+]
+
+FOLLOW_UP_SCRIPT = [
+    call("Bash", command="echo world >> f.txt && cat f.txt", description="Append and show"),
+    final("f.txt now holds"),
+]
+
+
+def tool_use_ids_answered(request: RecordedRequest) -> bool:
+    """Every tool_result in the request answers a tool_use that comes before it."""
+    seen: set[str] = set()
+    for message in request.body["messages"]:
+        for block in message["content"] if isinstance(message["content"], list) else []:
+            if block.get("type") == "tool_use":
+                seen.add(block["id"])
+            if block.get("type") == "tool_result" and block["tool_use_id"] not in seen:
+                return False
+    return True
+
+
+def test_claude_code_runs_a_scripted_tool_session(
+    claude_cli: Path, fake_upstream: FakeUpstream, sandbox: Sandbox
+) -> None:
+    run = run_claude(TASK, sandbox, upstream=fake_upstream, script=SCRIPT, executable=claude_cli)
+
+    assert run.returncode == 0, run.describe()
+    assert fake_upstream.problems == []
+    assert (sandbox.workspace / "f.txt").read_text() == "hello\n"  # the Bash tool really ran
+    turns = run.turn_requests()
+    assert len(turns) == 3, run.describe()
+    assert last_tool_result(turns[2]).strip() == "hello"  # the model got the real output back
+    assert all(
+        r.headers["user-agent"].startswith(f"claude-cli/{CLAUDE_CODE.version}") for r in turns
+    )
+    assert all(r.body["stream"] is True and tool_use_ids_answered(r) for r in turns)
+    assert run.output["result"] == "f.txt says: hello"
+    assert run.output["is_error"] is False and run.output["num_turns"] == 3
+
+    assert run.session_file is not None, run.describe()
+    ctx = load_checked(run.session_file, [TASK])
+    assert [c.input["command"] for c in tool_calls(ctx)] == ["echo hello > f.txt", "cat f.txt"]
+    assert tool_results(ctx)[1].text.strip() == "hello"
+    assert ctx.messages[-1].text == "f.txt says: hello"
+
+
+def test_claude_code_resumes_a_session_with_its_history(
+    claude_cli: Path, fake_upstream: FakeUpstream, sandbox: Sandbox
+) -> None:
+    first = run_claude(TASK, sandbox, upstream=fake_upstream, script=SCRIPT, executable=claude_cli)
+    assert first.returncode == 0, first.describe()
+
+    resumed = run_claude(
+        FOLLOW_UP,
+        sandbox,
+        upstream=fake_upstream,
+        script=FOLLOW_UP_SCRIPT,
+        resume=first.session_id,
+        executable=claude_cli,
+    )
+
+    assert resumed.returncode == 0, resumed.describe()
+    assert fake_upstream.problems == []
+    assert (sandbox.workspace / "f.txt").read_text() == "hello\nworld\n"
+    assert resumed.output["result"] == "f.txt now holds: hello\nworld"
+    # the first request after resuming carries the earlier conversation, then the new task
+    request = resumed.turn_requests()[0]
+    sent = str(request.body["messages"])
+    assert TASK in sent and FOLLOW_UP in sent and sent.index(TASK) < sent.index(FOLLOW_UP)
+    assert [r.strip() for r in request_tool_results(request)][-1] == "hello"
+    assert resumed.session_file is not None, resumed.describe()
+    ctx = load_checked(resumed.session_file, [TASK, FOLLOW_UP])
+    assert [c.input["command"] for c in tool_calls(ctx)][-1] == "echo world >> f.txt && cat f.txt"
