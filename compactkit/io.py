@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import signal
@@ -14,7 +15,8 @@ from typing import TextIO
 
 from .context import AgentContext
 from .errors import BadInputError, CompactkitError, ConfigError, PluginError
-from .formats.base import Document, Format, read_document
+from .formats._util import SKIPPED_KEY
+from .formats.base import BadLine, Document, Format, read_document
 from .formats.export import Export, ExportNotes, ProviderWriter, WriterOptions
 from .registry import Registry, current_registry
 
@@ -87,6 +89,7 @@ def load_document(
 
 
 def _load_as(fmt: Format, doc: Document) -> list[AgentContext]:
+    skipped = _skippable(fmt, doc)
     try:
         contexts = fmt.load(doc)
     except (BadInputError, ConfigError, PluginError):
@@ -98,7 +101,53 @@ def _load_as(fmt: Format, doc: Document) -> list[AgentContext]:
         ) from exc
     if not contexts:
         raise BadInputError(f"no conversation found (read as {fmt.name})", path=doc.path)
+    if skipped:
+        _warn_skipped(doc.path, skipped, fmt.name)
+        contexts = [_count_skipped(ctx, len(skipped)) for ctx in contexts]
     return contexts
+
+
+MALFORMED_LINE = "malformed line"
+"""The `skipped_records` kind of a JSONL line that was not JSON, skipped as its agent skips it."""
+
+
+def _skippable(fmt: Format, doc: Document) -> tuple[BadLine, ...]:
+    """The lines of `doc` that are not JSON and that `fmt` skips; an error naming the first one
+    when `fmt` refuses it (as its agent does)."""
+    bad = doc.bad_lines
+    if not bad or fmt.malformed_lines == "skip":
+        return bad
+    if fmt.malformed_lines == "skip-last" and len(bad) == 1 and bad[0].last:
+        return bad
+    first = bad[0] if fmt.malformed_lines == "refuse" else next(b for b in bad if not b.last)
+    raise BadInputError(
+        f"invalid or truncated JSONL record: {first.reason}",
+        path=doc.path,
+        line=first.line,
+        hint="repair or remove that line"
+        + (" (only a torn last line is skipped)" if fmt.malformed_lines == "skip-last" else ""),
+    )
+
+
+def _warn_skipped(path: str, bad: tuple[BadLine, ...], fmt: str) -> None:
+    """One warning (logger `compactkit.formats`) naming the file and the lines skipped."""
+    if len(bad) == 1:
+        where, what = f"{path}:{bad[0].line}", f"a malformed line ({bad[0].reason})"
+    else:
+        numbers = ", ".join(str(b.line) for b in bad[:10]) + (", ..." if len(bad) > 10 else "")
+        where, what = path, f"{len(bad)} malformed lines ({numbers})"
+    logging.getLogger("compactkit.formats").warning(
+        "%s: skipped %s, as the %s agent does", where, what, fmt
+    )
+
+
+def _count_skipped(ctx: AgentContext, count: int) -> AgentContext:
+    meta = dict(ctx.metadata)
+    raw = meta.pop(SKIPPED_KEY, None)
+    counts = dict(raw) if isinstance(raw, dict) else {}
+    counts[MALFORMED_LINE] = int(counts.get(MALFORMED_LINE) or 0) + count  # type: ignore[arg-type]
+    meta[SKIPPED_KEY] = dict(sorted(counts.items()))
+    return ctx.replace(metadata=meta)
 
 
 def load(

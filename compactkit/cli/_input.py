@@ -3,8 +3,13 @@ and stash files."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+
+import click
 
 from ..context import AgentContext
 from ..errors import BadInputError
@@ -36,10 +41,30 @@ def read_session(file: str) -> Document:
     return read_document(file)
 
 
+class _WarningLine(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        click.echo(f"compactkit: warning: {record.getMessage()}", err=True)
+
+
+@contextlib.contextmanager
+def warnings_on_stderr() -> Iterator[None]:
+    """What reading a session warns about (a malformed line skipped), one line each on stderr."""
+    logger = logging.getLogger("compactkit.formats")
+    handler, propagate = _WarningLine(logging.WARNING), logger.propagate
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagate
+
+
 def load(state: State, address: str, format: str | None) -> tuple[str, list[AgentContext]]:
     """(format name, contexts) of `FILE`, `FILE#N` or `-` (stdin, `-#N` for one conversation)."""
     file, index = split_address(address)
-    fmt, contexts = load_document(read_session(file), format, state.registry)
+    with warnings_on_stderr():
+        fmt, contexts = load_document(read_session(file), format, state.registry)
     if index is not None:
         contexts = [pick(contexts, index, file)]
     return fmt.name, contexts

@@ -209,16 +209,21 @@ Loads = Callable[..., Any]
 """`loads(text, path, line, object_hook=...)`: one JSON value with the reader's one-line errors."""
 
 
-def stream_jsonl(path: Path, display: str, loads: Loads) -> list[Any] | None:
+def stream_jsonl(
+    path: Path, display: str, loads: Loads
+) -> tuple[list[Any], list[tuple[int, str, bool]]] | None:
     """The records of a JSON Lines file, read one line at a time (no copy of the whole file, as
-    bytes, text or lines, is ever held); None when the file is not JSON Lines, that is when its
-    first line is not one whole JSON object followed by at least one more record (the caller
-    then reads it as one JSON value). Errors are the one-line `BadInputError`s of a whole read:
-    binary data, a byte that is not UTF-8 (its offset in the file), an invalid record (its line).
+    bytes, text or lines, is ever held), and its lines that are not JSON (number, reason, whether
+    it is the last non-blank line); None when the file is not JSON Lines, that is when its first
+    line is not one whole JSON object followed by at least one more line (the caller then reads
+    it as one JSON value). Errors are the one-line `BadInputError`s of a whole read: binary data,
+    a byte that is not UTF-8 (its offset in the file).
     """
     from ..errors import BadInputError
 
     records: list[Any] = []
+    bad: list[tuple[int, str, bool]] = []
+    last_line = 0
     offset = 0
     with path.open("rb") as handle:
         if b"\x00" in handle.read(65536):
@@ -244,25 +249,45 @@ def stream_jsonl(path: Path, display: str, loads: Loads) -> list[Any] | None:
                     records.append(loads(line, display, 1, object_hook=_interned))
                 except json.JSONDecodeError:
                     return None  # maybe one JSON value over several lines
+                last_line = 1
                 continue
             if line.strip():
-                records.append(jsonl_record(line, display, number, loads))
-    return records if len(records) > 1 else None
+                last_line = number
+                try:
+                    records.append(jsonl_record(line, display, number, loads))
+                except BadJsonLine as exc:
+                    bad.append((number, exc.reason, False))
+    if bad and bad[-1][0] == last_line:
+        bad[-1] = (*bad[-1][:2], True)
+    return (records, bad) if len(records) + len(bad) > 1 else None
+
+
+class BadJsonLine(ValueError):
+    """A JSONL line that is not JSON (`reason` says why); `error()` is the one-line refusal."""
+
+    def __init__(self, reason: str, path: str, line: int) -> None:
+        super().__init__(reason)
+        self.reason, self.path, self.line = reason, path, line
+
+    def error(self) -> Exception:
+        from ..errors import BadInputError
+
+        return BadInputError(
+            f"invalid or truncated JSONL record: {self.reason}",
+            path=self.path,
+            line=self.line,
+            hint="repair or remove that line",
+        )
 
 
 def jsonl_record(line: str, path: str, number: int, loads: Loads) -> Any:
-    """One JSONL record (its keys interned), or a one-line `BadInputError` naming its line."""
-    from ..errors import BadInputError
-
+    """One JSONL record (its keys interned), or `BadJsonLine` when the line is not JSON (a
+    record nested too deep or a number too long is a one-line `BadInputError`, whatever the
+    format)."""
     try:
         return loads(line, path, number, object_hook=_interned)
     except json.JSONDecodeError as exc:
-        raise BadInputError(
-            f"invalid or truncated JSONL record: {exc.msg} at column {exc.colno}",
-            path=path,
-            line=number,
-            hint="repair or remove that line",
-        ) from None
+        raise BadJsonLine(f"{exc.msg} at column {exc.colno}", path, number) from None
 
 
 # --------------------------------------------------------------------------- context metadata

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -11,16 +12,31 @@ from typing import Any, ClassVar, Literal
 
 from ..context import AgentContext
 from ..errors import BadInputError
-from ._util import jsonl_record, stream_jsonl
+from ._util import BadJsonLine, jsonl_record, stream_jsonl
+
+
+@dataclass(frozen=True)
+class BadLine:
+    """A JSONL line that is not JSON (cut by a crash, two writers interleaved): its 1-based number,
+    what is wrong with it, and whether it is the file's last non-blank line (a torn tail)."""
+
+    line: int
+    reason: str
+    last: bool = False
 
 
 @dataclass(frozen=True)
 class Document:
-    """A parsed input file: one JSON value (`kind="json"`) or a list of JSONL records."""
+    """A parsed input file: one JSON value (`kind="json"`) or a list of JSONL records.
+
+    `bad_lines` are the JSONL lines that are not JSON, left out of `data`: a format whose agent
+    skips them says so (`Format.malformed_lines`), every other format refuses the file at the
+    first one."""
 
     path: str
     kind: Literal["json", "jsonl"]
     data: Any
+    bad_lines: tuple[BadLine, ...] = ()
 
     @property
     def records(self) -> list[Any]:
@@ -97,10 +113,27 @@ def parse_text(text: str, path: str) -> Document:
                 hint="expected a JSON or JSONL session file",
             ) from None
     records: list[Any] = []
-    for number, line in enumerate(lines, start=1):
-        if line.strip():
+    bad: list[BadLine] = []
+    numbered = [(n, line) for n, line in enumerate(lines, start=1) if line.strip()]
+    for number, line in numbered:
+        try:
             records.append(jsonl_record(line, path, number, loads))
-    return Document(path=path, kind="jsonl", data=records)
+        except BadJsonLine as exc:
+            if number == 1 and len(bad) == 0 and not _mostly_jsonl(numbered, path):
+                raise exc.error() from None  # one JSON value over several lines, broken
+            bad.append(BadLine(number, exc.reason, last=number == numbered[-1][0]))
+    return Document(path=path, kind="jsonl", data=records, bad_lines=tuple(bad))
+
+
+def _mostly_jsonl(numbered: list[tuple[int, str]], path: str) -> bool:
+    """True when most lines after a first line that is not JSON are JSON objects: JSON Lines
+    whose first record is damaged, not one JSON value spread over lines."""
+    whole = 0
+    for number, line in numbered[1:]:
+        if line.lstrip().startswith("{"):
+            with contextlib.suppress(json.JSONDecodeError, BadInputError):
+                whole += isinstance(loads(line, path, number), dict)
+    return whole * 2 > len(numbered) - 1 > 0
 
 
 def read_document(path: str | Path) -> Document:
@@ -112,9 +145,15 @@ def read_document(path: str | Path) -> Document:
     if p.is_dir():
         raise BadInputError("is a directory, not a session file", path=display)
     try:
-        records = stream_jsonl(p, display, loads)
-        if records is not None:
-            return Document(path=display, kind="jsonl", data=records)
+        streamed = stream_jsonl(p, display, loads)
+        if streamed is not None:
+            records, bad = streamed
+            return Document(
+                path=display,
+                kind="jsonl",
+                data=records,
+                bad_lines=tuple(BadLine(n, reason, last) for n, reason, last in bad),
+            )
         raw = p.read_bytes()
     except OSError as exc:
         raise BadInputError(f"cannot read: {exc.strerror}", path=display) from None
@@ -193,6 +232,11 @@ class Format:
     extension: ClassVar[str] = ".json"
     priority: ClassVar[int] = 0
     """Higher wins when several formats recognise one document (specific beats generic)."""
+    malformed_lines: ClassVar[Literal["refuse", "skip", "skip-last"]] = "refuse"
+    """What this format's agent does with a JSONL line that is not JSON: `"refuse"` the file (the
+    default, an error naming the first such line), `"skip"` every such line, or `"skip-last"` only
+    a torn last line. A skipped line gets one warning naming file and line and is counted in
+    `skipped_records` as `"malformed line"` (`compactkit.io` does both; `load` never sees it)."""
 
     def sniff(self, doc: Document) -> bool:
         """True when `doc` is this format's file. Must be cheap and must not raise."""

@@ -22,8 +22,14 @@ format (checked for versions 1.0.x to 2.1.x):
 
 How a file becomes contexts:
 
-* Records with `isSidechain: true` belong to subagents (the Task tool). Each sidechain tree (one
-  root) is its own conversation; the main conversation is every non-sidechain record. A file with
+* Records with `isSidechain: true` belong to subagents (the Task tool, the compaction agent).
+  The records of one `agentId` are one conversation (a sidechain without one: each tree), so a
+  subagent's own file (`<session>/subagents/agent-<id>.jsonl`, whose first records point into
+  the main session file) loads as one; the main conversation is every non-sidechain record.
+* Claude Code skips a line that is not JSON (`parseJSONL`), so does this format (`compactkit.io`
+  warns and counts it). A record whose parent is not in the file (lost on such a line, or in the
+  main session file) follows the record before it in its thread, where Claude Code's chain
+  would stop: the turns before the gap are kept. A file with
   several conversations sets `metadata["conversation"]`; a sidechain also records `sidechain`,
   `agent_id` and, when its prompt matches a Task call of the main conversation in the same file,
   `parent_tool_call_id`.
@@ -146,6 +152,7 @@ class ClaudeCodeFormat(Format):
     description = "Claude Code session JSONL (~/.claude/projects/*/<uuid>.jsonl)"
     extension = ".jsonl"
     priority = 10
+    malformed_lines = "skip"
 
     def sniff(self, doc: Document) -> bool:
         try:
@@ -405,17 +412,31 @@ class _RecordTree:
     def __init__(self, records: list[dict[str, Any]]) -> None:
         self.records = records
         self.by_uuid: dict[str, int] = {}
+        self.previous: dict[int, int] = {}  # record -> the record before it in its thread
+        last_in_thread: dict[Any, int] = {}
         for index, record in enumerate(records):
             uuid = record.get("uuid")
             if isinstance(uuid, str) and uuid not in self.by_uuid:
                 self.by_uuid[uuid] = index
+                thread = _thread(record)
+                if thread in last_in_thread:
+                    self.previous[index] = last_in_thread[thread]
+                last_in_thread[thread] = index
 
     def parent(self, index: int) -> int | None:
+        """The record `index` follows. A parent that is not in the file (a line lost to a crash,
+        or, in a subagent's own file, a record of the main session) is bridged to the record
+        before it in its thread, so that the turns before the gap stay in the conversation
+        (Claude Code's own chain would stop there)."""
         record = self.records[index]
         link = record.get("parentUuid")
         if link is None:
             link = record.get("logicalParentUuid")
-        parent = self.by_uuid.get(link) if isinstance(link, str) else None
+        if not isinstance(link, str):
+            return None
+        parent = self.by_uuid.get(link)
+        if parent is None:
+            parent = self.previous.get(index)
         return None if parent == index else parent
 
     def root(self, index: int, memo: dict[int, int]) -> int:
@@ -436,11 +457,14 @@ class _RecordTree:
     def groups(self) -> list[list[int]]:
         """Record indices of each conversation (main first when it starts first), file order."""
         main: list[int] = []
-        sidechains: dict[int, list[int]] = defaultdict(list)
+        sidechains: dict[Any, list[int]] = defaultdict(list)
         memo: dict[int, int] = {}
         for index in self.by_uuid.values():
-            if self.records[index].get("isSidechain") is True:
-                sidechains[self.root(index, memo)].append(index)
+            record = self.records[index]
+            if record.get("isSidechain") is True:
+                agent = record.get("agentId")  # one subagent's records, whatever their links
+                key = ("agent", agent) if isinstance(agent, str) else self.root(index, memo)
+                sidechains[key].append(index)
             else:
                 main.append(index)
         groups = [sorted(g) for g in (main, *sidechains.values())]
@@ -615,6 +639,12 @@ class _RecordTree:
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def _thread(record: dict[str, Any]) -> tuple[bool, Any]:
+    """Which thread a record belongs to: the main conversation, or one subagent's."""
+    sidechain = record.get("isSidechain") is True
+    return (sidechain, record.get("agentId") if sidechain else None)
 
 
 @dataclass

@@ -108,6 +108,7 @@ class CodexRolloutFormat(Format):
     description = "OpenAI Codex CLI rollout JSONL"
     extension = ".jsonl"
     priority = 10
+    malformed_lines = "skip"
 
     def sniff(self, doc: Document) -> bool:
         if doc.kind != "jsonl" or not isinstance(doc.data, list):

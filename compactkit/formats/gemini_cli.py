@@ -61,6 +61,7 @@ class GeminiCliFormat(Format):
     description = "Gemini CLI chat session JSON"
     extension = ".json"
     priority = 10
+    malformed_lines = "skip"
 
     def sniff(self, doc: Document) -> bool:
         data = doc.data

@@ -13,6 +13,9 @@ How a file becomes one context (mirroring pi's `buildSessionContext` and `conver
 
 * Version 2+ files link entries by `id`/`parentId`; like pi we take the last entry as the leaf
   and keep the path from it to the root. Version 1 files (no ids) are one list in file order.
+  pi skips a line that is not JSON (`parseSessionEntries`), so does this format (`compactkit.io`
+  warns and counts it); an entry whose parent was on such a line is joined to the entry before it
+  in the file, where pi's path would stop, so the turns before the lost line are kept.
 * Assistant messages become assistant messages (thinking, text, tool calls in order); pi drops
   aborted/errored assistant messages before calling a model: we drop the empty ones (counted in
   `metadata["skipped_empty_assistant"]`) and keep those with partial content, marked by their
@@ -91,6 +94,7 @@ class PiSessionFormat(Format):
     description = "pi coding-agent session JSONL"
     extension = ".jsonl"
     priority = 10
+    malformed_lines = "skip"
 
     def sniff(self, doc: Document) -> bool:
         try:
@@ -401,6 +405,7 @@ def _active_path(entries: list[tuple[int, dict[str, Any]]]) -> list[tuple[str, d
     if not any(isinstance(e.get("id"), str) for _, e in entries):
         return keyed
     by_id = {key: entry for key, entry in keyed}
+    before = {keyed[i][0]: keyed[i - 1][0] for i in range(1, len(keyed))}
     path: list[tuple[str, dict[str, Any]]] = []
     seen: set[str] = set()
     key: str | None = keyed[-1][0] if keyed else None
@@ -409,6 +414,8 @@ def _active_path(entries: list[tuple[int, dict[str, Any]]]) -> list[tuple[str, d
         entry = by_id[key]
         path.append((key, entry))
         parent = entry.get("parentId")
+        if isinstance(parent, str) and parent not in by_id:
+            parent = before.get(key)  # a lost line: bridge to the entry before it in the file
         key = parent if isinstance(parent, str) else None
     path.reverse()
     return path

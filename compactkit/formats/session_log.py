@@ -52,6 +52,7 @@ class SessionLogFormat(Format):
     )
     extension = ".jsonl"
     priority = 100
+    malformed_lines = "skip-last"
     can_write = True
 
     def sniff(self, doc: Document) -> bool:
