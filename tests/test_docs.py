@@ -41,7 +41,12 @@ def test_every_hook_is_documented() -> None:
         assert f"### `{name}(" in text, f"hook {name} is missing from docs/plugins.md"
 
 
-PUBLIC_MODULES = {"compactkit", "compactkit.testing", "compactkit.integrations.langchain"}
+PUBLIC_MODULES = {
+    "compactkit",
+    "compactkit.testing",
+    "compactkit.integrations.langchain",
+    "compactkit.gateway",
+}
 
 
 def _private_uses(code: str) -> list[str]:

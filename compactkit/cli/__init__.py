@@ -24,6 +24,7 @@ from ._app import EXIT_CODES, CompactkitGroup, State, fail
 from .bench import bench
 from .check import check
 from .convert import convert, expand
+from .gateway import gateway
 from .inspect import inspect
 from .listing import formats, plugins, strategies
 from .mcp_proxy import mcp_proxy
@@ -45,6 +46,7 @@ COMMANDS: tuple[click.Command, ...] = (
     plugins,
     new_strategy,
     mcp_proxy,
+    gateway,
 )
 """Every command `make_cli` attaches (`compactkit --help` lists them by name)."""
 

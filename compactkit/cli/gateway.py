@@ -1,0 +1,188 @@
+"""`compactkit gateway`: the persistent policy live, between an agent and its model API (needs
+`compactkit[gateway]`)."""
+
+from __future__ import annotations
+
+import logging
+import socket
+
+import click
+
+from ..defaults import DEFAULT_TRIGGER
+from ..errors import ConfigError
+from ._app import State, command
+from ._options import tokenizer_option
+
+
+def _listen(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise ConfigError(f"--listen takes HOST:PORT, not {value!r}")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def _upstream(value: str | None, option: str) -> str | None:
+    if value is None or value in ("", "none"):
+        return None
+    if not value.startswith(("http://", "https://")):
+        raise ConfigError(f"{option} takes an http(s) URL")
+    return value
+
+
+def pipeline_specs(text: str) -> list[str]:
+    """One `-s` value as strategy specs (`default` stays `default`, built at the target)."""
+    from ..bench.runner import parse_pipeline
+
+    text = text.strip()
+    if text == "default":
+        return ["default"]
+    return list(parse_pipeline(text).strategies)
+
+
+@command(
+    exit_codes="0 stopped (Ctrl-C); 2 a bad option, the `gateway` extra missing, or the "
+    "address in use"
+)
+@click.option(
+    "--listen",
+    default="127.0.0.1:8787",
+    show_default=True,
+    metavar="HOST:PORT",
+    help="Where to listen (port 0: any free port, printed at start).",
+)
+@click.option(
+    "--upstream-anthropic",
+    default="https://api.anthropic.com",
+    show_default=True,
+    metavar="URL",
+    help="Where /v1/messages goes ('none': nowhere).",
+)
+@click.option(
+    "--upstream-openai",
+    default="https://api.openai.com",
+    show_default=True,
+    metavar="URL",
+    help="Where /v1/chat/completions and /v1/responses go ('none': nowhere).",
+)
+@click.option(
+    "-s",
+    "--pipeline",
+    "spec",
+    default="default",
+    show_default=True,
+    metavar="SPEC",
+    help="The pipeline a compaction runs: NAME[:key=value,...] joined by '+', or 'default'.",
+)
+@click.option(
+    "--trigger",
+    type=click.IntRange(min=2),
+    default=DEFAULT_TRIGGER,
+    show_default=True,
+    help="Compact a conversation when its prompt is over this many tokens.",
+)
+@click.option(
+    "--target",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Compact down to this many tokens [default: half the trigger].",
+)
+@click.option(
+    "--state",
+    "state_db",
+    default=None,
+    metavar="DB",
+    type=click.Path(dir_okay=False),
+    help="Keep conversations in this SQLite file, so a restart resumes them.",
+)
+@click.option(
+    "--record",
+    default=None,
+    metavar="DIR",
+    type=click.Path(file_okay=False),
+    help="Write each conversation, uncompacted, as a compactkit-session log in DIR.",
+)
+@click.option(
+    "--recall",
+    is_flag=True,
+    help="Offer the model a compactkit_recall tool (by etag) that the gateway answers itself.",
+)
+@click.option(
+    "--max-conversations",
+    type=click.IntRange(min=1),
+    default=1000,
+    show_default=True,
+    help="Conversations held in memory (least recently used dropped first).",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0.1),
+    default=600.0,
+    show_default=True,
+    help="Seconds to wait for the upstream to connect or send its next bytes.",
+)
+@tokenizer_option
+@click.pass_obj
+def gateway(
+    state: State,
+    listen: str,
+    upstream_anthropic: str | None,
+    upstream_openai: str | None,
+    spec: str,
+    trigger: int,
+    target: int | None,
+    state_db: str | None,
+    record: str | None,
+    recall: bool,
+    max_conversations: int,
+    timeout: float,
+    tokenizer: str,
+) -> None:
+    """Serve the model APIs at a base URL and compact each conversation as `bench --mode
+    persistent` replays it: below --trigger a request passes byte-identical; past it, one
+    compaction down to --target, then the compacted prefix (byte-stable, so the provider's
+    prompt cache holds) plus what is new. Every other route passes through.
+
+    \b
+    Example:
+      compactkit gateway --listen 127.0.0.1:8787 --trigger 60000 --state ~/.cache/ck-gw.db
+      ANTHROPIC_BASE_URL=http://127.0.0.1:8787 claude
+      OPENAI_BASE_URL=http://127.0.0.1:8787/v1 codex
+    """
+    try:
+        import uvicorn
+
+        from ..gateway import GatewayConfig, create_app
+    except ImportError as exc:
+        raise ConfigError(
+            f"gateway needs starlette, uvicorn and httpx ({exc.name} is missing): "
+            "pip install 'compactkit[gateway]'"
+        ) from exc
+    host, port = _listen(listen)
+    config = GatewayConfig(
+        upstream_anthropic=_upstream(upstream_anthropic, "--upstream-anthropic"),
+        upstream_openai=_upstream(upstream_openai, "--upstream-openai"),
+        pipeline=pipeline_specs(spec),
+        trigger=trigger,
+        target=target,
+        tokenizer=tokenizer,
+        state=state_db,
+        record=record,
+        recall=recall,
+        max_conversations=max_conversations,
+        timeout=timeout,
+    )
+    app = create_app(config, state.registry)
+    logging.basicConfig(level=logging.INFO, format="compactkit gateway: %(message)s")
+    try:
+        sock = socket.create_server((host, port), family=_family(host))
+    except OSError as exc:
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    bound = sock.getsockname()[1]
+    shown = f"[{host}]" if ":" in host else host
+    click.echo(f"compactkit gateway: listening on http://{shown}:{bound}", err=True)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+    server.run(sockets=[sock])
+
+
+def _family(host: str) -> socket.AddressFamily:
+    return socket.AF_INET6 if ":" in host else socket.AF_INET

@@ -1,0 +1,429 @@
+"""The gateway's ASGI app: the three model APIs compacted per conversation, every other route
+relayed as it is, `GET /compactkit/stats`.
+
+Request headers (keys included) go upstream and nowhere else: no log line, error or figure
+holds a header or any content of a request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import threading
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request as HttpRequest
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from ..bench.pricing import get_profile
+from ..bench.replay import prefix_tokens
+from ..context import AgentContext
+from ..defaults import DEFAULT_TRIGGER
+from ..errors import redact
+from ..formats.session_log import appended
+from ..registry import Registry
+from ..session import CompactionSetup
+from ..tokens import DEFAULT_TOKENIZER
+from . import wire
+from .conversations import Conversation, Conversations, Usage
+from .record import Recorder
+from .sse import usage_of_body, usage_of_events
+
+log = logging.getLogger("compactkit.gateway")
+
+SESSION_HEADER = "x-compactkit-session"
+_HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+    }
+)
+_ROUTES: dict[str, wire.Api] = {
+    "/v1/messages": "anthropic",
+    "/v1/chat/completions": "openai-chat",
+    "/v1/responses": "openai-responses",
+}
+
+
+@dataclass(frozen=True)
+class GatewayConfig:
+    """How the gateway runs (the `compactkit gateway` options)."""
+
+    upstream_anthropic: str | None = "https://api.anthropic.com"
+    upstream_openai: str | None = "https://api.openai.com"
+    pipeline: str | Sequence[str] = "default"
+    trigger: int = DEFAULT_TRIGGER
+    target: int | None = None
+    tokenizer: str = DEFAULT_TOKENIZER
+    state: str | None = None
+    """A sqlite file that keeps conversations across restarts."""
+    record: str | None = None
+    """A folder where each conversation is written, uncompacted, as a session log."""
+    recall: bool = False
+    max_conversations: int = 1000
+    ttl: float = 24 * 3600
+    timeout: float = 600.0
+    """Seconds to wait for the upstream to connect or send the next bytes."""
+
+
+@dataclass
+class Counters:
+    requests: int = 0
+    compacted_requests: int = 0
+    passed_through: int = 0
+    relayed: int = 0
+    unreadable: int = 0
+    failed: int = 0
+    upstream_errors: int = 0
+    recalls: int = 0
+
+
+@dataclass
+class Plan:
+    """What to send for one API request: the body, and the conversation it counts for."""
+
+    body: bytes
+    conversation: Conversation | None = None
+
+
+class Policy:
+    """The persistent policy over conversations (thread-safe per conversation: the app holds a
+    lock per conversation while it plans)."""
+
+    def __init__(self, config: GatewayConfig, registry: Registry | None = None) -> None:
+        setup = CompactionSetup.of(
+            "gateway", config.pipeline, config.trigger, config.target, config.tokenizer, registry
+        )
+        self.config = config
+        self.trigger = config.trigger
+        self.target = setup.target
+        self.pipeline = setup.pipeline
+        self.counter = setup.counter
+        self.conversations = Conversations(config.max_conversations, config.ttl, config.state)
+        self.recorder = Recorder(config.record) if config.record else None
+        self.store: dict[str, str] = {}
+        """Everything compactions removed, by etag (what `compactkit_recall` answers from)."""
+        self._store_lock = threading.Lock()
+
+    def plan(self, request: wire.Request, key: str, raw: bytes) -> Plan:
+        """The body to send for `request`: `raw` itself below the trigger, else the compacted
+        base plus what is new."""
+        conv = self.conversations.get(key)
+        conv.requests += 1
+        if self.recorder is not None:
+            self.recorder.record(key, request.context)
+        counter = self.counter
+        client = request.context
+        conv.tokens_client += counter.context(client)
+        history: AgentContext | None = None
+        stands = conv.base is not None and conv.base_items <= len(request.items)
+        if stands and request.digest(conv.base_items) == conv.base_digest:
+            new = request.messages_from(conv.base_items)
+            if new is not None and conv.base is not None:
+                history = appended(conv.base, new)
+        if history is None:  # first request, or the client rewrote what the base stands for
+            conv.base = None
+            history = client
+        tokens = counter.context(history)
+        if tokens > self.trigger:
+            result = self.pipeline.run(history, counter)
+            if result.context is not history:
+                self._compacted(conv, request, history, result.context, tokens)
+                history = result.context
+        conv.tokens_sent += counter.context(history)
+        conv.cached_tokens += prefix_tokens(conv.last_prompt, history, counter)
+        conv.last_prompt = history
+        if conv.base is None:
+            conv.passed_through += 1
+            self.conversations.save(conv)
+            return Plan(raw, conv)
+        body = wire.write(request, history)
+        self.conversations.save(conv)
+        return Plan(_dumps(body), conv)
+
+    def _compacted(
+        self,
+        conv: Conversation,
+        request: wire.Request,
+        before: AgentContext,
+        after: AgentContext,
+        tokens_before: int,
+    ) -> None:
+        conv.base = after
+        conv.base_items = len(request.items)
+        conv.base_digest = request.digest(len(request.items))
+        conv.compactions += 1
+        with self._store_lock:
+            self.store.update(after.recovery)
+        tokens_after = self.counter.context(after)
+        profile = get_profile("anthropic" if request.api == "anthropic" else "openai")
+        cached = prefix_tokens(conv.last_prompt, before, self.counter)
+        saving = profile.cost(tokens_before, cached, 0) - profile.cost(tokens_after, 0, 0)
+        log.info(
+            "compacted conversation %s: %d -> %d tokens (this call %+.4f USD under %s pricing, "
+            "later calls save on %d tokens each)",
+            conv.key,
+            tokens_before,
+            tokens_after,
+            -saving,
+            profile.name,
+            tokens_before - tokens_after,
+        )
+
+
+def _dumps(body: Any) -> bytes:
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+class Gateway:
+    """The app's state: the policy, the upstream client, counters, per-conversation locks."""
+
+    def __init__(self, config: GatewayConfig, registry: Registry | None = None) -> None:
+        self.config = config
+        self.policy = Policy(config, registry)
+        self.counters = Counters()
+        self._locks = [asyncio.Lock() for _ in range(64)]
+        self._limiter = anyio.CapacityLimiter(1)
+        self._client: httpx.AsyncClient | None = None
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        if self._client is None:
+            timeout = httpx.Timeout(self.config.timeout, connect=min(self.config.timeout, 30.0))
+            self._client = httpx.AsyncClient(timeout=timeout, follow_redirects=False)
+        return self._client
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+        self.policy.conversations.close()
+
+    # ------------------------------------------------------------------ upstreams
+
+    def upstream(self, api: wire.Api | None, request: HttpRequest) -> str | None:
+        anthropic, openai = self.config.upstream_anthropic, self.config.upstream_openai
+        if api is None:
+            path = request.url.path
+            wants_anthropic = path.startswith("/v1/messages") or (
+                "anthropic-version" in request.headers or "x-api-key" in request.headers
+            )
+            api = "anthropic" if wants_anthropic else "openai-chat"
+        first, second = (anthropic, openai) if api == "anthropic" else (openai, anthropic)
+        return first or second
+
+    def url(self, base: str, request: HttpRequest) -> str:
+        base = base.rstrip("/")
+        path = request.url.path
+        if base.endswith("/v1") and path.startswith("/v1/"):
+            path = path[3:]
+        query = request.url.query
+        return base + path + (f"?{query}" if query else "")
+
+    # ------------------------------------------------------------------ handlers
+
+    async def stats(self, request: HttpRequest) -> Response:
+        convs = self.policy.conversations.all()
+        total = Usage()
+        for conv in convs:
+            total.add(conv.usage)
+        data = {
+            "schema": "compactkit.gateway.stats/1",
+            "trigger": self.policy.trigger,
+            "target": self.policy.target,
+            "pipeline": self.policy.pipeline.title,
+            "counters": self.counters.__dict__,
+            "usage": total.__dict__,
+            "tokens_client": sum(c.tokens_client for c in convs),
+            "tokens_sent": sum(c.tokens_sent for c in convs),
+            "conversations": {c.key: c.figures() for c in convs},
+        }
+        return JSONResponse(data)
+
+    async def api(self, request: HttpRequest) -> Response:
+        api = _ROUTES[request.url.path]
+        raw = await request.body()
+        self.counters.requests += 1
+        plan = Plan(raw)
+        stream = False
+        try:
+            parsed = json.loads(raw)
+            stream = isinstance(parsed, dict) and parsed.get("stream") is True
+        except ValueError:
+            parsed = None
+            self.counters.unreadable += 1
+        if parsed is not None and not (
+            api == "openai-responses"
+            and isinstance(parsed, dict)
+            and parsed.get("previous_response_id")
+        ):
+            plan = await self._plan(api, parsed, raw, request.headers.get(SESSION_HEADER))
+        elif parsed is not None:
+            self.counters.passed_through += 1
+        return await self.forward(request, api, plan, stream)
+
+    async def _plan(self, api: wire.Api, parsed: Any, raw: bytes, header: str | None) -> Plan:
+        try:
+            request = wire.read(api, parsed)
+        except wire.Unreadable:
+            self.counters.unreadable += 1
+            return Plan(raw)
+        except Exception as exc:  # a reader bug must never stop traffic: fail open
+            self.counters.unreadable += 1
+            log.warning(
+                "could not read a %s request (%s); forwarded unchanged", api, type(exc).__name__
+            )
+            return Plan(raw)
+        try:
+            key = wire.conversation_key(request, header)
+            lock = self._locks[int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) % 64]
+            async with lock:
+                plan = await anyio.to_thread.run_sync(
+                    self.policy.plan, request, key, raw, limiter=self._limiter
+                )
+        except Exception as exc:  # a failed compaction leaves the request as the client sent it
+            self.counters.failed += 1
+            log.warning(
+                "compaction failed (%s: %s); forwarded unchanged",
+                type(exc).__name__,
+                redact(str(exc))[:200],
+            )
+            return Plan(raw)
+        if plan.body is raw:
+            self.counters.passed_through += 1
+        else:
+            self.counters.compacted_requests += 1
+        return plan
+
+    async def relay(self, request: HttpRequest) -> Response:
+        self.counters.relayed += 1
+        raw = await request.body()
+        return await self.forward(request, None, Plan(raw), stream=True)
+
+    async def forward(
+        self, request: HttpRequest, api: wire.Api | None, plan: Plan, stream: bool
+    ) -> Response:
+        base = self.upstream(api, request)
+        if base is None:
+            return _error(api, 502, "no upstream configured for this route")
+        headers = [
+            (k, v)
+            for k, v in request.headers.items()
+            if k.lower() not in _HOP_BY_HOP and k.lower() != SESSION_HEADER
+        ]
+        if api is not None:  # read usage from the response: ask for it unencoded
+            headers = [(k, v) for k, v in headers if k.lower() != "accept-encoding"]
+            headers.append(("accept-encoding", "identity"))
+        upstream_request = self.client.build_request(
+            request.method, self.url(base, request), headers=headers, content=plan.body
+        )
+        try:
+            response = await self.client.send(upstream_request, stream=True)
+        except httpx.HTTPError as exc:
+            self.counters.upstream_errors += 1
+            return _error(api, 502, f"upstream unreachable ({type(exc).__name__})")
+        out_headers = [(k, v) for k, v in response.headers.items() if k.lower() not in _HOP_BY_HOP]
+        if response.status_code >= 400:
+            self.counters.upstream_errors += 1
+        conv = plan.conversation
+        if stream:
+            return StreamingResponse(
+                self._stream(response, api, conv),
+                status_code=response.status_code,
+                headers=dict(out_headers),
+            )
+        try:
+            body = await response.aread()
+        except httpx.HTTPError as exc:
+            self.counters.upstream_errors += 1
+            return _error(api, 502, f"upstream failed mid-response ({type(exc).__name__})")
+        finally:
+            await response.aclose()
+        if conv is not None and api is not None and response.status_code < 400:
+            _add_usage(conv, usage_of_body(api, body))
+        return Response(body, status_code=response.status_code, headers=dict(out_headers))
+
+    async def _stream(
+        self, response: httpx.Response, api: wire.Api | None, conv: Conversation | None
+    ) -> AsyncIterator[bytes]:
+        seen = bytearray()
+        try:
+            async for chunk in response.aiter_raw():
+                if api is not None:
+                    seen += chunk
+                yield chunk
+        except httpx.HTTPError as exc:
+            self.counters.upstream_errors += 1
+            yield _stream_error(api, f"upstream failed mid-stream ({type(exc).__name__})")
+        finally:
+            await response.aclose()
+        if conv is not None and api is not None and response.status_code < 400:
+            _add_usage(conv, usage_of_events(api, bytes(seen)))
+
+
+def _add_usage(conv: Conversation, usage: Usage | None) -> None:
+    if usage is not None:
+        conv.usage.add(usage)
+
+
+def _error(api: wire.Api | None, status: int, message: str) -> Response:
+    if api == "anthropic" or api is None:
+        body: dict[str, Any] = {
+            "type": "error",
+            "error": {"type": "api_error", "message": f"compactkit gateway: {message}"},
+        }
+    else:
+        body = {"error": {"type": "server_error", "message": f"compactkit gateway: {message}"}}
+    return JSONResponse(body, status_code=status)
+
+
+def _stream_error(api: wire.Api | None, message: str) -> bytes:
+    text = f"compactkit gateway: {message}"
+    if api == "anthropic":
+        data = {"type": "error", "error": {"type": "api_error", "message": text}}
+        return b"event: error\ndata: " + _dumps(data) + b"\n\n"
+    if api == "openai-responses":
+        data = {"type": "error", "code": "server_error", "message": text}
+        return b"event: error\ndata: " + _dumps(data) + b"\n\n"
+    return b"data: " + _dumps({"error": {"type": "server_error", "message": text}}) + b"\n\n"
+
+
+def create_app(config: GatewayConfig, registry: Registry | None = None) -> Starlette:
+    """The gateway as an ASGI app (run it with uvicorn, or `compactkit gateway`)."""
+    gateway = Gateway(config, registry)
+    methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+    routes = [
+        Route("/compactkit/stats", gateway.stats, methods=["GET"]),
+        *(Route(path, gateway.api, methods=["POST"]) for path in _ROUTES),
+        Route("/{path:path}", gateway.relay, methods=methods),
+    ]
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        await gateway.close()
+
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.gateway = gateway
+    return app
+
+
+__all__ = ["Gateway", "GatewayConfig", "create_app"]

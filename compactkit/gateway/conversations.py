@@ -1,0 +1,178 @@
+"""Per-conversation state and the persistent policy, as `compactkit bench --mode persistent`
+replays it: the history is the compacted context plus what the client sent since; when it grows
+past the trigger the pipeline runs on it and its output becomes the new compacted base.
+
+What a conversation keeps between requests is only that base (the context the last compaction
+returned) and how many of the client's raw items it stands for (with their digest, so a client
+that rewrote its history starts over). Requests in between are the base, re-sent byte for byte,
+plus the client's new items as sent. State is bounded (least recently used first, and a time to
+live) and, given a sqlite file, survives a restart.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..context import AgentContext
+
+
+@dataclass
+class Usage:
+    """What the provider reported, summed over a conversation's responses."""
+
+    responses: int = 0
+    input_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    output_tokens: int = 0
+
+    def add(self, other: Usage) -> None:
+        self.responses += other.responses
+        self.input_tokens += other.input_tokens
+        self.cache_read_tokens += other.cache_read_tokens
+        self.cache_write_tokens += other.cache_write_tokens
+        self.output_tokens += other.output_tokens
+
+
+@dataclass
+class Conversation:
+    """One conversation: the compacted base (None until the first compaction) and figures."""
+
+    key: str
+    base: AgentContext | None = None
+    base_items: int = 0
+    base_digest: str = ""
+    requests: int = 0
+    compactions: int = 0
+    passed_through: int = 0
+    tokens_sent: int = 0
+    """Tokens of every prompt sent upstream, by compactkit's count."""
+    tokens_client: int = 0
+    """Tokens of every prompt as the client sent it, by compactkit's count."""
+    cached_tokens: int = 0
+    """Tokens of each prompt's prefix equal to the previous prompt's (what a cache can hold)."""
+    last_prompt: AgentContext | None = field(default=None, repr=False)
+    usage: Usage = field(default_factory=Usage)
+    touched: float = field(default_factory=time.time)
+
+    def figures(self) -> dict[str, Any]:
+        return {
+            "requests": self.requests,
+            "compactions": self.compactions,
+            "passed_through": self.passed_through,
+            "tokens_client": self.tokens_client,
+            "tokens_sent": self.tokens_sent,
+            "cached_tokens": self.cached_tokens,
+            "usage": {
+                "responses": self.usage.responses,
+                "input_tokens": self.usage.input_tokens,
+                "cache_read_tokens": self.usage.cache_read_tokens,
+                "cache_write_tokens": self.usage.cache_write_tokens,
+                "output_tokens": self.usage.output_tokens,
+            },
+        }
+
+    def dump(self) -> str:
+        data = {
+            "base": None if self.base is None else self.base.model_dump(mode="json"),
+            "base_items": self.base_items,
+            "base_digest": self.base_digest,
+            "figures": self.figures(),
+            "last_prompt": None
+            if self.last_prompt is None
+            else self.last_prompt.model_dump(mode="json"),
+        }
+        return json.dumps(data, ensure_ascii=False)
+
+    @classmethod
+    def load(cls, key: str, text: str, touched: float) -> Conversation:
+        data = json.loads(text)
+        conv = cls(key, touched=touched)
+        if data.get("base") is not None:
+            conv.base = AgentContext.model_validate(data["base"])
+        if data.get("last_prompt") is not None:
+            conv.last_prompt = AgentContext.model_validate(data["last_prompt"])
+        conv.base_items = int(data.get("base_items", 0))
+        conv.base_digest = str(data.get("base_digest", ""))
+        figures = data.get("figures", {})
+        for name in (
+            "requests",
+            "compactions",
+            "passed_through",
+            "tokens_client",
+            "tokens_sent",
+            "cached_tokens",
+        ):
+            setattr(conv, name, int(figures.get(name, 0)))
+        conv.usage = Usage(**figures.get("usage", {}))
+        return conv
+
+
+class Conversations:
+    """Conversations by key: at most `limit` in memory, dropped after `ttl` seconds unused; with
+    `path`, kept in a sqlite file too (written when a conversation changes)."""
+
+    def __init__(self, limit: int = 1000, ttl: float = 24 * 3600, path: str | None = None):
+        self.limit = limit
+        self.ttl = ttl
+        self._held: OrderedDict[str, Conversation] = OrderedDict()
+        self._lock = threading.Lock()
+        self._db: sqlite3.Connection | None = None
+        if path is not None:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS conversations "
+                "(key TEXT PRIMARY KEY, touched REAL, state TEXT)"
+            )
+            self._db.execute("DELETE FROM conversations WHERE touched < ?", (time.time() - ttl,))
+
+    def get(self, key: str) -> Conversation:
+        now = time.time()
+        with self._lock:
+            conv = self._held.pop(key, None)
+            if conv is not None and now - conv.touched > self.ttl:
+                conv = None
+            if conv is None and self._db is not None:
+                row = self._db.execute(
+                    "SELECT touched, state FROM conversations WHERE key = ?", (key,)
+                ).fetchone()
+                if row is not None and now - row[0] <= self.ttl:
+                    conv = Conversation.load(key, row[1], row[0])
+            if conv is None:
+                conv = Conversation(key)
+            conv.touched = now
+            self._held[key] = conv
+            while len(self._held) > self.limit:
+                self._held.popitem(last=False)
+            return conv
+
+    def save(self, conv: Conversation) -> None:
+        if self._db is None:
+            return
+        text = conv.dump()
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO conversations (key, touched, state) VALUES (?, ?, ?)",
+                (conv.key, conv.touched, text),
+            )
+
+    def all(self) -> list[Conversation]:
+        with self._lock:
+            return list(self._held.values())
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+
+__all__ = ["Conversation", "Conversations", "Usage"]

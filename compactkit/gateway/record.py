@@ -1,0 +1,66 @@
+"""`--record DIR`: each conversation as the client sent it (uncompacted), as a compactkit
+session log, so `compactkit bench` and `check` replay real traffic later."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from pathlib import Path
+
+from ..context import AgentContext, Message
+from ..formats.session_log import append_record, line, start_record
+from .wire import SPAN_KEY
+
+
+def _clean(msg: Message) -> Message:
+    if SPAN_KEY not in msg.metadata:
+        return msg
+    meta = {k: v for k, v in msg.metadata.items() if k != SPAN_KEY}
+    cleaned: Message = msg.model_copy(update={"metadata": meta})
+    return cleaned
+
+
+class Recorder:
+    """One log per conversation: a start line, then the messages each request adds. A client
+    that rewrites its history (what was recorded is no longer its prefix) starts a new log."""
+
+    def __init__(self, folder: str) -> None:
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._written: dict[str, tuple[Path, tuple[Message, ...]]] = {}
+        self._lock = threading.Lock()
+
+    def record(self, key: str, ctx: AgentContext) -> None:
+        messages = tuple(_clean(m) for m in ctx.messages)
+        with self._lock:
+            known = self._written.get(key)
+            if known is not None and messages[: len(known[1])] == known[1]:
+                path, done = known
+                new = messages[len(done) :]
+                if new:
+                    _append(path, line(append_record(new)))
+            else:
+                name = hashlib.sha256(key.encode()).hexdigest()[:16]
+                path = self.folder / f"{name}.jsonl"
+                n = 1
+                while path.exists() and known is not None:
+                    path = self.folder / f"{name}-{n}.jsonl"
+                    n += 1
+                start = ctx.replace(messages=())
+                _append(path, line(start_record(start, {})), fresh=True)
+                if messages:
+                    _append(path, line(append_record(messages)))
+            self._written[key] = (path, messages)
+
+
+def _append(path: Path, text: str, *, fresh: bool = False) -> None:
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if fresh else os.O_APPEND)
+    fd = os.open(path, flags, 0o644)
+    try:
+        os.write(fd, text.encode("utf-8"))
+    finally:
+        os.close(fd)
+
+
+__all__ = ["Recorder"]

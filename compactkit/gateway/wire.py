@@ -1,0 +1,440 @@
+"""Requests on the wire <-> `AgentContext`, keeping what the gateway does not understand.
+
+Each API's request holds a list of raw items (`messages`, or a Responses `input`). The provider
+adapters turn the list into a context; here every context message also learns which raw items
+made it (`metadata["gateway_span"] = [first, last]`), so a message that compaction left as it was
+goes back upstream as the very items the client sent (unknown fields, `cache_control`, thinking
+signatures and all), and only what compaction made (summaries, markers) is written by the
+adapter's writer. Raw items that made no message (a leading system message, an item the reader
+skips) travel with the next message's items.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ..context import AgentContext, Message, TextBlock, ThinkingBlock, ToolCallBlock
+from ..formats._chat import block_as_text, chat_context
+from ..formats._pairing import Turn, repair_pairing
+from ..formats.anthropic_messages import _Builder as AnthropicBuilder
+from ..formats.anthropic_messages import to_anthropic_request
+from ..formats.codex import _Builder as ResponsesBuilder
+from ..formats.openai_chat import _Builder as ChatBuilder
+from ..formats.openai_chat import to_openai_messages
+
+Api = Literal["anthropic", "openai-chat", "openai-responses"]
+SPAN_KEY = "gateway_span"
+
+
+class Unreadable(Exception):
+    """A request the gateway cannot read (forwarded unchanged and counted)."""
+
+
+@dataclass(frozen=True)
+class Unit:
+    """Raw items `lo..hi` (inclusive) and the context messages they made, `start..stop`."""
+
+    lo: int
+    hi: int
+    start: int
+    stop: int
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request read: the body, its raw items, the context and how the two map."""
+
+    api: Api
+    body: dict[str, Any]
+    items: list[Any]
+    context: AgentContext
+    units: list[Unit]
+    leading: int
+    """Raw items before the first unit that made no message (a system message): always sent."""
+
+    def digest(self, upto: int) -> str:
+        """A digest of raw items `[0, upto)`, blind to `cache_control` (clients move breakpoints)."""
+        h = hashlib.sha256()
+        for item in self.items[:upto]:
+            h.update(canonical(strip_cache_control(item)).encode("utf-8"))
+            h.update(b"\n")
+        return h.hexdigest()
+
+    def unit_at(self, lo: int) -> Unit | None:
+        for unit in self.units:
+            if unit.lo == lo:
+                return unit
+        return None
+
+    def messages_from(self, raw_index: int) -> tuple[Message, ...] | None:
+        """The context messages made by raw items from `raw_index` on; None when a message
+        straddles that point (the client's history does not continue what was seen)."""
+        for unit in self.units:
+            if unit.lo >= raw_index:
+                return self.context.messages[unit.start :]
+            if unit.hi >= raw_index:
+                return None
+        return ()
+
+
+def canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def strip_cache_control(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: strip_cache_control(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [strip_cache_control(v) for v in value]
+    return value
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def read(api: Api, body: Any) -> Request:
+    """The request as a context; raises `Unreadable` for a body it cannot map."""
+    if not isinstance(body, dict):
+        raise Unreadable("the body is not a JSON object")
+    key = "input" if api == "openai-responses" else "messages"
+    items = body.get(key)
+    if not isinstance(items, list) or not items:
+        raise Unreadable(f"no {key} array")
+    if not all(isinstance(i, dict) for i in items):
+        raise Unreadable(f"{key} holds a non-object item")
+    if api == "anthropic":
+        builder: Any = AnthropicBuilder(body)
+    elif api == "openai-chat":
+        builder = ChatBuilder(body)
+    else:
+        builder = ResponsesBuilder()
+    turns: list[Turn] = builder.turns
+    for index, item in enumerate(items):
+        before = [(id(t), len(t.blocks)) for t in turns]
+        if api == "openai-responses":
+            builder.response_item(item, None)
+        else:
+            builder.add(item)
+        _tag(turns, before, index)
+    context = _context(api, builder, body)
+    return Request(api, body, items, context, *_units(context, len(items)))
+
+
+def _tag(turns: list[Turn], before: list[tuple[int, int]], index: int) -> None:
+    """Mark the turns raw item `index` made or grew."""
+    old = dict(before)
+    for turn in turns:
+        grown = id(turn) not in old or len(turn.blocks) != old[id(turn)]
+        if grown:
+            span = turn.metadata.get(SPAN_KEY)
+            lo = span[0] if isinstance(span, list) and isinstance(span[0], int) else index
+            turn.metadata[SPAN_KEY] = [lo, index]
+
+
+def _context(api: Api, builder: Any, body: dict[str, Any]) -> AgentContext:
+    if api == "anthropic":
+        turns = [t.freeze() for t in builder.turns]
+        return chat_context("anthropic-messages", builder.system, turns, body, None)
+    if api == "openai-chat":
+        turns = [t.freeze() for t in builder.turns]
+        return chat_context("openai-chat", builder.system, turns, body, None)
+    repaired = repair_pairing(
+        [t.freeze() for t in builder.turns],
+        close="unless_answered",
+        keep_pending="last_assistant",
+        orphan_results="keep",
+    )
+    instructions = body.get("instructions")
+    return AgentContext(
+        system_instruction=instructions if isinstance(instructions, str) else None,
+        messages=tuple(repaired.messages),
+        metadata={"source_format": "openai-responses"},
+    )
+
+
+def _span(msg: Message) -> tuple[int, int] | None:
+    span = msg.metadata.get(SPAN_KEY)
+    if isinstance(span, list) and len(span) == 2 and all(isinstance(x, int) for x in span):
+        return int(span[0]), int(span[1])  # type: ignore[arg-type]  # checked just above
+    return None
+
+
+def _units(ctx: AgentContext, n_items: int) -> tuple[list[Unit], int]:
+    """Group messages whose raw items overlap; raw items that made nothing join the next unit."""
+    units: list[Unit] = []
+    covered = 0  # raw items up to here belong to a unit (or lead)
+    leading = 0
+    for pos, msg in enumerate(ctx.messages):
+        span = _span(msg)
+        if span is None:  # made by pairing repair: belongs with the messages around it
+            if units:
+                u = units[-1]
+                units[-1] = Unit(u.lo, u.hi, u.start, pos + 1)
+            else:
+                units.append(Unit(covered, covered - 1, pos, pos + 1))
+            continue
+        lo, hi = span
+        if units and lo <= units[-1].hi:
+            u = units[-1]
+            units[-1] = Unit(u.lo, max(u.hi, hi), u.start, pos + 1)
+        else:
+            if not units:
+                leading = lo
+                lo = leading
+            else:
+                lo = units[-1].hi + 1
+            units.append(Unit(lo, hi, pos, pos + 1))
+        covered = max(covered, units[-1].hi + 1)
+    if units and units[-1].hi < n_items - 1:  # trailing items that made nothing
+        u = units[-1]
+        units[-1] = Unit(u.lo, n_items - 1, u.start, u.stop)
+    return units, leading
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def write(request: Request, history: AgentContext) -> dict[str, Any]:
+    """The request body for `history`: the client's own raw items wherever a unit of them is in
+    `history` unchanged, the writer's items for the rest; every other body field as sent."""
+    items: list[Any] = list(request.items[: request.leading])
+    fresh: list[Message] = []
+    moved_breakpoints: list[Any] = []
+    emitted: set[int] = set()
+    messages = history.messages
+    j = 0
+    while j < len(messages):
+        msg = messages[j]
+        span = _span(msg)
+        unit = request.unit_at(span[0]) if span is not None else None
+        if unit is not None and unit.lo not in emitted:
+            mine = request.context.messages[unit.start : unit.stop]
+            if tuple(messages[j : j + len(mine)]) == mine:
+                items.extend(_fresh_items(request.api, fresh))
+                fresh = []
+                items.extend(request.items[unit.lo : unit.hi + 1])
+                emitted.add(unit.lo)
+                j += len(mine)
+                continue
+        fresh.append(msg)
+        j += 1
+    items.extend(_fresh_items(request.api, fresh))
+    for unit in request.units:
+        if unit.lo not in emitted:
+            moved_breakpoints.extend(_breakpoints(request.items[unit.lo : unit.hi + 1]))
+    body = dict(request.body)
+    if request.api == "anthropic":
+        items = _merge_roles(items)
+        _place_breakpoints(items, moved_breakpoints, body)
+    body["input" if request.api == "openai-responses" else "messages"] = items
+    if history.system_instruction != request.context.system_instruction:
+        _set_system(request.api, body, history.system_instruction)
+    return body
+
+
+def _fresh_items(api: Api, messages: Sequence[Message]) -> list[Any]:
+    if not messages:
+        return []
+    ctx = AgentContext(system_instruction="", messages=tuple(messages))
+    if api == "anthropic":
+        out: list[Any] = to_anthropic_request(ctx)["messages"]
+        return out
+    if api == "openai-chat":
+        return to_openai_messages(ctx.replace(system_instruction=None))
+    return responses_items(messages)
+
+
+def responses_items(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """Messages as Responses API input items (what compaction wrote: text, calls, results)."""
+    out: list[dict[str, Any]] = []
+    for msg in messages:
+        texts: list[str] = []
+        for block in msg.content:
+            if isinstance(block, ToolCallBlock):
+                args = block.input if isinstance(block.input, str) else canonical(block.input)
+                out.append(
+                    {
+                        "type": "function_call",
+                        "call_id": block.id,
+                        "name": block.name,
+                        "arguments": args,
+                    }
+                )
+            elif block.type == "tool_result":
+                out.append(
+                    {
+                        "type": "function_call_output",
+                        "call_id": block.tool_call_id,
+                        "output": block_as_text(block),
+                    }
+                )
+            elif isinstance(block, ThinkingBlock):
+                continue  # reasoning a summary stands for; encrypted items cannot be rewritten
+            else:
+                text = block_as_text(block)
+                if text:
+                    texts.append(text)
+        if texts:
+            role = "assistant" if msg.role == "assistant" else "user"
+            kind = "output_text" if role == "assistant" else "input_text"
+            content = [{"type": kind, "text": t} for t in texts]
+            out.insert(
+                len(out) if msg.role != "assistant" else _first_call(out, msg),
+                {"type": "message", "role": role, "content": content},
+            )
+    return out
+
+
+def _first_call(out: list[dict[str, Any]], msg: Message) -> int:
+    """Assistant text goes before the message's calls, as a model writes them."""
+    calls = len(msg.tool_calls)
+    return len(out) - calls
+
+
+def _merge_roles(items: list[Any]) -> list[Any]:
+    """Anthropic turns alternate: two user (or assistant) items meeting at a seam become one,
+    tool results first."""
+    merged: list[Any] = []
+    for item in items:
+        prev = merged[-1] if merged else None
+        if (
+            isinstance(prev, dict)
+            and isinstance(item, dict)
+            and prev.get("role") == item.get("role")
+            and item.get("role") in ("user", "assistant")
+        ):
+            blocks = _blocks(prev) + _blocks(item)
+            if item.get("role") == "user":
+                blocks.sort(key=lambda b: b.get("type") != "tool_result")
+            merged[-1] = {**prev, "content": blocks}
+        else:
+            merged.append(item)
+    return merged
+
+
+def _blocks(item: dict[str, Any]) -> list[dict[str, Any]]:
+    content = item.get("content")
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+
+
+def _breakpoints(items: Sequence[Any]) -> list[Any]:
+    found: list[Any] = []
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        if "cache_control" in item:
+            found.append(item["cache_control"])
+        content = item.get("content")
+        for block in content if isinstance(content, list) else []:
+            if isinstance(block, dict) and "cache_control" in block:
+                found.append(block["cache_control"])
+    return found
+
+
+MAX_BREAKPOINTS = 4
+
+
+def _place_breakpoints(items: list[Any], moved: list[Any], body: dict[str, Any]) -> None:
+    """A breakpoint the client set on a message compaction removed moves to the last block of
+    the compacted prefix (the last written item before the client's own last item), within the
+    API's limit of four."""
+    if not moved or not items:
+        return
+    present = len(_breakpoints(items)) + len(_breakpoints(_listed(body.get("system"))))
+    present += len(_breakpoints(_listed(body.get("tools"))))
+    if present >= MAX_BREAKPOINTS:
+        return
+    for index in range(len(items) - 1, -1, -1):
+        item = items[index]
+        blocks = _blocks(item) if isinstance(item, dict) else []
+        if blocks and "cache_control" not in blocks[-1] and index < len(items) - 1:
+            blocks[-1] = {**blocks[-1], "cache_control": moved[-1]}
+            items[index] = {**item, "content": blocks}
+            return
+
+
+def _listed(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _set_system(api: Api, body: dict[str, Any], system: str | None) -> None:
+    if api == "anthropic":
+        if system:
+            body["system"] = system
+        else:
+            body.pop("system", None)
+    elif api == "openai-responses":
+        if system:
+            body["instructions"] = system
+        else:
+            body.pop("instructions", None)
+    # chat completions carry the system prompt as the leading raw message, sent as it was
+
+
+# --------------------------------------------------------------------------- conversations
+
+
+def system_text(request: Request) -> str:
+    return request.context.system_instruction or ""
+
+
+def tool_names(body: dict[str, Any]) -> list[str]:
+    names: list[str] = []
+    for tool in _listed(body.get("tools")):
+        if isinstance(tool, dict):
+            fn = tool.get("function")
+            name = fn.get("name") if isinstance(fn, dict) else tool.get("name", tool.get("type"))
+            names.append(str(name))
+    return names
+
+
+def first_user_text(request: Request) -> str:
+    for msg in request.context.messages:
+        if msg.role == "user":
+            return "\n".join(b.text for b in msg.content if isinstance(b, TextBlock))
+    return ""
+
+
+def client_session_id(api: Api, body: dict[str, Any]) -> str | None:
+    """The client's own session id: Claude Code's `metadata.user_id` (a JSON string holding
+    `session_id`, or `user_..._session_<id>` in older versions), Codex's `prompt_cache_key`."""
+    if api == "anthropic":
+        meta = body.get("metadata")
+        user = meta.get("user_id") if isinstance(meta, dict) else None
+        if isinstance(user, str) and user:
+            try:
+                parsed = json.loads(user)
+            except ValueError:
+                parsed = None
+            if isinstance(parsed, dict) and isinstance(parsed.get("session_id"), str):
+                return str(parsed["session_id"])
+            if "_session_" in user:
+                return user.rsplit("_session_", 1)[1]
+        return None
+    key = body.get("prompt_cache_key")
+    return key if isinstance(key, str) and key else None
+
+
+def conversation_key(request: Request, header: str | None) -> str:
+    """Which conversation a request belongs to. The session id (the header, else the client's)
+    is qualified by the system prompt and tool names, so a client's side requests under the
+    same session (a title request: another system prompt, no tools) are conversations of their
+    own and never disturb the main one; without an id, the first user message joins them."""
+    sid = header or client_session_id(request.api, request.body)
+    shape = canonical([system_text(request), tool_names(request.body)])
+    if sid is None:
+        shape += first_user_text(request)
+    digest = hashlib.sha256(shape.encode("utf-8")).hexdigest()[:16]
+    who = hashlib.sha256((sid or "").encode("utf-8")).hexdigest()[:16] if sid else "anon"
+    return f"{request.api}:{who}:{digest}"
+
+
+Writer = Callable[[Request, AgentContext], dict[str, Any]]
+
+__all__ = ["Api", "Request", "Unreadable", "conversation_key", "read", "write"]

@@ -1,0 +1,349 @@
+"""A scripted fake model API on loopback (Anthropic Messages, Chat Completions, Responses) that
+records every request it receives, and a helper that serves an ASGI app on a free port."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+
+@contextlib.contextmanager
+def serving(app: Any) -> Iterator[str]:
+    """Serve `app` on 127.0.0.1 at a free port; yields its base URL; stops within 10 s."""
+    sock = socket.create_server(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started and time.monotonic() < deadline and thread.is_alive():
+        time.sleep(0.01)
+    assert server.started, "server did not start"
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+
+
+@dataclass
+class Received:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        try:
+            return json.loads(self.body)
+        except ValueError:
+            return None
+
+
+def _count_results(api: str, body: dict[str, Any]) -> int:
+    """The number of the next call: one past the newest result's (compaction may have removed
+    the older ones, so they cannot be counted)."""
+    ids: list[str] = []
+    if api == "anthropic":
+        ids = [
+            b["tool_use_id"]
+            for m in body["messages"]
+            if isinstance(m.get("content"), list)
+            for b in m["content"]
+            if b.get("type") == "tool_result"
+        ]
+    elif api == "openai-chat":
+        ids = [m["tool_call_id"] for m in body["messages"] if m.get("role") == "tool"]
+    else:
+        ids = [i["call_id"] for i in body["input"] if i.get("type") == "function_call_output"]
+    return int(ids[-1].rsplit("_", 1)[1]) + 1 if ids else 0
+
+
+def _well_formed(body: Any) -> bool:
+    items = body.get("messages", body.get("input")) if isinstance(body, dict) else None
+    return isinstance(items, list) and all(isinstance(i, dict) for i in items)
+
+
+def _sse(event: str | None, data: Any) -> bytes:
+    head = f"event: {event}\n" if event else ""
+    return (head + "data: " + json.dumps(data) + "\n\n").encode()
+
+
+@dataclass
+class FakeModel:
+    """Calls `read_file` (with the number of results so far) until `turns` results are in the
+    conversation, then answers `final`. `hook(received)` may return a Response to send instead
+    (errors, a dying stream)."""
+
+    turns: int = 8
+    final: str = "All done."
+    received: list[Received] = field(default_factory=list)
+    hook: Callable[[Received], Response | None] | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def app(self) -> Starlette:
+        return Starlette(
+            routes=[
+                Route("/v1/messages", self.messages, methods=["POST"]),
+                Route("/v1/chat/completions", self.chat, methods=["POST"]),
+                Route("/v1/responses", self.responses, methods=["POST"]),
+                Route("/{path:path}", self.other, methods=["GET", "POST", "DELETE"]),
+            ]
+        )
+
+    async def _receive(self, request: Request) -> Received:
+        got = Received(
+            request.method, request.url.path, dict(request.headers), await request.body()
+        )
+        with self.lock:
+            self.received.append(got)
+        return got
+
+    def _next(self, api: str, body: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+        n = _count_results(api, body)
+        if n >= self.turns:
+            return None
+        return f"call_{n}", {"path": f"chunk{n}"}
+
+    async def _start(self, request: Request) -> tuple[Received, Any, Response | None]:
+        """The request recorded; the hook's answer, or a 400 for a body no API takes."""
+        got = await self._receive(request)
+        if self.hook and (answer := self.hook(got)):
+            return got, None, answer
+        body = got.json()
+        if not _well_formed(body):
+            return got, body, JSONResponse({"error": "invalid request"}, status_code=400)
+        return got, body, None
+
+    async def other(self, request: Request) -> Response:
+        got = await self._receive(request)
+        if self.hook and (answer := self.hook(got)):
+            return answer
+        if got.path == "/v1/messages/count_tokens":
+            return JSONResponse({"input_tokens": len(got.body) // 4}, headers={"x-fake": "1"})
+        if got.path == "/v1/models":
+            return JSONResponse({"data": [{"id": "fake-model"}]}, headers={"x-fake": "1"})
+        return JSONResponse({"error": "no such route"}, status_code=404)
+
+    async def messages(self, request: Request) -> Response:
+        got, body, early = await self._start(request)
+        if early is not None:
+            return early
+        step = self._next("anthropic", body)
+        usage = {
+            "input_tokens": len(got.body) // 4,
+            "output_tokens": 7,
+            "cache_read_input_tokens": 3,
+            "cache_creation_input_tokens": 2,
+        }
+        if step is None:
+            content = [{"type": "text", "text": self.final}]
+            stop = "end_turn"
+        else:
+            cid, args = step
+            content = [
+                {"type": "text", "text": "Reading."},
+                {"type": "tool_use", "id": f"toolu_{cid}", "name": "read_file", "input": args},
+            ]
+            stop = "tool_use"
+        message = {
+            "id": "msg_fake",
+            "type": "message",
+            "role": "assistant",
+            "model": body.get("model", "fake"),
+            "content": content,
+            "stop_reason": stop,
+            "stop_sequence": None,
+            "usage": usage,
+        }
+        if not body.get("stream"):
+            return JSONResponse(message)
+
+        def events() -> Iterator[bytes]:
+            start = {**message, "content": [], "stop_reason": None}
+            yield _sse("message_start", {"type": "message_start", "message": start})
+            for i, block in enumerate(content):
+                if block["type"] == "text":
+                    yield _sse(
+                        "content_block_start",
+                        {
+                            "type": "content_block_start",
+                            "index": i,
+                            "content_block": {"type": "text", "text": ""},
+                        },
+                    )
+                    delta = {"type": "text_delta", "text": block["text"]}
+                else:
+                    yield _sse(
+                        "content_block_start",
+                        {
+                            "type": "content_block_start",
+                            "index": i,
+                            "content_block": {**block, "input": {}},
+                        },
+                    )
+                    delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+                yield _sse(
+                    "content_block_delta",
+                    {"type": "content_block_delta", "index": i, "delta": delta},
+                )
+                yield _sse("content_block_stop", {"type": "content_block_stop", "index": i})
+            yield _sse(
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": stop, "stop_sequence": None},
+                    "usage": {"output_tokens": 7},
+                },
+            )
+            yield _sse("message_stop", {"type": "message_stop"})
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    async def chat(self, request: Request) -> Response:
+        got, body, early = await self._start(request)
+        if early is not None:
+            return early
+        step = self._next("openai-chat", body)
+        usage = {
+            "prompt_tokens": len(got.body) // 4,
+            "completion_tokens": 7,
+            "total_tokens": len(got.body) // 4 + 7,
+            "prompt_tokens_details": {"cached_tokens": 3},
+        }
+        if step is None:
+            message: dict[str, Any] = {"role": "assistant", "content": self.final}
+            finish = "stop"
+        else:
+            cid, args = step
+            call = {
+                "id": cid,
+                "type": "function",
+                "function": {"name": "read_file", "arguments": json.dumps(args)},
+            }
+            message = {"role": "assistant", "content": "Reading.", "tool_calls": [call]}
+            finish = "tool_calls"
+        base = {"id": "chatcmpl-fake", "created": 0, "model": body.get("model", "fake")}
+        if not body.get("stream"):
+            return JSONResponse(
+                {
+                    **base,
+                    "object": "chat.completion",
+                    "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                    "usage": usage,
+                }
+            )
+
+        def chunks() -> Iterator[bytes]:
+            chunk = {**base, "object": "chat.completion.chunk"}
+            delta: dict[str, Any] = {"role": "assistant", "content": message["content"]}
+            yield _sse(None, {**chunk, "choices": [{"index": 0, "delta": delta}]})
+            for i, call in enumerate(message.get("tool_calls", [])):
+                delta = {"tool_calls": [{"index": i, **call}]}
+                yield _sse(None, {**chunk, "choices": [{"index": 0, "delta": delta}]})
+            yield _sse(
+                None, {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}
+            )
+            if (body.get("stream_options") or {}).get("include_usage"):
+                yield _sse(None, {**chunk, "choices": [], "usage": usage})
+            yield b"data: [DONE]\n\n"
+
+        return StreamingResponse(chunks(), media_type="text/event-stream")
+
+    async def responses(self, request: Request) -> Response:
+        got, body, early = await self._start(request)
+        if early is not None:
+            return early
+        step = self._next("openai-responses", body)
+        usage = {
+            "input_tokens": len(got.body) // 4,
+            "output_tokens": 7,
+            "total_tokens": len(got.body) // 4 + 7,
+            "input_tokens_details": {"cached_tokens": 3},
+            "output_tokens_details": {"reasoning_tokens": 0},
+        }
+        if step is None:
+            output: list[dict[str, Any]] = [
+                {
+                    "type": "message",
+                    "id": "msg_1",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [{"type": "output_text", "text": self.final, "annotations": []}],
+                }
+            ]
+        else:
+            cid, args = step
+            output = [
+                {
+                    "type": "function_call",
+                    "id": f"fc_{cid}",
+                    "call_id": cid,
+                    "name": "read_file",
+                    "arguments": json.dumps(args),
+                    "status": "completed",
+                }
+            ]
+        response = {
+            "id": "resp_fake",
+            "object": "response",
+            "created_at": 0,
+            "status": "completed",
+            "model": body.get("model", "fake"),
+            "output": output,
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": [],
+            "usage": usage,
+        }
+        if not body.get("stream"):
+            return JSONResponse(response)
+
+        def events() -> Iterator[bytes]:
+            seq = 0
+            created = {**response, "status": "in_progress", "output": [], "usage": None}
+            yield _sse(
+                "response.created",
+                {"type": "response.created", "sequence_number": seq, "response": created},
+            )
+            for i, item in enumerate(output):
+                seq += 1
+                yield _sse(
+                    "response.output_item.added",
+                    {
+                        "type": "response.output_item.added",
+                        "sequence_number": seq,
+                        "output_index": i,
+                        "item": item,
+                    },
+                )
+                seq += 1
+                yield _sse(
+                    "response.output_item.done",
+                    {
+                        "type": "response.output_item.done",
+                        "sequence_number": seq,
+                        "output_index": i,
+                        "item": item,
+                    },
+                )
+            seq += 1
+            yield _sse(
+                "response.completed",
+                {"type": "response.completed", "sequence_number": seq, "response": response},
+            )
+
+        return StreamingResponse(events(), media_type="text/event-stream")
