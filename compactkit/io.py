@@ -122,7 +122,7 @@ def _skippable(fmt: Format, doc: Document) -> tuple[BadLine, ...]:
     first = bad[0] if fmt.malformed_lines == "refuse" else next(b for b in bad if not b.last)
     raise BadInputError(
         f"invalid or truncated JSONL record: {first.reason}",
-        path=doc.path,
+        path=first.path or doc.path,
         line=first.line,
         hint="repair or remove that line"
         + (" (only a torn last line is skipped)" if fmt.malformed_lines == "skip-last" else ""),
@@ -132,9 +132,11 @@ def _skippable(fmt: Format, doc: Document) -> tuple[BadLine, ...]:
 def _warn_skipped(path: str, bad: tuple[BadLine, ...], fmt: str) -> None:
     """One warning (logger `compactkit.formats`) naming the file and the lines skipped."""
     if len(bad) == 1:
-        where, what = f"{path}:{bad[0].line}", f"a malformed line ({bad[0].reason})"
+        where, what = f"{bad[0].path or path}:{bad[0].line}", f"a malformed line ({bad[0].reason})"
     else:
-        numbers = ", ".join(str(b.line) for b in bad[:10]) + (", ..." if len(bad) > 10 else "")
+        numbers = ", ".join(f"{b.path}:{b.line}" if b.path else str(b.line) for b in bad[:10]) + (
+            ", ..." if len(bad) > 10 else ""
+        )
         where, what = path, f"{len(bad)} malformed lines ({numbers})"
     logging.getLogger("compactkit.formats").warning(
         "%s: skipped %s, as the %s agent does", where, what, fmt
@@ -150,12 +152,35 @@ def _count_skipped(ctx: AgentContext, count: int) -> AgentContext:
     return ctx.replace(metadata=meta)
 
 
+def read_session(path: str | Path, registry: Registry | None = None) -> Document:
+    """The session at `path`: a layout of several files a format recognises (`read_layout`: an
+    OpenHands conversation directory, a Claude Code session with its subagents' files), else the
+    one file `read_document` reads."""
+    registry = registry or current_registry()
+    target = Path(path)
+    for _, fmt in registry.formats.items():
+        try:
+            doc: Document | None = fmt.read_layout(target)
+        except (BadInputError, ConfigError, PluginError):
+            raise
+        except OSError as exc:
+            raise BadInputError(f"cannot read: {exc.strerror}", path=str(path)) from None
+        except Exception as exc:
+            raise BadInputError(
+                f"cannot read as {fmt.name}: {type(exc).__name__}: {exc}".splitlines()[0],
+                path=str(path),
+            ) from exc
+        if doc is not None:
+            return doc
+    return read_document(path)
+
+
 def load(
     path: str | Path, *, format: str | None = None, registry: Registry | None = None
 ) -> list[AgentContext]:
     """Every conversation in a session file (or the one a `FILE#N` address names)."""
     file, index = split_address(path)
-    _, contexts = load_document(read_document(file), format, registry)
+    _, contexts = load_document(read_session(file, registry), format, registry)
     if index is None:
         return contexts
     return [pick(contexts, index, file)]
@@ -166,7 +191,7 @@ def load_one(
 ) -> AgentContext:
     """The one conversation `FILE#N` names; a plain `FILE` must hold exactly one."""
     file, index = split_address(path)
-    _, contexts = load_document(read_document(file), format, registry)
+    _, contexts = load_document(read_session(file, registry), format, registry)
     if index is None:
         return single(contexts, file)
     return pick(contexts, index, file)

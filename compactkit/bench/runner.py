@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..defaults import DEFAULT_TRIGGER, default_pipeline
 from ..errors import EXIT_PLUGIN, BadInputError, CompactkitError, ConfigError, redact
-from ..formats.base import read_document
-from ..io import load_document, pick, split_address
+from ..io import load_document, pick, read_session, split_address
 from ..pipeline import Pipeline, build_pipeline
 from ..registry import Registry, get_registry
 from ..tokens import DEFAULT_TOKENIZER, TokenCounter
@@ -154,7 +153,7 @@ def run_job(job: Job, registry: Registry | None = None) -> JobResult:
     out = JobResult(job.address)
     try:
         file, index = split_address(job.address)
-        _, contexts = load_document(read_document(file), None, registry)
+        _, contexts = load_document(read_session(file, registry), None, registry)
         named = (
             [(f"{file}#{index}", pick(contexts, index, file))]
             if index is not None

@@ -13,8 +13,10 @@ import click
 
 from ..context import AgentContext
 from ..errors import BadInputError
-from ..formats.base import Document, parse_text, read_document
+from ..formats.base import Document, parse_text
 from ..io import load_document, pick, single, split_address
+from ..io import read_session as read_path
+from ..registry import Registry
 from ._app import State
 from ._options import STDIO
 
@@ -34,11 +36,11 @@ def read_stdin() -> str:
         ) from None
 
 
-def read_session(file: str) -> Document:
-    """A session file, or stdin for `-`."""
+def read_session(file: str, registry: Registry | None = None) -> Document:
+    """A session file (or a layout of several files), or stdin for `-`."""
     if file == STDIO:
         return parse_text(read_stdin(), STDIN_NAME)
-    return read_document(file)
+    return read_path(file, registry)
 
 
 class _WarningLine(logging.Handler):
@@ -64,7 +66,7 @@ def load(state: State, address: str, format: str | None) -> tuple[str, list[Agen
     """(format name, contexts) of `FILE`, `FILE#N` or `-` (stdin, `-#N` for one conversation)."""
     file, index = split_address(address)
     with warnings_on_stderr():
-        fmt, contexts = load_document(read_session(file), format, state.registry)
+        fmt, contexts = load_document(read_session(file, state.registry), format, state.registry)
     if index is not None:
         contexts = [pick(contexts, index, file)]
     return fmt.name, contexts

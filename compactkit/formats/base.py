@@ -23,6 +23,8 @@ class BadLine:
     line: int
     reason: str
     last: bool = False
+    path: str | None = None
+    """The file holding the line when it is not the document's own (a layout of several files)."""
 
 
 @dataclass(frozen=True)
@@ -241,6 +243,14 @@ class Format:
     def sniff(self, doc: Document) -> bool:
         """True when `doc` is this format's file. Must be cheap and must not raise."""
         raise NotImplementedError
+
+    def read_layout(self, path: Path) -> Document | None:
+        """The session at `path` when this format keeps it in several files (a directory, or one
+        file of such a layout whose companions are beside it), as one `Document` that `load`
+        reads; None otherwise (the path is then read as one file). Called for every path before
+        it is read, so it looks at names first; a layout it recognises but cannot read raises
+        `BadInputError`."""
+        return None
 
     def load(self, doc: Document) -> list[AgentContext]:
         """Every conversation in `doc`, in file order; `BadInputError` when `doc` is not this

@@ -85,7 +85,8 @@ from __future__ import annotations
 import itertools
 import re
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from pydantic import JsonValue
@@ -115,7 +116,7 @@ from ._util import (
     note_skipped,
     parts_from_content,
 )
-from .base import Document, Format
+from .base import BadLine, Document, Format, read_document
 
 _SNIFF_LIMIT = 50
 
@@ -164,6 +165,28 @@ class ClaudeCodeFormat(Format):
             return any(isinstance(r, dict) and _is_message_record(r) for r in data[:_SNIFF_LIMIT])
         except Exception:
             return False
+
+    def read_layout(self, path: Path) -> Document | None:
+        """A session with its subagents' transcripts (Claude Code 2.x): `<session>.jsonl` and
+        `<session>/subagents/agent-<id>.jsonl`, given as the session file or its folder, read as
+        one document (the session's records, then each subagent's, files in name order)."""
+        if path.is_dir():
+            main, folder = path.parent / f"{path.name}.jsonl", path
+        elif path.suffix == ".jsonl":
+            main, folder = path, path.with_suffix("")
+        else:
+            return None
+        subagents = folder / "subagents"
+        files = sorted(subagents.glob("agent-*.jsonl")) if subagents.is_dir() else []
+        if not files or not main.is_file():
+            return None
+        records: list[Any] = []
+        bad: list[BadLine] = []
+        for file in (main, *files):
+            part = read_document(file)
+            records.extend(part.records if part.kind == "jsonl" else [part.data])
+            bad.extend(replace(b, path=str(file)) for b in part.bad_lines)
+        return Document(path=str(path), kind="jsonl", data=records, bad_lines=tuple(bad))
 
     def load(self, doc: Document) -> list[AgentContext]:
         records = _records(doc)
@@ -520,6 +543,7 @@ class _RecordTree:
             return []
         main_first = self.records[groups[0][0]].get("isSidechain") is not True
         task_prompts = self._task_prompts(groups[0]) if main_first else {}
+        task_calls = self._task_calls(groups[0]) if main_first else {}
         titles = {
             r["leafUuid"]: r["summary"]
             for r in self.records
@@ -563,8 +587,11 @@ class _RecordTree:
                 builder.skipped.update(loose)
             parent: str | None = None
             if sidechain:
+                agent = self.records[group[0]].get("agentId")
                 first = next((t for t in builder.turns if t.role == "user"), None)
-                parent = task_prompts.get(first.freeze().text) if first is not None else None
+                parent = task_calls.get(agent) if isinstance(agent, str) else None
+                if parent is None and first is not None:
+                    parent = task_prompts.get(first.freeze().text)
             meta = self._metadata(
                 group,
                 kept,
@@ -576,6 +603,18 @@ class _RecordTree:
             )
             out.append(builder.context(meta))
         return out
+
+    def _task_calls(self, group: list[int]) -> dict[str, str]:
+        """Subagent id -> the Task call that ran it: the result of a Task call names its agent
+        in `toolUseResult.agentId` (Claude Code 2.x)."""
+        calls: dict[str, str] = {}
+        for i in group:
+            record = self.records[i]
+            agent = as_dict(record.get("toolUseResult")).get("agentId")
+            results = _result_ids(record)
+            if isinstance(agent, str) and len(results) == 1:
+                calls.setdefault(agent, results[0])
+        return calls
 
     def _task_prompts(self, group: list[int]) -> dict[str, str]:
         prompts: dict[str, str] = {}

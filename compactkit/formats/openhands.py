@@ -71,7 +71,9 @@ observation with nothing in it (`"action/<type>"`, `"observation/<type>"`); V1
 
 from __future__ import annotations
 
+import re
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from pydantic import JsonValue
@@ -101,7 +103,7 @@ from ._util import (
     parse_arguments,
     str_or_none,
 )
-from .base import Document, Format
+from .base import Document, Format, read_document
 
 _SKIP_ACTIONS = (
     "recall",
@@ -142,6 +144,10 @@ _BOOKKEEPING = {
     "translated_ipython_code",
     "wait_for_response",
 }
+BASE_STATE = "base_state.json"
+EVENTS_DIR = "events"
+_EVENT_FILE = re.compile(r"^event-(?P<idx>\d{5,})(?:-[0-9a-fA-F\-]{8,})?\.json$")
+"""`persistence_const.py`: `event-{idx:05d}-{event_id}.json` (older SDKs: `event-{idx:05d}.json`)."""
 _RUN_KEYS = ("instance_id", "instruction", "issue", "metadata", "test_result", "instance")
 
 
@@ -159,11 +165,30 @@ class OpenHandsEventsFormat(Format):
             return _is_run(data)
         return isinstance(data, list) and bool(data) and _is_run(data[0])
 
+    def read_layout(self, path: Path) -> Document | None:
+        """A software-agent-sdk conversation directory (`ConversationState` persistence:
+        `base_state.json` and `events/event-<index>-<id>.json`), given as the directory or as
+        its `base_state.json`: one document `{"base_state": ..., "events": [...]}`."""
+        directory = path.parent if path.name == BASE_STATE and path.is_file() else path
+        events_dir = directory / EVENTS_DIR
+        if not (directory.is_dir() and events_dir.is_dir()):
+            return None
+        state_file = directory / BASE_STATE
+        state = read_document(state_file).data if state_file.is_file() else {}
+        return Document(
+            path=str(path),
+            kind="json",
+            data={"base_state": as_dict(state), "events": _event_files(events_dir)},
+        )
+
     def load(self, doc: Document) -> list[AgentContext]:
         data = doc.data
         events = _event_list(data)
         if events is not None:
-            return [_context(_events(events), {}, None)]
+            state = as_dict(data.get("base_state")) if isinstance(data, dict) else {}
+            return [_context(_events(events), {}, None, state)]
+        if isinstance(data, dict) and isinstance(data.get("base_state"), dict):
+            raise BadInputError("an OpenHands conversation directory with no events", path=doc.path)
         runs = [data] if doc.kind == "json" else data
         if not isinstance(runs, list) or not runs or not all(_is_run(r) for r in runs):
             raise BadInputError(
@@ -572,9 +597,12 @@ class _Builder:
 
     # ----------------------------------------------------------------- the context
 
-    def context(self, run: dict[str, Any], number: int | None) -> AgentContext:
+    def context(
+        self, run: dict[str, Any], number: int | None, state: dict[str, Any]
+    ) -> AgentContext:
         """The context, with the metadata of the eval / resolver `run` holding it (`{}` for a
-        bare event list) and its index `number` in a file of runs."""
+        bare event list), its index `number` in a file of runs, and what the `base_state.json`
+        of a conversation directory says (`state`, else `{}`)."""
         turns = self.turns
         instruction = run.get("instruction")
         if (
@@ -593,8 +621,13 @@ class _Builder:
         issue = as_dict(run.get("issue"))
         run_meta = as_dict(run.get("metadata"))
         llm_model = as_dict(run_meta.get("llm_config")).get("model")
+        state_llm = as_dict(as_dict(state.get("agent")).get("llm")).get("model")
+        if not isinstance(llm_model, str) and isinstance(state_llm, str):
+            llm_model = state_llm
         meta = context_metadata(
             OpenHandsEventsFormat.name,
+            session_id=str_or_none(state.get("id")),
+            cwd=str_or_none(as_dict(state.get("workspace")).get("working_dir")),
             conversation=number,
             instance_id=str_or_none(run.get("instance_id")),
             title=str_or_none(issue.get("title")),
@@ -623,11 +656,34 @@ class _Builder:
 # --------------------------------------------------------------------------- helpers
 
 
-def _context(events: list[dict[str, Any]], run: dict[str, Any], number: int | None) -> AgentContext:
+def _context(
+    events: list[dict[str, Any]],
+    run: dict[str, Any],
+    number: int | None,
+    state: dict[str, Any] | None = None,
+) -> AgentContext:
     builder = _Builder(events)
     for event in events:
         builder.add(event)
-    return builder.context(run, number)
+    return builder.context(run, number, state or {})
+
+
+def _event_files(events_dir: Path) -> list[Any]:
+    """The events of a conversation directory in index order, read as `EventLog` reads them:
+    files named `event-<index>[-<id>].json`, up to the first missing index (the SDK logs the gap
+    and stops there too); an empty file is skipped, as `EventLog.__iter__` skips it."""
+    by_index: dict[int, Path] = {}
+    for file in events_dir.iterdir():
+        match = _EVENT_FILE.match(file.name)
+        if match is not None:
+            by_index.setdefault(int(match.group("idx")), file)
+    events: list[Any] = []
+    for index in range(len(by_index)):
+        if index not in by_index:
+            break
+        if by_index[index].stat().st_size:
+            events.append(read_document(by_index[index]).data)
+    return events
 
 
 def _is_event(value: Any) -> bool:
