@@ -69,7 +69,10 @@ def _count_results(api: str, body: dict[str, Any]) -> int:
         ids = [m["tool_call_id"] for m in body["messages"] if m.get("role") == "tool"]
     else:
         ids = [i["call_id"] for i in body["input"] if i.get("type") == "function_call_output"]
-    return int(ids[-1].rsplit("_", 1)[1]) + 1 if ids else 0
+    if not ids:
+        return 0
+    tail = ids[-1].rsplit("_", 1)[-1]
+    return int(tail) + 1 if tail.isdigit() else 1 << 30  # not one of its own calls
 
 
 def _well_formed(body: Any) -> bool:
