@@ -20,8 +20,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from compactkit.bench.runner import parse_pipeline, run_bench
+from compactkit.bench.runner import run_bench
 from compactkit.registry import make_registry
+from compactkit.spec import parse_pipeline
 from tests.bench.support import without_timings
 from tests.conftest import corpus_files
 

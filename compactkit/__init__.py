@@ -58,6 +58,7 @@ from .recovery import put as put_recovery
 from .registry import Registry, get_registry, make_registry
 from .serve import MemoryServeStore, Served, ServeState, SqliteServeStore, serve_key
 from .session import Session
+from .spec import PipelineSpec, parse_pipeline
 from .strategies.etag_collapse import EtagCollapse
 from .strategies.llm_summary import LlmSummary
 from .strategies.observation_mask import ObservationMask
@@ -69,12 +70,11 @@ from .toolcall import CallFacts, error_line, payload_path, read_call
 from .validate import Violation, validate
 
 if TYPE_CHECKING:
-    from .bench.runner import parse_pipeline, run_bench
+    from .bench.runner import run_bench
     from .cli import make_cli
 
 _LAZY = {
     "make_cli": "compactkit.cli",
-    "parse_pipeline": "compactkit.bench.runner",
     "run_bench": "compactkit.bench.runner",
 }
 """Names imported on first use: the CLI and the bench pull in click, rich and process pools."""
@@ -122,6 +122,7 @@ __all__ = [
     "ObservationMask",
     "OmittedBlock",
     "Pipeline",
+    "PipelineSpec",
     "PluginError",
     "ProgressDisplay",
     "Registry",

@@ -21,8 +21,9 @@ from .events import (
     StrategyApplied,
 )
 from .recovery import is_marker, message_marker, verify
-from .registry import current_registry, use_registry
-from .strategy import Strategy, StrategyOptions, parse_spec
+from .registry import Registry, current_registry, use_registry
+from .spec import PipelineSpec, one_pipeline
+from .strategy import Strategy, StrategyOptions
 from .tokens import DEFAULT_TOKENIZER, TokenCounter, get_counter
 from .validate import validate
 
@@ -438,27 +439,25 @@ def get_strategy(name: str, registry: Any | None = None, /, **options: Any) -> S
 
 
 def build_pipeline(
-    specs: Sequence[str],
+    specs: Sequence[str] | PipelineSpec,
     *,
     budget: int | None = None,
-    registry: Any | None = None,
+    registry: Registry | None = None,
     tokenizer: str = DEFAULT_TOKENIZER,
     timeout: float | None = None,
 ) -> Pipeline:
-    """A pipeline from `NAME[:key=value,...]` specs; `budget` fills each strategy's budget option
-    where the spec did not set it. The spec `default` stands for the default pipeline at `budget`.
-    `timeout`: seconds each plugin strategy may run (see `Pipeline`); None or 0, no limit."""
-    from .defaults import default_pipeline
-
-    specs = [
-        s for spec in specs for s in (default_pipeline(budget) if spec == "default" else [spec])
-    ]
+    """A pipeline from a `PipelineSpec` or from specs in the spec language (`compactkit.spec`:
+    `NAME[:key=value,...]`, `a+b`, `default`, `none`); `budget` fills each strategy's budget
+    option where the spec did not set it, and `default` stands for the default pipeline at
+    `budget`. `timeout`: seconds each plugin strategy may run (see `Pipeline`); None or 0, no
+    limit. A `PipelineSpec` carries its own budget (`budget` is then ignored)."""
+    spec = (
+        specs
+        if isinstance(specs, PipelineSpec)
+        else one_pipeline(list(specs), budget=budget, trigger=None)
+    )
     strategies = []
-    for spec in specs:
-        name, options = parse_spec(spec)
-        cls = (registry or current_registry()).strategies.get(name)
-        if budget is not None and cls.budget_option and cls.budget_option not in options:
-            options[cls.budget_option] = budget
+    for cls, options in spec.steps(registry):
         if "tokenizer" in cls.Options.model_fields and "tokenizer" not in options:
             options["tokenizer"] = tokenizer
         strategies.append(cls(**options))

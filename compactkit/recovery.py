@@ -30,7 +30,7 @@ from .context import (
     etag_of,
 )
 from .errors import BadInputError, RecoveryError
-from .formats.base import loads
+from .jsonio import loads
 
 _blocks = TypeAdapter(list[Block])
 _parts = TypeAdapter(list[ContentPart])

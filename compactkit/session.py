@@ -24,7 +24,7 @@ import os
 import warnings
 import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeAlias
 
@@ -44,11 +44,15 @@ from .formats.session_log import (
 from .io import write_atomic
 from .pipeline import Pipeline, RunResult, build_pipeline
 from .registry import Registry, use_registry
+from .spec import PipelineSpec, one_pipeline
 from .strategy import Strategy
 from .tokens import DEFAULT_TOKENIZER, TokenCounter, get_counter
 
-PipelineSpec: TypeAlias = "str | Sequence[str] | Strategy | Callable[[AgentContext], AgentContext]"
-"""`"default"`, strategy specs (`"sliding-window:max_tokens=8000"`), or a strategy or pipeline."""
+PipelineArg: TypeAlias = (
+    "str | Sequence[str] | PipelineSpec | Strategy | Callable[[AgentContext], AgentContext]"
+)
+"""`"default"`, strategy specs in the spec language (`"sliding-window:max_tokens=8000"`,
+`compactkit.spec`), a `PipelineSpec`, or a strategy or pipeline."""
 
 
 class Session:
@@ -57,7 +61,8 @@ class Session:
     - `context`: the `AgentContext` to start from (default: empty).
     - `pipeline`: `"default"` (the cache-aware default pipeline: etag-collapse, then old turns
       summarized and a sliding window, both at `target`), strategy specs built with
-      `build_pipeline(specs, budget=target)`, or any strategy or `Pipeline` (used as it is).
+      `build_pipeline(specs, budget=target)`, a `PipelineSpec` (its budget, else `target`), or
+      any strategy or `Pipeline` (used as it is).
     - `trigger`: compact when the context is over this many tokens (default 30,000).
     - `target`: the budget a compaction aims for (default half the trigger), so the next
       compaction is far away and the prompt prefix stays cached between them.
@@ -71,7 +76,7 @@ class Session:
         self,
         context: AgentContext | None = None,
         *,
-        pipeline: PipelineSpec = "default",
+        pipeline: PipelineArg = "default",
         trigger: int = DEFAULT_TRIGGER,
         target: int | None = None,
         tokenizer: str = DEFAULT_TOKENIZER,
@@ -206,7 +211,7 @@ class Session:
         cls,
         path: str | Path,
         *,
-        pipeline: PipelineSpec | None = None,
+        pipeline: PipelineArg | None = None,
         trigger: int | None = None,
         target: int | None = None,
         tokenizer: str | None = None,
@@ -345,7 +350,7 @@ class CompactionSetup:
     def of(
         cls,
         who: str,
-        pipeline: PipelineSpec,
+        pipeline: PipelineArg,
         trigger: int,
         target: int | None,
         tokenizer: str,
@@ -363,7 +368,10 @@ class CompactionSetup:
         return cls(target, specs, built, counter)
 
 
-def pipeline_specs(pipeline: PipelineSpec) -> list[str] | None:
+def pipeline_specs(pipeline: PipelineArg) -> list[str] | None:
+    """The pipeline as spec-language text (what a session log records), None for an object."""
+    if isinstance(pipeline, PipelineSpec):
+        return list(pipeline.strategies)
     if isinstance(pipeline, str):
         return [pipeline]
     if isinstance(pipeline, Sequence) and all(isinstance(s, str) for s in pipeline):
@@ -372,14 +380,18 @@ def pipeline_specs(pipeline: PipelineSpec) -> list[str] | None:
 
 
 def pipeline_for(
-    pipeline: PipelineSpec,
+    pipeline: PipelineArg,
     specs: list[str] | None,
     target: int,
     tokenizer: str,
     registry: Registry | None,
 ) -> Pipeline:
+    if isinstance(pipeline, PipelineSpec):  # its own budget, else the target
+        spec = pipeline if pipeline.budget is not None else replace(pipeline, budget=target)
+        return build_pipeline(spec, registry=registry, tokenizer=tokenizer)
     if specs is not None:
-        return build_pipeline(specs, budget=target, registry=registry, tokenizer=tokenizer)
+        spec = one_pipeline(specs, budget=target)
+        return build_pipeline(spec, registry=registry, tokenizer=tokenizer)
     if isinstance(pipeline, Pipeline):
         return _copy_pipeline(pipeline)
     if isinstance(pipeline, Strategy) or callable(pipeline):
@@ -399,4 +411,4 @@ def _copy_pipeline(pipeline: Pipeline) -> Pipeline:
     )
 
 
-__all__ = ["PipelineSpec", "Session"]
+__all__ = ["PipelineArg", "Session"]

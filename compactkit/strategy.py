@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .context import AgentContext
-from .errors import BadInputError, ConfigError, redact
-from .formats.base import loads
+from .errors import ConfigError, redact
 
 
 class StrategyOptions(BaseModel):
@@ -110,28 +108,3 @@ def strategy(
         return cls
 
     return wrap
-
-
-def parse_value(raw: str) -> Any:
-    """Option values on the command line: JSON where it parses (numbers, booleans), else text."""
-    try:
-        return loads(raw, "")
-    except json.JSONDecodeError:
-        return raw
-    except BadInputError as exc:  # nested too deep, a number too long
-        raise ConfigError(f"bad option value: {exc.what}") from None
-
-
-def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
-    """`"name:key=value,key=value"` -> ("name", {key: value})."""
-    name, _, rest = spec.partition(":")
-    name = name.strip()
-    if not name:
-        raise ConfigError(f"empty strategy name in {spec!r} (use NAME[:key=value,...])")
-    options: dict[str, Any] = {}
-    for item in filter(None, (p.strip() for p in rest.split(","))):
-        key, eq, value = item.partition("=")
-        if not eq or not key.strip():
-            raise ConfigError(f"bad option {item!r} in {spec!r} (use NAME:key=value,key=value)")
-        options[key.strip().replace("-", "_")] = parse_value(value.strip())
-    return name, options

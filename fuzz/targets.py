@@ -8,7 +8,7 @@ every input that ever failed (`tests/test_fuzz_regressions.py`).
 Targets: `format:NAME` for every built-in format (`Format.sniff`, then `Format.load` as with
 `--format NAME`), `session` (detection and fallback, `compactkit.io.load_document`), `stash` (the
 stash file `expand --stash` reads, then `expand` over a compacted context), `spec` (a `-s` value:
-`parse_pipelines`, then `build_pipeline` with the options it gives).
+`compactkit.spec.parse_pipelines`, then `build_pipeline` with the options it gives).
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from compactkit.cli import _input
-from compactkit.cli._options import parse_pipelines
 from compactkit.context import AgentContext
 from compactkit.errors import CompactkitError
 from compactkit.formats.base import Document, read_document
@@ -28,6 +27,7 @@ from compactkit.io import load_document
 from compactkit.pipeline import build_pipeline
 from compactkit.recovery import expand, read_stash
 from compactkit.registry import Registry, make_registry
+from compactkit.spec import parse_pipelines
 
 HERE = Path(__file__).resolve().parent
 SEEDS = HERE / "seeds"
@@ -124,8 +124,8 @@ def spec_target(data: bytes) -> None:
     if text.startswith("@"):  # a pipeline file: a path, not a value to parse
         return
     try:
-        for spec in parse_pipelines([text], ["sliding-window"]):
-            build_pipeline(list(spec.strategies), registry=REGISTRY)
+        for spec in parse_pipelines([text], budget=4000):
+            build_pipeline(spec, registry=REGISTRY)
     except CompactkitError:
         return
 

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..defaults import DEFAULT_TRIGGER, default_pipeline
-from ..errors import EXIT_PLUGIN, BadInputError, CompactkitError, ConfigError, redact
+from ..errors import EXIT_PLUGIN, CompactkitError, redact
 from ..io import load_document, pick, read_session, split_address
 from ..pipeline import Pipeline, build_pipeline
 from ..registry import Registry, get_registry
+from ..spec import PipelineSpec
 from ..tokens import DEFAULT_TOKENIZER, TokenCounter
 from .pricing import get_profile
 from .replay import Mode, SessionResult, run_session
@@ -23,50 +21,6 @@ if TYPE_CHECKING:
 
 BENCH_SCHEMA = "compactkit.bench/1"
 SESSION_SUFFIXES = (".json", ".jsonl", ".traj")
-
-
-@dataclass(frozen=True)
-class PipelineSpec:
-    """A named pipeline to compare: `none`, `default`, or strategy specs."""
-
-    name: str
-    strategies: tuple[str, ...]
-
-
-def parse_pipeline(text: str, defaults: Sequence[str] | None = None) -> PipelineSpec:
-    """One `-s` value: `none`, `default`, `@file.json`, or strategy specs separated by spaces or `+`
-    (`observation-mask:keep_last=5 + sliding-window`). `default` is `defaults` when given, else
-    the default pipeline at the default trigger."""
-    text = text.strip()
-    if text == "none":
-        return PipelineSpec("none", ())
-    if text == "default":
-        if defaults is None:
-            defaults = default_pipeline(DEFAULT_TRIGGER)
-        return PipelineSpec("default", tuple(defaults))
-    parts = tuple(p for p in re.split(r"\s*\+\s*|\s+", text) if p)
-    if not parts:
-        raise ConfigError(f"empty pipeline {text!r}")
-    return PipelineSpec(redact(" + ".join(parts)), parts)
-
-
-def read_pipeline_file(path: str) -> list[PipelineSpec]:
-    """A JSON file: `[{"name": "...", "strategies": ["name:key=value", ...]}, ...]`."""
-    file = Path(path)
-    try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise BadInputError("no such pipeline file", path=path) from None
-    except json.JSONDecodeError as exc:
-        raise BadInputError(f"not JSON: {exc.msg}", path=path, line=exc.lineno) from None
-    if not isinstance(data, list) or not all(
-        isinstance(d, dict)
-        and isinstance(d.get("name"), str)
-        and isinstance(d.get("strategies"), list)
-        for d in data
-    ):
-        raise BadInputError('expected a list of {"name": ..., "strategies": [...]}', path=path)
-    return [PipelineSpec(d["name"], tuple(str(s) for s in d["strategies"])) for d in data]
 
 
 def collect_sessions(paths: Iterable[str]) -> list[str]:
@@ -123,9 +77,7 @@ class JobResult:
 def _pipeline(
     spec: PipelineSpec, registry: Registry, tokenizer: str, timeout: float | None = None
 ) -> Pipeline:
-    pipeline = build_pipeline(
-        list(spec.strategies), registry=registry, tokenizer=tokenizer, timeout=timeout
-    )
+    pipeline = build_pipeline(spec, registry=registry, tokenizer=tokenizer, timeout=timeout)
     pipeline.title = spec.name
     return pipeline
 

@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ..bench.executors import Executor, open_executor
-from ..bench.runner import JobResult, PipelineSpec, run_bench
-from ..defaults import DEFAULT_TRIGGER, default_pipeline
+from ..bench.runner import JobResult, run_bench
+from ..defaults import DEFAULT_TRIGGER
 from ..errors import EXIT_BAD_INPUT, EXIT_BUDGET, EXIT_PLUGIN
 from ..io import split_address
 from ..registry import Registry, get_registry
-from ..strategy import parse_spec
+from ..spec import DEFAULT, NONE, PipelineSpec, one_pipeline
 from .baseline import Baseline, CheckBaseline, Figures
 from .config import CheckConfig, CheckFile, expand_sessions, token_slack
 
@@ -139,29 +139,14 @@ def delta(value: float | None, base: float | None) -> float | None:
 # ----------------------------------------------------------------------------- running
 
 
-def resolve_pipeline(check: CheckConfig, registry: Registry) -> list[str]:
-    """The check's strategy specs, with `default` expanded and `budget` filled into each
-    strategy's budget option where the spec does not set it."""
-    budget = check.budget
-    specs = ["default"] if check.pipeline == "default" else list(check.pipeline)
-    out: list[str] = []
-    for spec in specs:
-        if spec == "none":
-            continue
-        if spec == "default":
-            out.extend(default_pipeline(budget or DEFAULT_TRIGGER))
-            continue
-        name, options = parse_spec(spec)
-        cls = registry.strategies.get(name)
-        option = getattr(cls, "budget_option", None)
-        if budget is not None and option and option not in options:
-            spec = f"{spec}{',' if ':' in spec else ':'}{option}={budget}"
-        out.append(spec)
-    return out
-
-
-def _spec(strategies: Sequence[str]) -> PipelineSpec:
-    return PipelineSpec(" + ".join(strategies) if strategies else "none", tuple(strategies))
+def resolve_pipeline(check: CheckConfig, registry: Registry) -> PipelineSpec:
+    """The check's pipeline: `default` expanded at its budget (else at the trigger, 30k), and
+    the budget to fill into each strategy's budget option; named by its strategies as they run
+    (the budget written in), so checks that ask for the same pipeline share its measurement."""
+    values = [DEFAULT] if check.pipeline == DEFAULT else check.pipeline
+    spec = one_pipeline(values, budget=check.budget, trigger=DEFAULT_TRIGGER)
+    labels = spec.labels(registry)
+    return replace(spec, name=" + ".join(labels) if labels else NONE)
 
 
 def run_checks(
@@ -184,10 +169,10 @@ def run_checks(
 
     start = time.perf_counter()
     registry = registry or get_registry()
-    plans: list[tuple[CheckConfig, list[str], list[str]]] = []
+    plans: list[tuple[CheckConfig, PipelineSpec, list[str]]] = []
     for check in file.checks:
         plans.append((check, resolve_pipeline(check, registry), expand_sessions(check, file.root)))
-    groups: dict[tuple[str, int], list[tuple[CheckConfig, list[str], list[str]]]] = {}
+    groups: dict[tuple[str, int], list[tuple[CheckConfig, PipelineSpec, list[str]]]] = {}
     for plan in plans:
         check = plan[0]
         groups.setdefault((check.mode, check.budget or DEFAULT_TRIGGER), []).append(plan)
@@ -199,11 +184,11 @@ def run_checks(
         for (mode, trigger), members in groups.items():
             _measure(mode, trigger, members, runner, registry, progress, measured, failed, timeout)
     results = []
-    for check, strategies, addresses in plans:
+    for check, spec, addresses in plans:
         key = (check.mode, check.budget or DEFAULT_TRIGGER)
-        result = CheckResult(check, strategies)
+        result = CheckResult(check, spec.labels(registry))
         result.baseline = baseline.checks.get(check.name) if baseline else None
-        _collect(result, file.root, key, _spec(strategies).name, addresses, measured, failed)
+        _collect(result, file.root, key, spec.name, addresses, measured, failed)
         judge(result)
         results.append(result)
     return CheckRun(file, results, seconds=time.perf_counter() - start)
@@ -212,7 +197,7 @@ def run_checks(
 def _measure(
     mode: str,
     trigger: int,
-    members: list[tuple[CheckConfig, list[str], list[str]]],
+    members: list[tuple[CheckConfig, PipelineSpec, list[str]]],
     runner: Executor,
     registry: Registry,
     progress: Callable[[JobResult], None] | None,
@@ -224,8 +209,7 @@ def _measure(
     `failed` is keyed by pipeline (`""` for a file that did not load) and session."""
     wanted: dict[str, dict[str, PipelineSpec]] = {}
     profiles: dict[str, None] = {}
-    for check, strategies, addresses in members:
-        spec = _spec(strategies)
+    for check, spec, addresses in members:
         profiles.update(dict.fromkeys(check.pricing))
         for address in addresses:
             wanted.setdefault(address, {})[spec.name] = spec

@@ -7,8 +7,8 @@ tokenizers complete in the shell from the invocation's registry.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 from click.shell_completion import CompletionItem
@@ -16,9 +16,6 @@ from click.shell_completion import CompletionItem
 from ..errors import ConfigError
 from ..tokens import DEFAULT_TOKENIZER
 from ._app import State
-
-if TYPE_CHECKING:
-    from ..bench.runner import PipelineSpec
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -186,7 +183,7 @@ def json_file_option(*aliases: str, help: str) -> Callable[[F], F]:
 
 
 def pipeline_option(*, help: str) -> Callable[[F], F]:
-    """`-s/--pipeline SPEC`, repeatable: one meaning in every command (see `parse_pipelines`)."""
+    """`-s/--pipeline SPEC`, repeatable: one meaning in every command (`compactkit.spec`)."""
     return click.option(
         "-s",
         "--pipeline",
@@ -203,29 +200,6 @@ SPEC_HELP = (
     "SPEC is NAME[:key=value,...], several joined by '+' "
     "(observation-mask:keep_last=5+sliding-window), 'default', 'none' or @FILE.json."
 )
-
-
-def parse_pipelines(values: Sequence[str], defaults: Sequence[str]) -> list[PipelineSpec]:
-    """Every `-s` value as pipelines: a spec joined by `+`, `default`, `none`, or `@FILE.json`
-    (a file of named pipelines)."""
-    from ..bench.runner import parse_pipeline, read_pipeline_file
-
-    out: list[PipelineSpec] = []
-    for text in values:
-        if text.startswith("@"):
-            out.extend(read_pipeline_file(text[1:]))
-        else:
-            out.append(parse_pipeline(text, defaults))
-    return out
-
-
-def one_pipeline(values: Sequence[str], defaults: Sequence[str]) -> list[str]:
-    """The `-s` values of a command that runs one pipeline: their steps, in order."""
-    steps: list[str] = []
-    for spec in parse_pipelines(values, defaults):
-        if spec.name != "none":
-            steps.extend(spec.strategies)
-    return steps
 
 
 def stash_option(*, help: str) -> Callable[[F], F]:

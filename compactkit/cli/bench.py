@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from ..defaults import DEFAULT_TRIGGER, default_pipeline
+from ..defaults import DEFAULT_TRIGGER
 from ..errors import EXIT_PLUGIN, BadInputError
 from ._app import State, command
 from ._options import (
@@ -18,7 +18,6 @@ from ._options import (
     check_one_stdout,
     executor_option,
     json_file_option,
-    parse_pipelines,
     pipeline_option,
     timeout_option,
     tokenizer_option,
@@ -96,14 +95,15 @@ def bench(
     """
     from ..bench.report import render_html, render_markdown, render_terminal
     from ..bench.runner import collect_sessions, nothing_loaded, plugin_failure, run_bench
+    from ..spec import parse_pipelines
 
     check_one_stdout(json=json_out, markdown=md_out, html=html_out)
-    reads = [*paths, *collect_sessions(paths)]
-    outputs = Outputs(reads, json=json_out, markdown=md_out, html=html_out)
+    sessions = collect_sessions(paths)  # once: the outputs must not overwrite any of them
+    outputs = Outputs([*paths, *sessions], json=json_out, markdown=md_out, html=html_out)
     progress = _BenchProgress(len(paths))
     report = run_bench(
-        paths,
-        parse_pipelines(specs or ("default",), default_pipeline(trigger)),
+        sessions,
+        parse_pipelines(specs or ("default",), trigger=trigger),
         mode="persistent" if mode == "replay" else mode,  # type: ignore[arg-type]  # click.Choice
         profiles=tuple(pricing) or ("anthropic", "openai"),
         trigger=trigger,

@@ -11,7 +11,6 @@ from typing import Any
 
 import click
 
-from ..defaults import default_pipeline
 from ..errors import EXIT_BUDGET, ConfigError
 from ..io import render
 from ..recovery import sidecar_path
@@ -23,7 +22,6 @@ from ._options import (
     check_one_stdout,
     format_option,
     json_file_option,
-    one_pipeline,
     output_option,
     pipeline_option,
     stash_option,
@@ -94,6 +92,7 @@ def run(
     """
     from ..observers import ProgressDisplay, StatsRecorder
     from ..pipeline import build_pipeline
+    from ..spec import one_pipeline
 
     check_one_stdout(output=output or STDIO, stash=stash, json=json_out)
     check_one_stdin(file)
@@ -104,9 +103,9 @@ def run(
         ctx = with_sidecar(load_single(state, file, format_), file)
         if not state.registry.formats.get(to).can_write:
             raise ConfigError(f"format {to!r} cannot be written")
-        steps = one_pipeline(specs, default_pipeline(budget)) if specs else default_pipeline(budget)
+        spec = one_pipeline(specs or ["default"], budget=budget, trigger=None)
         pipeline = build_pipeline(
-            steps, budget=budget, registry=state.registry, tokenizer=tokenizer, timeout=timeout
+            spec, registry=state.registry, tokenizer=tokenizer, timeout=timeout
         )
         stats = StatsRecorder()
         pipeline.subscribe(stats)

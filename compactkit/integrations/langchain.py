@@ -63,7 +63,7 @@ from ..events import Observer
 from ..formats._util import image_from, image_from_url
 from ..pipeline import Pipeline
 from ..registry import Registry
-from ..session import CompactionSetup, PipelineSpec
+from ..session import CompactionSetup, PipelineArg
 from ..tokens import DEFAULT_TOKENIZER, TokenCounter
 
 LANGCHAIN_KEY = "langchain"
@@ -430,7 +430,7 @@ class CompactionMiddleware(AgentMiddleware[CompactionState, Any, Any]):
 
     def __init__(
         self,
-        pipeline: PipelineSpec = "default",
+        pipeline: PipelineArg = "default",
         *,
         trigger: int = DEFAULT_TRIGGER,
         target: int | None = None,

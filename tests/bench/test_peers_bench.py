@@ -8,9 +8,10 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from compactkit.bench.report import peer_rows, render_html, render_markdown
-from compactkit.bench.runner import parse_pipeline, run_bench
+from compactkit.bench.runner import run_bench
 from compactkit.cli import make_cli
 from compactkit.registry import make_registry
+from compactkit.spec import parse_pipeline
 
 from ..conftest import sample
 

@@ -25,7 +25,7 @@ from compactkit.bench.report import (
     stroke_widths,
     text_width,
 )
-from compactkit.bench.runner import PipelineSpec
+from compactkit.spec import PipelineSpec
 
 from ..conftest import ROOT, sample
 

@@ -15,9 +15,10 @@ from compactkit import (
     ToolResultBlock,
 )
 from compactkit.bench.retention import FACT_KINDS, FactRetention, extract_facts
-from compactkit.bench.runner import parse_pipeline, run_bench
+from compactkit.bench.runner import run_bench
 from compactkit.pipeline import get_strategy
 from compactkit.registry import make_registry
+from compactkit.spec import parse_pipeline
 
 from ..conftest import every_conversation, sample
 

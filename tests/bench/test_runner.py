@@ -7,9 +7,10 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from compactkit.bench.runner import PipelineSpec, parse_pipeline, run_bench
+from compactkit.bench.runner import run_bench
 from compactkit.cli import make_cli
 from compactkit.registry import make_registry
+from compactkit.spec import PipelineSpec, parse_pipeline
 
 from ..conftest import SAMPLES, sample
 from .support import without_timings
