@@ -30,13 +30,12 @@ def _upstream(value: str | None, option: str) -> str | None:
 
 
 def pipeline_specs(text: str) -> list[str]:
-    """One `-s` value as strategy specs (`default` stays `default`, built at the target)."""
-    from ..bench.runner import parse_pipeline
+    """One `-s` value in the spec language (`compactkit.spec`), built at the target: `default`,
+    alone or inside a `+` combination, is the default pipeline at the target."""
+    from ..spec import parse_pipeline
 
-    text = text.strip()
-    if text == "default":
-        return ["default"]
-    return list(parse_pipeline(text).strategies)
+    parse_pipeline(text)  # an empty spec is a usage error here, before anything starts
+    return [text.strip()]
 
 
 @command(
