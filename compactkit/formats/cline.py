@@ -23,7 +23,8 @@ Reading:
 - assistant text carrying XML-style tool calls (`<read_file><path>a.ts</path></read_file>`, Cline's and
   Roo Code's tool names) -> the text around them, then one `ToolCallBlock` per call (name = the tag,
   input = its child tags as strings; ids `cline-<message>-<n>`); native `tool_use` / `tool-call` blocks
-  pass through, and an assistant message holding them is not searched for XML;
+  pass through, and an assistant message holding them is not searched for XML; their results come
+  back as native result blocks or, as Cline's `pushToolResult` writes them, as text (below);
 - a user message -> a tool message with its results, then one user message with the rest, in order.
   A `[<tool> ...] Result:` text block (and the text/images after it) is the result of the first open
   call of that tool in the previous assistant message (else of its first open call; with none it stays
@@ -331,6 +332,8 @@ class _Builder:
                 self.skipped["thoughtSignature"] += 1
             else:
                 blocks.append(anthropic_block(item))
+        if native:  # their results may come back as `[tool ...] Result:` text, not by id
+            calls = [(b.id, b.name) for b in blocks if isinstance(b, ToolCallBlock)]
         self.open_calls = calls
         self.turns.append(Turn("assistant", blocks, meta))
 
@@ -402,6 +405,7 @@ class _Builder:
         else:
             call_id = as_text(item.get("tool_use_id"))
             parts, error = _result_parts(item.get("content")), item.get("is_error") is True
+        self.open_calls = [c for c in self.open_calls if c[0] != call_id]
         text = "\n".join(p.text for p in parts if isinstance(p, TextBlock))
         part, words = _split_user_words(text)
         if words:

@@ -28,7 +28,9 @@ Mapping:
   (a response ends at its `token_count` event or at the next non-assistant item); its
   `last_token_usage` becomes the message's `metadata["usage"]`;
 - `function_call_output` / `custom_tool_call_output` -> tool results (consecutive outputs share one
-  tool message);
+  tool message); calls run in parallel and an output is recorded when its call ends, so where a call's
+  output comes only after a later model response, the assistant messages between are one message
+  (`metadata["joined_responses"]`), so that every result follows its call's message;
 - `web_search_call` (a server-side tool whose results the rollout never records) -> a
   `web_search` tool call that gets a synthesized "[no result recorded]" result;
 - a call with no output anywhere in the rollout gets that synthesized error result too (tool
@@ -392,7 +394,7 @@ class _Builder:
 
     def context(self) -> AgentContext:
         repaired = repair_pairing(
-            [t.freeze() for t in self.turns],
+            [t.freeze() for t in _join_interleaved(self.turns)],
             close="unless_answered",
             keep_pending="last_assistant",
             orphan_results="keep",  # add_output made the outputs of unknown calls user text
@@ -413,6 +415,39 @@ class _Builder:
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def _join_interleaved(turns: list[Turn]) -> list[Turn]:
+    """Consecutive assistant messages joined where the earlier one made a call whose output
+    comes only after the later one (Codex runs calls in parallel and records each output when it
+    finishes: `custom_tool_call A`, `function_call B`, output B, output A). The model had both calls
+    open at once, as one turn; apart, A's result would not follow A's message, which no provider
+    accepts. The joined message keeps the first one's metadata (`usage` of the last when the first
+    has none) and counts the responses it holds in `metadata["joined_responses"]`."""
+    answered = {
+        b.tool_call_id
+        for t in turns
+        if t.role == "tool"
+        for b in t.blocks
+        if isinstance(b, ToolResultBlock)
+    }
+    out: list[Turn] = []
+    for turn in turns:
+        last = out[-1] if out else None
+        if (
+            turn.role == "assistant"
+            and last is not None
+            and last.role == "assistant"
+            and any(isinstance(b, ToolCallBlock) and b.id in answered for b in last.blocks)
+        ):
+            last.blocks.extend(turn.blocks)
+            if "usage" not in last.metadata and "usage" in turn.metadata:
+                last.metadata["usage"] = turn.metadata["usage"]
+            count = last.metadata.get("joined_responses")
+            last.metadata["joined_responses"] = (count if isinstance(count, int) else 1) + 1
+            continue
+        out.append(turn)
+    return out
 
 
 def _is_record(value: Any) -> bool:
