@@ -126,18 +126,19 @@ def _check_version(cli: NpmCli, executable: Path) -> None:
 
 @dataclass(frozen=True)
 class Sandbox:
-    """A temporary HOME and workspace: everything a CLI writes stays inside. Reuse one sandbox
-    for a run and the run that resumes it."""
+    """A temporary HOME, workspace and TMPDIR: everything a CLI writes stays inside (Claude Code
+    keeps task output under $TMPDIR/claude-UID). Reuse one sandbox for a run and its resume."""
 
     home: Path
     workspace: Path
+    tmp: Path
 
     @classmethod
     def create(cls, parent: Path) -> Sandbox:
-        home, workspace = parent / "home", parent / "workspace"
-        home.mkdir(parents=True, exist_ok=True)
-        workspace.mkdir(parents=True, exist_ok=True)
-        return cls(home, workspace)
+        sandbox = cls(parent / "home", parent / "workspace", parent / "tmp")
+        for folder in (sandbox.home, sandbox.workspace, sandbox.tmp):
+            folder.mkdir(parents=True, exist_ok=True)
+        return sandbox
 
     @property
     def codex_home(self) -> Path:
@@ -175,6 +176,7 @@ def _base_env(sandbox: Sandbox) -> dict[str, str]:
     return {
         "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
         "HOME": str(sandbox.home),
+        "TMPDIR": str(sandbox.tmp),
         "USER": os.environ.get("USER", "root"),
         "SHELL": "/bin/bash",
         "LANG": "C.UTF-8",

@@ -30,7 +30,7 @@ def user_texts(ctx: AgentContext) -> list[str]:
 def load_checked(path: Path, tasks: list[str]) -> AgentContext:
     """The one conversation in `path`, after checking that it validates (in Python and with
     `compactkit validate`), that each task is a user message, in order, and that each tool call
-    has its result right after it, in call order."""
+    has exactly one result, after it (parallel calls' results may come in any order)."""
     contexts = compactkit.load(path)
     assert len(contexts) == 1, f"{path.name}: {len(contexts)} conversations"
     ctx = contexts[0]
@@ -40,6 +40,18 @@ def load_checked(path: Path, tasks: list[str]) -> AgentContext:
     texts = user_texts(ctx)
     positions = [next((i for i, t in enumerate(texts) if task in t), -1) for task in tasks]
     assert -1 not in positions and positions == sorted(positions), (tasks, texts)
-    calls, results = tool_calls(ctx), tool_results(ctx)
-    assert [r.tool_call_id for r in results] == [c.id for c in calls]
+    called = {
+        b.id: i
+        for i, m in enumerate(ctx.messages)
+        for b in m.content
+        if isinstance(b, ToolCallBlock)
+    }
+    answered = [
+        (b.tool_call_id, i)
+        for i, m in enumerate(ctx.messages)
+        for b in m.content
+        if isinstance(b, ToolResultBlock)
+    ]
+    assert sorted(call_id for call_id, _ in answered) == sorted(called), (called, answered)
+    assert all(called[call_id] < i for call_id, i in answered)
     return ctx

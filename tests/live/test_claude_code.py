@@ -10,7 +10,15 @@ import pytest
 
 from tests.live.clis import CLAUDE_CODE, Sandbox, run_claude
 from tests.live.sessioncheck import load_checked, tool_calls, tool_results
-from tests.live.upstream import FakeUpstream, RecordedRequest, answer, call, last_tool_result
+from tests.live.upstream import (
+    FakeUpstream,
+    RecordedRequest,
+    Script,
+    Turn,
+    answer,
+    call,
+    last_tool_result,
+)
 from tests.live.upstream import tool_results as request_tool_results
 
 pytestmark = pytest.mark.live
@@ -19,7 +27,7 @@ TASK = "Write hello to f.txt, then read it back and tell me what it says."
 FOLLOW_UP = "Append world to f.txt and show me the file."
 
 
-def final(prefix: str) -> object:
+def final(prefix: str) -> Turn:
     return answer(lambda request: f"{prefix}: {last_tool_result(request).strip()}")
 
 
@@ -99,3 +107,62 @@ def test_claude_code_resumes_a_session_with_its_history(
     assert resumed.session_file is not None, resumed.describe()
     ctx = load_checked(resumed.session_file, [TASK, FOLLOW_UP])
     assert [c.input["command"] for c in tool_calls(ctx)][-1] == "echo world >> f.txt && cat f.txt"
+
+
+SUBAGENT_PROMPT = "Count the lines of notes.txt with wc -l and report the number."
+
+
+def test_claude_code_subagent_writes_its_own_transcript(
+    claude_cli: Path, fake_upstream: FakeUpstream, sandbox: Sandbox
+) -> None:
+    script = Script(
+        [
+            call("Bash", command="printf 'a\\nb\\n' > notes.txt", description="Write notes.txt"),
+            call(
+                "Agent",
+                description="Count lines",
+                prompt=SUBAGENT_PROMPT,
+                subagent_type="general-purpose",
+                run_in_background=False,  # the default runs it in the background, out of order
+            ),
+            final("The subagent says"),
+        ],
+        threads={
+            SUBAGENT_PROMPT: [
+                call("Bash", command="wc -l notes.txt", description="Count lines"),
+                final("Lines"),
+            ]
+        },
+    )
+    task = "Use a subagent to count the lines of notes.txt."
+    run = run_claude(
+        task,
+        sandbox,
+        upstream=fake_upstream,
+        script=script,
+        allowed_tools=("Bash", "Read", "Agent"),
+        executable=claude_cli,
+    )
+
+    assert run.returncode == 0, run.describe()
+    assert fake_upstream.problems == []
+    assert [(r.thread, r.turn) for r in run.turn_requests()] == [
+        ("", 0),
+        ("", 1),
+        (SUBAGENT_PROMPT, 0),
+        (SUBAGENT_PROMPT, 1),
+        ("", 2),
+    ]
+    assert (
+        "Lines: 2 notes.txt" in run.output["result"]
+    )  # the subagent's answer reached the main loop
+    assert run.session_file is not None, run.describe()
+    main = load_checked(run.session_file, [task])
+    assert [c.name for c in tool_calls(main)] == ["Bash", "Agent"]
+    transcripts = sorted(
+        (run.session_file.parent / run.session_id / "subagents").glob("agent-*.jsonl")
+    )
+    assert len(transcripts) == 1
+    sub = load_checked(transcripts[0], [SUBAGENT_PROMPT])
+    assert [c.input["command"] for c in tool_calls(sub)] == ["wc -l notes.txt"]
+    assert sub.messages[-1].text == "Lines: 2 notes.txt"

@@ -170,7 +170,7 @@ def test_side_requests_are_answered_without_using_the_script(upstream: FakeUpstr
     assert counted.input_tokens >= 100
     assert httpx.head(f"{upstream.url}/api/hello").status_code == 200
     assert httpx.get(f"{upstream.url}/v1/models").json()["data"][0]["id"]
-    assert upstream.side_requests() == upstream.requests and upstream.script.served == 0
+    assert upstream.side_requests() == upstream.requests and upstream.script.served == {}
     sent = upstream.requests[0].headers  # recorded as sent (this SDK sends the key as a bearer)
     assert "placeholder" in sent.get("x-api-key", sent.get("authorization", ""))
 
@@ -188,3 +188,30 @@ def test_a_request_past_the_script_is_a_clear_error(upstream: FakeUpstream) -> N
     with pytest.raises(anthropic.BadRequestError, match="no turn left"):
         client.messages.create(**kwargs)
     assert upstream.problems == ["turn request 3 but the script has 2 turns"]
+
+
+def test_threads_play_their_own_turns_whatever_the_interleaving() -> None:
+    script = Script(
+        [answer("main 1"), answer("main 2")],
+        threads={"Sub task": [answer("sub 1"), answer("sub 2")]},
+    )
+    with FakeUpstream(script) as upstream:
+        client = anthropic_client(upstream)
+
+        def say(text: str) -> str:
+            reply = client.messages.create(
+                model="m",
+                max_tokens=10,
+                tools=[WEATHER_TOOL],
+                messages=[{"role": "user", "content": text}],
+            )
+            return reply.content[0].text
+
+        said = [say("Main task"), say("Sub task: count"), say("Sub task: count"), say("Main task")]
+    assert said == ["main 1", "sub 1", "sub 2", "main 2"]
+    assert [(r.thread, r.turn) for r in upstream.requests] == [
+        ("", 0),
+        ("Sub task", 0),
+        ("Sub task", 1),
+        ("", 1),
+    ]

@@ -26,10 +26,11 @@ SOCKET_TIMEOUT_S = 30.0
 
 @dataclass(frozen=True)
 class ToolCall:
-    """A tool call the model makes: `name` and its `input` (the arguments object)."""
+    """A tool call the model makes: `name` and its `input`, the arguments object, or free text
+    for a Responses API custom tool (Codex's `apply_patch`)."""
 
     name: str
-    input: Mapping[str, Any]
+    input: Mapping[str, Any] | str
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,7 @@ class RecordedRequest:
     body: Any  # the parsed JSON body, None when there is none or it is not JSON
     api: str  # "anthropic", "responses", "chat" or "other"
     turn: int | None  # the script turn it was answered with; None for a side request
+    thread: str = ""  # the Script.threads key it was played from; "" for the main conversation
 
     @property
     def is_turn(self) -> bool:
@@ -82,12 +84,24 @@ def offers_tools(request: RecordedRequest) -> bool:
 
 @dataclass
 class Script:
-    """The turns the model plays, in order, and how to tell a turn request from a side request."""
+    """The turns the model plays, in order, and how to tell a turn request from a side request.
+
+    `threads` scripts other conversations the client runs beside the main one (a subagent): a
+    turn request whose user text contains a key plays that key's turns, counted apart, so the
+    order in which the client interleaves the conversations does not matter."""
 
     turns: Sequence[Turn]
     is_turn: Callable[[RecordedRequest], bool] = offers_tools
     side_text: str = "Scripted session"  # what side requests (titles, summaries) are answered
-    served: int = field(default=0, init=False)
+    threads: Mapping[str, Sequence[Turn]] = field(default_factory=dict)
+    served: dict[str, int] = field(default_factory=dict, init=False)  # turns played, per thread
+
+    def thread_of(self, request: RecordedRequest) -> str:
+        said = user_text(request)
+        return next((key for key in self.threads if key in said), "")
+
+    def turns_of(self, thread: str) -> Sequence[Turn]:
+        return self.threads[thread] if thread else self.turns
 
 
 # --- conversation content as each API sends it -------------------------------------------------
@@ -115,6 +129,24 @@ def tool_results(request: RecordedRequest) -> list[str]:
             if message.get("role") == "tool":
                 out.append(_text_of(message.get("content")))
     return out
+
+
+def user_text(request: RecordedRequest) -> str:
+    """Every text the user role carries in the request (not tool results), joined."""
+    body = request.body if isinstance(request.body, dict) else {}
+    messages = body.get("input") if request.api == "responses" else body.get("messages")
+    parts: list[str] = []
+    for message in messages if isinstance(messages, list) else []:
+        if not isinstance(message, dict) or message.get("role") != "user":
+            continue
+        content = message.get("content")
+        blocks = content if isinstance(content, list) else [content]
+        for block in blocks:
+            if isinstance(block, str):
+                parts.append(block)
+            elif isinstance(block, dict) and block.get("type") in ("text", "input_text"):
+                parts.append(str(block.get("text", "")))
+    return "\n".join(parts)
 
 
 def last_tool_result(request: RecordedRequest) -> str:
@@ -179,7 +211,7 @@ def _anthropic_blocks(turn: Turn, text: str, n: int) -> list[dict[str, Any]]:
                 "type": "tool_use",
                 "id": f"toolu_fake{n:03d}{i}",
                 "name": tool.name,
-                "input": dict(tool.input),
+                "input": _arguments(tool),
             }
         )
     return blocks
@@ -258,16 +290,17 @@ def _responses_items(turn: Turn, text: str, n: int) -> list[dict[str, Any]]:
             }
         )
     for i, tool in enumerate(turn.tool_calls):
-        items.append(
-            {
-                "id": f"fc_fake{n:04d}{i}",
-                "type": "function_call",
-                "status": "completed",
-                "call_id": f"call_fake{n:04d}{i}",
-                "name": tool.name,
-                "arguments": json.dumps(dict(tool.input), ensure_ascii=False),
-            }
-        )
+        item = {
+            "id": f"fc_fake{n:04d}{i}",
+            "status": "completed",
+            "call_id": f"call_fake{n:04d}{i}",
+        }
+        if isinstance(tool.input, str):
+            item |= {"type": "custom_tool_call", "name": tool.name, "input": tool.input}
+        else:
+            arguments = json.dumps(dict(tool.input), ensure_ascii=False)
+            item |= {"type": "function_call", "name": tool.name, "arguments": arguments}
+        items.append(item)
     return items
 
 
@@ -321,17 +354,20 @@ def responses_events(response: dict[str, Any]) -> Iterator[Event]:
             yield event("response.output_text.done", **where, text=text, logprobs=[])
             yield event("response.content_part.done", **where, part=dict(part, text=text))
         else:
+            field, stream = (
+                ("arguments", "function_call_arguments")
+                if item["type"] == "function_call"
+                else ("input", "custom_tool_call_input")
+            )
             yield event(
                 "response.output_item.added",
                 output_index=index,
-                item=dict(item, status="in_progress", arguments=""),
+                item=dict(item, status="in_progress", **{field: ""}),
             )
             where = {"item_id": item["id"], "output_index": index}
-            for piece in _pieces(item["arguments"]):
-                yield event("response.function_call_arguments.delta", **where, delta=piece)
-            yield event(
-                "response.function_call_arguments.done", **where, arguments=item["arguments"]
-            )
+            for piece in _pieces(item[field]):
+                yield event(f"response.{stream}.delta", **where, delta=piece)
+            yield event(f"response.{stream}.done", **where, **{field: item[field]})
         yield event("response.output_item.done", output_index=index, item=item)
     yield event("response.completed", response=response)
 
@@ -345,7 +381,7 @@ def chat_completion(
             {
                 "id": f"call_fake{n:04d}{i}",
                 "type": "function",
-                "function": {"name": tool.name, "arguments": json.dumps(dict(tool.input))},
+                "function": {"name": tool.name, "arguments": json.dumps(_arguments(tool))},
             }
             for i, tool in enumerate(turn.tool_calls)
         ]
@@ -406,6 +442,12 @@ def chat_events(completion: dict[str, Any], include_usage: bool) -> Iterator[Eve
         yield None, dict(base, choices=[], usage=completion["usage"])
 
 
+def _arguments(tool: ToolCall) -> dict[str, Any]:
+    if isinstance(tool.input, str):
+        raise ValueError(f"{tool.name}: free-text input is a Responses API custom tool call only")
+    return dict(tool.input)
+
+
 def _pieces(text: str, size: int = 24) -> list[str]:
     """Text cut the way a model streams it: several deltas, never an empty one."""
     return [text[i : i + size] for i in range(0, len(text), size)]
@@ -432,8 +474,8 @@ class FakeUpstream:
         server.daemon_threads = True
         self._server = server
         self._thread = threading.Thread(
-            target=server.serve_forever, name="fake-upstream", daemon=True
-        )
+            target=server.serve_forever, args=(0.05,), name="fake-upstream", daemon=True
+        )  # polls for shutdown every 50 ms: stop() returns at once
         self._thread.start()
         return self
 
@@ -496,10 +538,10 @@ class FakeUpstream:
         with self._lock:
             request = RecordedRequest(method, path, dict(headers), raw, body, api, None)
             if api != "other" and isinstance(body, dict) and self.script.is_turn(request):
-                request = RecordedRequest(
-                    method, path, dict(headers), raw, body, api, self.script.served
-                )
-                self.script.served += 1
+                thread = self.script.thread_of(request)
+                turn = self.script.served.get(thread, 0)
+                self.script.served[thread] = turn + 1
+                request = RecordedRequest(method, path, dict(headers), raw, body, api, turn, thread)
             self.requests.append(request)
             return request
 
@@ -508,20 +550,22 @@ class FakeUpstream:
         with self._lock:
             cached = 0
             if request.is_turn:
-                previous = self._previous_prompt.get(request.api, "")
+                previous = self._previous_prompt.get(request.api + request.thread, "")
                 cached = _common_prefix(previous, prompt) // 4
-                self._previous_prompt[request.api] = prompt
+                self._previous_prompt[request.api + request.thread] = prompt
         total = _tokens(prompt)
         return Usage(input=total, cached=min(cached, total), output=_tokens(output_text))
 
     def _turn_for(self, request: RecordedRequest) -> Turn | None:
         if request.turn is None:
             return Turn(text=self.script.side_text)
-        if request.turn < len(self.script.turns):
-            return self.script.turns[request.turn]
+        turns = self.script.turns_of(request.thread)
+        if request.turn < len(turns):
+            return turns[request.turn]
+        where = f" of thread {request.thread!r}" if request.thread else ""
         with self._lock:
             self.problems.append(
-                f"turn request {request.turn + 1} but the script has {len(self.script.turns)} turns"
+                f"turn request {request.turn + 1}{where} but the script has {len(turns)} turns"
             )
         return None
 
