@@ -27,31 +27,43 @@ def user_texts(ctx: AgentContext) -> list[str]:
     return [m.text for m in ctx.messages if m.role == "user"]
 
 
-def load_checked(path: Path, tasks: list[str]) -> AgentContext:
-    """The one conversation in `path`, after checking that it validates (in Python and with
-    `compactkit validate`), that each task is a user message, in order, and that each tool call
-    has exactly one result, after it (parallel calls' results may come in any order)."""
+def load_all_checked(path: Path) -> list[AgentContext]:
+    """Every conversation in `path` (a Claude Code session brings its subagents' transcripts),
+    after checking that each validates, in Python and with `compactkit validate`, and has exactly
+    one result for each tool call, after it (parallel calls' results may come in any order)."""
     contexts = compactkit.load(path)
-    assert len(contexts) == 1, f"{path.name}: {len(contexts)} conversations"
-    ctx = contexts[0]
-    assert compactkit.validate(ctx) == [], compactkit.validate(ctx)
     result = CliRunner().invoke(CLI, ["validate", str(path)])
     assert result.exit_code == 0, result.output
+    for ctx in contexts:
+        assert compactkit.validate(ctx) == [], compactkit.validate(ctx)
+        called = {
+            b.id: i
+            for i, m in enumerate(ctx.messages)
+            for b in m.content
+            if isinstance(b, ToolCallBlock)
+        }
+        answered = [
+            (b.tool_call_id, i)
+            for i, m in enumerate(ctx.messages)
+            for b in m.content
+            if isinstance(b, ToolResultBlock)
+        ]
+        assert sorted(call_id for call_id, _ in answered) == sorted(called), (called, answered)
+        assert all(called[call_id] < i for call_id, i in answered)
+    return contexts
+
+
+def has_tasks(ctx: AgentContext, tasks: list[str]) -> bool:
+    """Each task is in a user message, in order."""
     texts = user_texts(ctx)
     positions = [next((i for i, t in enumerate(texts) if task in t), -1) for task in tasks]
-    assert -1 not in positions and positions == sorted(positions), (tasks, texts)
-    called = {
-        b.id: i
-        for i, m in enumerate(ctx.messages)
-        for b in m.content
-        if isinstance(b, ToolCallBlock)
-    }
-    answered = [
-        (b.tool_call_id, i)
-        for i, m in enumerate(ctx.messages)
-        for b in m.content
-        if isinstance(b, ToolResultBlock)
-    ]
-    assert sorted(call_id for call_id, _ in answered) == sorted(called), (called, answered)
-    assert all(called[call_id] < i for call_id, i in answered)
-    return ctx
+    return -1 not in positions and positions == sorted(positions)
+
+
+def load_checked(path: Path, tasks: list[str]) -> AgentContext:
+    """The one conversation in `path`, checked as `load_all_checked` does, with each task a user
+    message, in order."""
+    contexts = load_all_checked(path)
+    assert len(contexts) == 1, f"{path.name}: {len(contexts)} conversations"
+    assert has_tasks(contexts[0], tasks), (tasks, user_texts(contexts[0]))
+    return contexts[0]

@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 
 from tests.live.clis import CLAUDE_CODE, Sandbox, run_claude
-from tests.live.sessioncheck import load_checked, tool_calls, tool_results
+from tests.live.sessioncheck import (
+    has_tasks,
+    load_all_checked,
+    load_checked,
+    tool_calls,
+    tool_results,
+)
 from tests.live.upstream import (
     FakeUpstream,
     RecordedRequest,
@@ -153,16 +159,18 @@ def test_claude_code_subagent_writes_its_own_transcript(
         (SUBAGENT_PROMPT, 1),
         ("", 2),
     ]
-    assert (
-        "Lines: 2 notes.txt" in run.output["result"]
-    )  # the subagent's answer reached the main loop
+    # the subagent's answer reached the main loop
+    assert "Lines: 2 notes.txt" in run.output["result"]
     assert run.session_file is not None, run.describe()
-    main = load_checked(run.session_file, [task])
+    # the session file brings the subagent's transcript (<session>/subagents/agent-*.jsonl)
+    main, sub = load_all_checked(run.session_file)
+    assert has_tasks(main, [task]) and has_tasks(sub, [SUBAGENT_PROMPT])
     assert [c.name for c in tool_calls(main)] == ["Bash", "Agent"]
-    transcripts = sorted(
+    assert sub.metadata["parent_tool_call_id"] == tool_calls(main)[1].id
+    assert [c.input["command"] for c in tool_calls(sub)] == ["wc -l notes.txt"]
+    assert sub.messages[-1].text == "Lines: 2 notes.txt"
+    transcripts = list(
         (run.session_file.parent / run.session_id / "subagents").glob("agent-*.jsonl")
     )
     assert len(transcripts) == 1
-    sub = load_checked(transcripts[0], [SUBAGENT_PROMPT])
-    assert [c.input["command"] for c in tool_calls(sub)] == ["wc -l notes.txt"]
-    assert sub.messages[-1].text == "Lines: 2 notes.txt"
+    assert load_checked(transcripts[0], [SUBAGENT_PROMPT]).messages == sub.messages
