@@ -25,6 +25,11 @@ FUNCTION = {
     "description": "Weather in a city",
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
 }
+TITLE = {
+    "type": "object",
+    "properties": {"title": {"type": "string"}, "emoji": {"type": "string"}},
+    "required": ["title"],
+}
 CHAT_FUNCTION = {"type": "function", "function": {k: v for k, v in FUNCTION.items() if k != "type"}}
 
 
@@ -170,6 +175,13 @@ def test_side_requests_are_answered_without_using_the_script(upstream: FakeUpstr
     assert counted.input_tokens >= 100
     assert httpx.head(f"{upstream.url}/api/hello").status_code == 200
     assert httpx.get(f"{upstream.url}/v1/models").json()["data"][0]["id"]
+    titled = client.messages.create(
+        model="m",
+        max_tokens=20,
+        messages=[{"role": "user", "content": "Title as JSON?"}],
+        extra_body={"output_config": {"format": {"type": "json_schema", "schema": TITLE}}},
+    )
+    assert json.loads(titled.content[0].text) == {"title": upstream.script.side_text}
     assert upstream.side_requests() == upstream.requests and upstream.script.served == {}
     sent = upstream.requests[0].headers  # recorded as sent (this SDK sends the key as a bearer)
     assert "placeholder" in sent.get("x-api-key", sent.get("authorization", ""))

@@ -177,6 +177,31 @@ def _prompt_text(api: str, body: Mapping[str, Any]) -> str:
     return json.dumps([body.get(k) for k in keys], sort_keys=True, ensure_ascii=False)
 
 
+def _output_schema(request: RecordedRequest) -> dict[str, Any] | None:
+    """The JSON schema a request asks the answer to follow, wherever its API puts it."""
+    body = request.body if isinstance(request.body, dict) else {}
+    candidates = [
+        (body.get("output_format") or {}).get("schema"),  # Anthropic structured outputs (beta)
+        ((body.get("output_config") or {}).get("format") or {}).get("schema"),  # Anthropic
+        ((body.get("text") or {}).get("format") or {}).get("schema"),  # Responses
+        ((body.get("response_format") or {}).get("json_schema") or {}).get("schema"),  # Chat
+    ]
+    return next((c for c in candidates if isinstance(c, dict)), None)
+
+
+def _instance_of(schema: Mapping[str, Any], text: str) -> Any:
+    """A small value that satisfies `schema`: required properties filled, strings `text`."""
+    kind = schema.get("type")
+    if schema.get("enum"):
+        return schema["enum"][0]
+    if kind == "object" or "properties" in schema:
+        properties = schema.get("properties") or {}
+        return {k: _instance_of(properties.get(k) or {}, text) for k in schema.get("required", [])}
+    return {"array": [], "integer": 0, "number": 0, "boolean": False, "null": None}.get(
+        str(kind), text
+    )
+
+
 def _tokens(text: str) -> int:
     return max(1, len(text) // 4)
 
@@ -558,6 +583,9 @@ class FakeUpstream:
 
     def _turn_for(self, request: RecordedRequest) -> Turn | None:
         if request.turn is None:
+            schema = _output_schema(request)
+            if schema is not None:  # a side request that asks for JSON gets JSON of that shape
+                return Turn(text=json.dumps(_instance_of(schema, self.script.side_text)))
             return Turn(text=self.script.side_text)
         turns = self.script.turns_of(request.thread)
         if request.turn < len(turns):
