@@ -30,7 +30,7 @@ from typing import Any, TypeAlias
 
 from .context import AgentContext, Message
 from .defaults import DEFAULT_TRIGGER
-from .errors import BadInputError, ConfigError
+from .errors import BadInputError, ConfigError, redact_json
 from .events import EventBus, MessagesAppended, Observer, SessionCompacted, SessionRestored
 from .formats.session_log import (
     append_record,
@@ -194,13 +194,20 @@ class Session:
     # ----------------------------------------------------------------- persistence
 
     def save(self, path: str | Path) -> None:
-        """Write the session to `path` as a new log (atomically) and keep appending to it."""
+        """Write the session to `path` as a new log (atomically) and keep appending to it.
+
+        The log never holds a secret: pipeline specs go through `redact`, and when that masked a
+        credential (`base_url=http://user:pass@...`) the log says so, and `load` asks for the
+        pipeline again."""
+        specs = redact_json(self._specs)
         options = {
             "trigger": self.trigger,
             "target": self.target,
-            "pipeline": self._specs,
+            "pipeline": specs,
             "tokenizer": self.tokenizer,
         }
+        if specs != self._specs:
+            options[_REDACTED] = True
         write_atomic(path, line(start_record(self._context, options)))
         _sync_directory(Path(path))
         self.close()
@@ -231,6 +238,11 @@ class Session:
                 stacklevel=2,
             )
         saved = state.options
+        if saved.get(_REDACTED) and pipeline is None:
+            raise ConfigError(
+                f"{file}: the log's pipeline held credentials, which are never written to it; "
+                "give the pipeline again: Session.load(path, pipeline=[...])"
+            )
         session = cls(
             state.state,
             pipeline=pipeline if pipeline is not None else (saved.get("pipeline") or "default"),
@@ -269,6 +281,9 @@ class Session:
 
 
 # --------------------------------------------------------------------------- the log
+
+_REDACTED = "pipeline_redacted"
+"""Set in a start record's options when `redact` masked a credential in the pipeline specs."""
 
 
 class _Log:

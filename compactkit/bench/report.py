@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Any
 
+from ..errors import redacted
+
 _COLORS = ["#444444", "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2"]
 _ADDRESS = re.compile(r"^(?P<path>.*)#(?P<index>\d+)$")
 _MD_PUNCTUATION = re.compile(r"([\\`*_\[\]<>|&~])")
@@ -215,7 +217,9 @@ def render_terminal(report: dict[str, Any]) -> None:
         table.add_column(key, justify="left" if key == "pipeline" else "right")
     for row in rows:
         table.add_row(*(escape(v) for v in row.values()))
-    console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+    console = Console(
+        file=redacted(sys.stdout), highlight=False, width=None if sys.stdout.isatty() else 200
+    )
     console.print(table)
     unloaded, broken = split_failed(report)
     for failed in unloaded:

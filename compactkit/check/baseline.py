@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import BadInputError
+from ..errors import BadInputError, redact_json
 from ..io import write_atomic
 
 BASELINE_SCHEMA = "compactkit.check-baseline/1"
@@ -94,8 +94,12 @@ def read_baseline(path: str | Path) -> Baseline | None:
 
 
 def write_baseline(path: str | Path, baseline: Baseline) -> None:
-    """Write `baseline` atomically (readers see the old file or the new one)."""
-    text = json.dumps(baseline.as_json(), indent=2, ensure_ascii=False) + "\n"
+    """Write `baseline` atomically (readers see the old file or the new one). It is meant to be
+    committed: its pipeline goes through `redact` (a credential in a spec is never written)."""
+    data = baseline.as_json()
+    for entry in data["checks"].values():
+        entry["pipeline"] = redact_json(entry["pipeline"])
+    text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
     write_atomic(path, text)
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from ..bench.executors import Executor, open_executor
 from ..bench.runner import JobResult, run_bench
 from ..defaults import DEFAULT_TRIGGER
-from ..errors import EXIT_BAD_INPUT, EXIT_BUDGET, EXIT_PLUGIN
+from ..errors import EXIT_BAD_INPUT, EXIT_BUDGET, EXIT_PLUGIN, redact_json
 from ..io import split_address
 from ..registry import Registry, get_registry
 from ..spec import DEFAULT, NONE, PipelineSpec, one_pipeline
@@ -97,8 +97,12 @@ class CheckResult:
         return max((r.exit_code for r in self.rows if r.status == "fail"), default=0)
 
     def to_baseline(self) -> CheckBaseline:
+        """What the baseline keeps: the pipeline redacted (a committed file holds no secret)."""
         return CheckBaseline(
-            self.config.pipeline, self.config.mode, dict(self.total), dict(self.sessions)
+            redact_json(self.config.pipeline),
+            self.config.mode,
+            dict(self.total),
+            dict(self.sessions),
         )
 
 
@@ -392,7 +396,7 @@ def judge(result: CheckResult) -> None:
             if row.status == "fail":
                 row.status = "warn"
     result.rows = merge_rows(rows)
-    if base is not None and (base.pipeline, base.mode) != (check.pipeline, check.mode):
+    if base is not None and (base.pipeline, base.mode) != (redact_json(check.pipeline), check.mode):
         result.notes.append(
             f"the baseline was recorded with pipeline {base.pipeline!r} ({base.mode}); "
             "run --update-baseline once this change is intended"

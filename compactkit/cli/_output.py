@@ -6,6 +6,11 @@ input or another output and checks every output's folder, then stages each file 
 all together at the end (a failure or an interrupt leaves no partial set and no temporary file).
 Machine output is versioned: a JSON object must carry a `schema` field such as
 `compactkit.inspect/1`.
+
+Every report, table and line goes through `compactkit.errors.redact` on its way out (no API key,
+URL credential or authorization header is ever written); only a session itself (what `run`,
+`convert` and `expand` write, and the stash) is written `verbatim`, since the user's words are
+never rewritten.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
@@ -20,33 +26,41 @@ from typing import Any, TextIO
 
 import click
 
-from ..errors import BadInputError, ConfigError
+from ..errors import BadInputError, ConfigError, redact, redact_json, redacted
 from ..io import OutputSet, split_address
 from ._options import STDIO
 
 
 def emit(
-    value: str | Mapping[str, Any] | Any, to: str | None = None, *, lines: bool = False
+    value: str | Mapping[str, Any] | Any,
+    to: str | None = None,
+    *,
+    lines: bool = False,
+    verbatim: bool = False,
 ) -> None:
     """Write `value` to `to` (None or `-`: stdout).
 
     A string is written as it is; a mapping as versioned JSON (indented, or on one line with
     `lines=True` for JSON Lines); anything else is a rich renderable (a table, a group of them),
-    rendered without colour when it goes to a file. A command writing several files, or one
-    that must be checked before its work, uses `Outputs` instead.
+    rendered without colour when it goes to a file. Everything is redacted but a session
+    (`verbatim=True`). A command writing several files, or one that must be checked before its
+    work, uses `Outputs` instead.
     """
     with Outputs() as outputs:
-        outputs.emit(value, to, lines=lines)
+        outputs.emit(value, to, lines=lines, verbatim=verbatim)
 
 
-def _text(value: str | Mapping[str, Any] | Any, to: str | None, lines: bool) -> str | None:
+def _text(
+    value: str | Mapping[str, Any] | Any, to: str | None, lines: bool, verbatim: bool
+) -> str | None:
     """`value` as the text `emit` writes (None: rich output already printed to the terminal)."""
     if isinstance(value, str):
-        return value
+        return value if verbatim else redact(value, one_line=False)
     if isinstance(value, Mapping):
         if "schema" not in value:
             raise ValueError("machine output must name its schema")  # a bug in a command
-        return json.dumps(value, ensure_ascii=False, indent=None if lines else 2) + "\n"
+        data = value if verbatim else redact_json(value)
+        return json.dumps(data, ensure_ascii=False, indent=None if lines else 2) + "\n"
     return _render(value, to)
 
 
@@ -72,10 +86,15 @@ class Outputs:
         self._set = OutputSet()
 
     def emit(
-        self, value: str | Mapping[str, Any] | Any, to: str | None, *, lines: bool = False
+        self,
+        value: str | Mapping[str, Any] | Any,
+        to: str | None,
+        *,
+        lines: bool = False,
+        verbatim: bool = False,
     ) -> None:
         """Like `emit`, but a file is staged, to be renamed with the others at `commit`."""
-        text = _text(value, to, lines)
+        text = _text(value, to, lines, verbatim)
         if text is None:
             return
         if to is None or to == STDIO:
@@ -87,7 +106,8 @@ class Outputs:
             raise write_error(exc, to) from None
 
     def stream(self, to: str, write: Callable[[TextIO], None]) -> None:
-        """Stage the file `write(handle)` writes (output too large to hold as one string)."""
+        """Stage the file `write(handle)` writes (output too large to hold as one string): session
+        data (a stash, a recovery store), written verbatim."""
         try:
             self._set.add(to, write)
         except OSError as exc:
@@ -172,13 +192,13 @@ def _render(renderable: Any, to: str | None) -> str | None:
             raise BrokenPipeError
 
     if to is None or to == STDIO:
-        Terminal(highlight=False).print(renderable)
+        Terminal(file=redacted(sys.stdout), highlight=False).print(renderable)
         return None
     buffer = io.StringIO()
     Console(file=buffer, highlight=False, width=120, color_system=None).print(renderable)
-    return buffer.getvalue()
+    return redact(buffer.getvalue(), one_line=False)
 
 
 def say(line: str, *, err: bool = False) -> None:
-    """One human line (a summary, a warning) on stdout or stderr."""
-    click.echo(line, err=err)
+    """One human line (a summary, a warning) on stdout or stderr, redacted."""
+    click.echo(redact(line, one_line=False), err=err)

@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from ..errors import redacted
 from ._app import State, command
 from ._options import (
     STDIO,
@@ -116,10 +117,9 @@ def check(
         if junit_out:
             outputs.emit(render_junit(run), junit_out)
     to_stderr = STDIO in (json_out, md_out, junit_out)
+    stream = sys.stderr if to_stderr else sys.stdout
     console = Console(
-        file=sys.stderr if to_stderr else sys.stdout,
-        highlight=False,
-        width=None if (sys.stderr if to_stderr else sys.stdout).isatty() else 160,
+        file=redacted(stream), highlight=False, width=None if stream.isatty() else 160
     )
     render_terminal(run, console)
     if update_baseline:

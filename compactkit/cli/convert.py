@@ -64,7 +64,7 @@ def convert(
             raise ConfigError(f"--request and --pending apply to provider formats, not {to!r}")
         else:
             text = render(contexts, to, state.registry)
-        outputs.emit(text, output)
+        outputs.emit(text, output, verbatim=True)
 
 
 @command(exit_codes="0 ok; 2 bad input, or markers that cannot be restored without the stash")
@@ -105,4 +105,6 @@ def expand(state: State, file: str, stash: str | None, to: str, output: str | No
             "with the store or stash written when it was compacted",
         )
     with outputs:
-        outputs.emit(render(expand_context(ctx, entries), to, state.registry), output)
+        outputs.emit(
+            render(expand_context(ctx, entries), to, state.registry), output, verbatim=True
+        )

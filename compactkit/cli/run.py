@@ -112,7 +112,7 @@ def run(
         pipeline.subscribe(ProgressDisplay())
         result = pipeline.run(ctx, state.counter(tokenizer))
         context = _stashed(result.context, stash, sidecar, to, outputs)
-        outputs.emit(render(context, to, state.registry), output)
+        outputs.emit(render(context, to, state.registry), output, verbatim=True)
         over = result.tokens_after - budget if budget is not None else 0
         if json_out:
             report = stats.report()
