@@ -22,6 +22,15 @@ EXIT_PLUGIN = 3
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
 
+FAILURE_CODES = (EXIT_BUDGET, EXIT_BAD_INPUT, EXIT_PLUGIN)
+
+
+def failure_code(code: object) -> int:
+    """The exit code of something that failed: `code` when it is a documented failure code (1, 2,
+    3), else 3 (a code a plugin made up, 0 or None included: a failure never exits 0)."""
+    return code if type(code) is int and code in FAILURE_CODES else EXIT_PLUGIN
+
+
 # a key prefix, then a random-looking run (a digit somewhere): `api_conversation_history.json` is
 # a file name, `sk-proj-4fJ...` is a key
 _KEYISH = re.compile(r"\b(sk|key|api)[-_](?=[A-Za-z_\-]*\d)[A-Za-z0-9_\-]{8,}")

@@ -8,9 +8,17 @@ from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from typing import Any
 
+from ._exitguard import no_process_exit
 from ._isolate import CAN_ISOLATE, InterruptWatch, Returned, run_in_child, watch_interrupts
 from .context import AgentContext, Message, ToolCallBlock, ToolResultBlock
-from .errors import CompactkitError, ContractViolation, RecoveryError, StrategyError
+from .errors import (
+    EXIT_PLUGIN,
+    CompactkitError,
+    ContractViolation,
+    RecoveryError,
+    StrategyError,
+    StrategyTimeout,
+)
 from .events import (
     Change,
     CompactionFailed,
@@ -166,6 +174,14 @@ def _trusted(strat: Strategy) -> bool:
     if type(strat) is Pipeline:
         return all(_trusted(s) for s in strat.strategies)
     return type(strat) in builtin_strategies()
+
+
+def _ours(exc: CompactkitError) -> bool:
+    """An error compactkit raised about a plugin strategy (its contract checks, its timeout, its
+    child process), whose exit code is the plugin-failure one."""
+    return type(exc) in (ContractViolation, StrategyError, StrategyTimeout) and (
+        exc.exit_code == EXIT_PLUGIN
+    )
 
 
 def _raised(strat: Strategy, exc: BaseException) -> StrategyError:
@@ -325,7 +341,11 @@ class Pipeline(Strategy):
                 timeout=self.timeout,
                 registry=self.registry,
             )
-        out = strat.compact(given)
+        if _trusted(strat):
+            out = strat.compact(given)
+        else:
+            with no_process_exit():  # os._exit in plugin code is a failure, not a way out
+                out = strat.compact(given)
         return out, guarded and given != current
 
     def _run(
@@ -356,6 +376,11 @@ class Pipeline(Strategy):
                         f"strategy {strat.name!r} broke the contract: it mutated its input"
                     )
             except CompactkitError as exc:
+                if not _trusted(strat) and not _ours(exc):
+                    # a plugin's failure is exit 3 whatever it raised (never the code it picked)
+                    wrapped = _raised(strat, exc)
+                    self._fail(strat, wrapped)
+                    raise wrapped from exc
                 self._fail(strat, exc)
                 raise
             except BaseException as exc:

@@ -24,6 +24,7 @@ from typing import Any, Generic, TypeVar
 import pluggy
 
 from . import hookspecs
+from ._exitguard import no_process_exit
 from .errors import ConfigError, PluginError
 
 ENTRY_POINT_GROUP = "compactkit"
@@ -355,7 +356,8 @@ def _load_plugins_dir(pm: pluggy.PluginManager, folder: str) -> list[PluginInfo]
                 raise ImportError(f"cannot import {file}")
             module = importlib.util.module_from_spec(spec)
             sys.modules[module_name] = module  # pydantic resolves annotations through it
-            spec.loader.exec_module(module)
+            with no_process_exit():  # nor can it end the process with os._exit
+                spec.loader.exec_module(module)
         except BaseException as exc:  # even SystemExit from a hostile import is contained
             sys.modules.pop(module_name, None)
             if isinstance(exc, KeyboardInterrupt):
@@ -415,7 +417,8 @@ def make_registry(
             )
             infos.append(info)
             try:
-                obj = ep.load()
+                with no_process_exit():
+                    obj = ep.load()
             except BaseException as exc:  # even SystemExit from a hostile import is contained
                 if isinstance(exc, KeyboardInterrupt):
                     raise

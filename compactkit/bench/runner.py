@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import EXIT_PLUGIN, CompactkitError, redact
+from ..errors import EXIT_PLUGIN, CompactkitError, failure_code, redact
 from ..io import load_document, pick, read_session, split_address
 from ..pipeline import Pipeline, build_pipeline
 from ..registry import Registry, get_registry
@@ -205,10 +205,12 @@ def nothing_loaded(report: dict[str, Any], paths: Sequence[str]) -> str | None:
     return f"no session loaded: none of {len(failed)} files loaded; the first: {failed[0]['error']}"
 
 
-def plugin_failure(report: dict[str, Any]) -> str | None:
-    """One line for a bench where a strategy or plugin failed on some session (exit 3), None
-    when none did: sessions that do not load are listed in the report, not fatal."""
-    broken = [f for f in report["failed"] if f["exit_code"] == EXIT_PLUGIN]
+def plugin_failure(report: dict[str, Any]) -> tuple[str, int] | None:
+    """One line and the exit code for a bench where a pipeline failed on some session (its
+    error's code: 2 for a configuration such as an LLM backend without a key, 3 for a plugin;
+    never 0), None when none did. Sessions that do not load are listed in the report, not
+    fatal, unless a plugin failed while loading them (3)."""
+    broken = [f for f in report["failed"] if f.get("pipeline") or f["exit_code"] == EXIT_PLUGIN]
     if not broken:
         return None
     first = broken[0]
@@ -218,7 +220,8 @@ def plugin_failure(report: dict[str, Any]) -> str | None:
         line = first["error"]
     else:
         line = f"{first['path']}: {first['error']}"
-    return line + (f" (and {len(broken) - 1} more)" if len(broken) > 1 else "")
+    line += f" (and {len(broken) - 1} more)" if len(broken) > 1 else ""
+    return line, max(failure_code(f["exit_code"]) for f in broken)
 
 
 def _totals(rows: list[SessionResult], profiles: Sequence[str]) -> dict[str, Any]:

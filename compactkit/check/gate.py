@@ -17,7 +17,7 @@ from typing import Any
 from ..bench.executors import Executor, open_executor
 from ..bench.runner import JobResult, run_bench
 from ..defaults import DEFAULT_TRIGGER
-from ..errors import EXIT_BAD_INPUT, EXIT_BUDGET, EXIT_PLUGIN, redact_json
+from ..errors import EXIT_BAD_INPUT, EXIT_BUDGET, EXIT_PLUGIN, failure_code, redact_json
 from ..io import split_address
 from ..registry import Registry, get_registry
 from ..spec import DEFAULT, NONE, PipelineSpec, one_pipeline
@@ -237,7 +237,7 @@ def _measure(
         for entry in report["failed"]:
             failed[(mode, trigger, entry.get("pipeline") or "", entry["path"])] = (
                 entry["error"],
-                entry.get("exit_code") or EXIT_BAD_INPUT,
+                failure_code(entry.get("exit_code") or EXIT_BAD_INPUT),
             )
 
 
@@ -381,6 +381,7 @@ def judge(result: CheckResult) -> None:
     check = result.config
     rows: list[Row] = []
     for session, (error, code) in result.errors.items():
+        code = failure_code(code)  # a session that failed fails its check, whatever the code
         rows.append(
             Row(check.name, session, "load", None, "loads", None, "fail", "error", code, 1.0, error)
         )

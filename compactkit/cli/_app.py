@@ -16,12 +16,14 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
+from .._exitguard import ProcessExitCalled, no_process_exit
 from ..errors import (
     EXIT_BAD_INPUT,
     EXIT_INTERRUPTED,
     EXIT_PLUGIN,
     EXIT_TERMINATED,
     CompactkitError,
+    failure_code,
     redact,
 )
 from ..registry import Registry
@@ -76,7 +78,7 @@ def fail(exc: BaseException, debug: bool) -> NoReturn:
         traceback.print_exception(exc)
     if isinstance(exc, CompactkitError):
         _error(str(exc))
-        sys.exit(exc.exit_code)
+        sys.exit(failure_code(exc.exit_code))  # never 0, whatever a plugin set
     if isinstance(exc, OSError) and exc.strerror:  # an OS error on a path the user gave
         where = f"{exc.filename}: " if exc.filename else ""
         _error(f"{where}{exc.strerror}")
@@ -188,10 +190,13 @@ class CompactkitGroup(click.Group):
         errors, Ctrl-C (130), SIGTERM (143, temporary files removed), a closed stdout (quiet)."""
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, False, **extra)
-        with _sigterm_raises():
+        with _sigterm_raises(), no_process_exit():
             try:
                 code = super().main(args, prog_name, complete_var, False, **extra)
                 sys.stdout.flush()
+            except ProcessExitCalled as exc:  # plugin code outside a strategy (a format, a hook)
+                _error(f"a plugin failed: {exc}")
+                sys.exit(EXIT_PLUGIN)
             except click.exceptions.NoArgsIsHelpError as exc:
                 exc.show()
                 sys.exit(exc.exit_code)

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from ..defaults import DEFAULT_TRIGGER
-from ..errors import EXIT_PLUGIN, BadInputError
+from ..errors import BadInputError
 from ._app import State, command
 from ._options import (
     SPEC_HELP,
@@ -130,9 +130,10 @@ def bench(
     with contextlib.redirect_stdout(sys.stderr) if table_to_stderr else contextlib.nullcontext():
         render_terminal(report)
     failure = plugin_failure(report)
-    if failure:
-        say(f"compactkit: error: {failure}", err=True)
-        sys.exit(EXIT_PLUGIN)
+    if failure:  # a failed row fails the run: CI never reads exit 0 over a broken measurement
+        line, code = failure
+        say(f"compactkit: error: {line}", err=True)
+        sys.exit(code)
 
 
 class _BenchProgress:
