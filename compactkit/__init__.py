@@ -37,6 +37,7 @@ from .errors import (
     ConfigError,
     ContractViolation,
     PluginError,
+    SessionLogBusy,
     StrategyError,
 )
 from .events import (
@@ -130,6 +131,7 @@ __all__ = [
     "ServeState",
     "Served",
     "Session",
+    "SessionLogBusy",
     "SlidingWindow",
     "SqliteServeStore",
     "StaticElision",

@@ -147,6 +147,13 @@ class ConfigError(CompactkitError):
     exit_code = EXIT_BAD_INPUT
 
 
+class SessionLogBusy(CompactkitError):
+    """Another `Session` (in this process or another) is writing the log: two writers would lose
+    each other's records, so the second is refused."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
 class PluginError(CompactkitError):
     """A plugin failed to load, registered a name twice, or raised inside a hook."""
 

@@ -28,14 +28,21 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeAlias
 
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows has no flock
+    fcntl = None  # type: ignore[assignment]
+
 from .context import AgentContext, Message
 from .defaults import DEFAULT_TRIGGER
-from .errors import BadInputError, ConfigError, redact_json
+from .errors import BadInputError, ConfigError, SessionLogBusy, redact_json
 from .events import EventBus, MessagesAppended, Observer, SessionCompacted, SessionRestored
 from .formats.session_log import (
     append_record,
     appended,
     compact_record,
+    digest,
+    end_record,
     line,
     replay,
     restore_record,
@@ -208,10 +215,16 @@ class Session:
         }
         if specs != self._specs:
             options[_REDACTED] = True
-        write_atomic(path, line(start_record(self._context, options)))
-        _sync_directory(Path(path))
         self.close()
-        self._log = _Log(Path(path))
+        file = Path(path)
+        if file.exists():  # never replace a log another Session is writing
+            _Log.open(file).release()
+        start = line(start_record(self._context, options))
+        write_atomic(file, start)
+        _sync_directory(file)
+        log = _Log.open(file)
+        log.resume(digest(start), 1)
+        self._log = log
 
     @classmethod
     def load(
@@ -228,14 +241,50 @@ class Session:
         the log was saved with (a pipeline given as an object must be given again, else the default
         is used). A torn last line (a crash during a write) is dropped with a warning."""
         file = Path(path)
-        records, good, torn = _read_log(file)
+        log = _Log.open(file)  # locked first: no other writer can move the log under us
+        try:
+            session = cls._resume(log, pipeline, trigger, target, tokenizer, registry)
+        except BaseException:
+            log.release()
+            raise
+        session._log = log
+        return session
+
+    @classmethod
+    def _resume(
+        cls,
+        log: _Log,
+        pipeline: PipelineSpec | None,
+        trigger: int | None,
+        target: int | None,
+        tokenizer: str | None,
+        registry: Registry | None,
+    ) -> Session:
+        file = log.path
+        records, good, torn = _read_log(log.fd, file)
         state = replay(records, str(file))
         if torn:
             warnings.warn(
                 f"{file}: ignored a torn last line of {torn} bytes (a write interrupted by a "
                 "crash); resuming from the line before it",
                 RuntimeWarning,
-                stacklevel=2,
+                stacklevel=3,
+            )
+        if not state.chained:
+            warnings.warn(
+                f"{file}: written by an older compactkit without a hash chain: lines edited or "
+                "removed in it cannot be detected (records appended from now on are chained; "
+                "Session.save to a new path starts a fully chained log)",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        elif not state.ended:
+            warnings.warn(
+                f"{file}: the log was not closed (its writer was killed, or the file was cut "
+                f"after line {len(records)}): every record up to there is intact, but whether "
+                "records came after it cannot be checked",
+                RuntimeWarning,
+                stacklevel=3,
             )
         saved = state.options
         if saved.get(_REDACTED) and pipeline is None:
@@ -251,9 +300,14 @@ class Session:
             tokenizer=tokenizer or saved.get("tokenizer") or DEFAULT_TOKENIZER,
             registry=registry,
         )
-        if torn:
-            os.truncate(file, good)  # the next line must not be glued to the torn one
-        session._log = _Log(file)
+        # the next line must not be glued to a torn one, and the end record goes: it is
+        # written again, with the new count, when this session closes
+        end = good - len(line(records[-1]).encode("utf-8")) if state.ended else good
+        if end != good or torn:
+            os.truncate(log.fd, end)
+            os.fsync(log.fd)
+        records_before = len(records) - (1 if state.ended else 0)
+        log.resume(state.head if not state.ended else _head_before_end(records), records_before)
         return session
 
     @property
@@ -287,30 +341,105 @@ _REDACTED = "pipeline_redacted"
 
 
 class _Log:
-    """An open log file: each record is one line, written with one `write` call and fsync'd."""
+    """An open log file, locked against a second writer (`flock`, exclusive, where the platform
+    has it): each record is one line, chained to the one before, written with one `write` call
+    and fsync'd; `close` writes the end record."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, fd: int) -> None:
         self.path = path
-        self.fd = os.open(path, os.O_WRONLY | os.O_APPEND)
-        self._finalizer = weakref.finalize(self, os.close, self.fd)
+        self.fd = fd
+        self.state = _LogState(fd, os.getpid())
+        self._finalizer = weakref.finalize(self, _finish, self.state)
+
+    @classmethod
+    def open(cls, path: Path) -> _Log:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_APPEND)
+        except FileNotFoundError:
+            raise BadInputError(
+                "no such session log", path=str(path), hint="check the path"
+            ) from None
+        except OSError as exc:
+            raise BadInputError(f"cannot open: {exc.strerror}", path=str(path)) from None
+        try:
+            _lock(fd, path)
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(path, fd)
+
+    def resume(self, head: str, records: int) -> None:
+        self.state.head, self.state.records = head, records
 
     def write(self, record: dict[str, Any]) -> None:
-        data = memoryview(line(record).encode("utf-8"))
-        while data:
-            written = os.write(self.fd, data)
-            data = data[written:]
-        os.fsync(self.fd)
+        self.state.write(record)
 
     def close(self) -> None:
         self._finalizer()
 
+    def release(self) -> None:
+        """Let the file go without writing an end record (a load that failed)."""
+        self._finalizer.detach()
+        os.close(self.fd)
 
-def _read_log(path: Path) -> tuple[list[Any], int, int]:
+
+@dataclass
+class _LogState:
+    """What writing a log needs, apart from the `_Log` (its finalizer holds this, not the log)."""
+
+    fd: int
+    pid: int
+    head: str = ""
+    records: int = 0
+
+    def write(self, record: dict[str, Any]) -> None:
+        if self.records:
+            record = {**record, "prev": self.head}
+        text = line(record)
+        data = memoryview(text.encode("utf-8"))
+        while data:
+            written = os.write(self.fd, data)
+            data = data[written:]
+        os.fsync(self.fd)
+        self.head = digest(text)
+        self.records += 1
+
+
+def _finish(state: _LogState) -> None:
+    """Close a log: the end record (in the process that opened it only), then the file."""
+    try:
+        if os.getpid() == state.pid and state.records:
+            with contextlib.suppress(OSError):
+                state.write(end_record(state.head, state.records))
+    finally:
+        os.close(state.fd)
+
+
+def _lock(fd: int, path: Path) -> None:
+    if fcntl is None:  # no flock here: one writer is the caller's to ensure
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise SessionLogBusy(
+            f"{path}: another Session is writing this log (in this process or another); "
+            "a second writer would lose records: close the other one first"
+        ) from None
+    except OSError as exc:  # a file system without locks
+        raise BadInputError(f"cannot lock: {exc.strerror}", path=str(path)) from None
+
+
+def _head_before_end(records: Sequence[Any]) -> str:
+    """The chain's head once the end record is gone: the `prev` it carried."""
+    head = records[-1].get("prev")
+    return head if isinstance(head, str) else ""
+
+
+def _read_log(fd: int, path: Path) -> tuple[list[Any], int, int]:
     """The records of a log, the length of its complete part and of a torn last line."""
     try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise BadInputError("no such session log", path=str(path), hint="check the path") from None
+        size = os.fstat(fd).st_size
+        raw = os.pread(fd, size, 0) if size else b""
     except OSError as exc:
         raise BadInputError(f"cannot read: {exc.strerror}", path=str(path)) from None
     good = raw.rfind(b"\n") + 1
@@ -426,4 +555,4 @@ def _copy_pipeline(pipeline: Pipeline) -> Pipeline:
     )
 
 
-__all__ = ["PipelineArg", "Session"]
+__all__ = ["PipelineArg", "Session", "SessionLogBusy"]

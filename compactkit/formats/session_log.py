@@ -19,6 +19,18 @@ appended messages added), which this format loads, so that `compactkit inspect`,
 see the session as it grew. The user's words are the agent's own user messages, kept as they were
 appended; their metadata (origins included) is the agent's.
 
+**Integrity.** Each record after the start one carries `"prev"`: the first 32 hex digits of the
+SHA-256 of the previous line (its bytes, without the newline), so a line edited, removed,
+duplicated or moved anywhere in the log breaks the chain at the next line, which loading names
+(`BadInputError`, exit 2). `Session.close` ends the log with `{"kind": "end", "prev": ...,
+"records": N}` (N: the records before it), so a log cut exactly at a line end has no end record
+(or one whose count or chain does not match) and `Session.load` says so; a log still being written,
+or whose writer was killed, has no end record either, and loads with a warning that its end cannot
+be checked. `Session.load` removes the end record before it appends (the chain continues from the
+record before it), so a log holds at most one, as its last line. A start record without
+`"chain"` comes from an older compactkit: such a log loads as it is (with a warning that it cannot
+be checked); records appended to it from then on are chained.
+
 A torn last line (a crash during a write) is not part of the log: `Session.load` drops it with a
 warning and truncates it away before appending again. This format reads a file as the CLI parses it,
 so a log still holding a torn line is reported with its line number until a session resumes it.
@@ -27,6 +39,7 @@ Skipped (counted in `metadata["skipped_records"]`): records of a kind this versi
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import Counter
 from collections.abc import Sequence
@@ -42,7 +55,9 @@ from ._util import SOURCE_FORMAT_KEY, note_skipped
 from .base import Document, Format, require_single
 
 LOG_FORMAT_TAG = "compactkit.session/1"
-START, APPEND, COMPACT, RESTORE = "start", "append", "compact", "restore"
+START, APPEND, COMPACT, RESTORE, END = "start", "append", "compact", "restore", "end"
+CHAIN = "sha256/32"
+"""How each record's `prev` is made: the first 32 hex digits of the SHA-256 of the previous line."""
 
 
 class SessionLogFormat(Format):
@@ -72,7 +87,8 @@ class SessionLogFormat(Format):
         return [replay(records, doc.path).transcript]
 
     def dump(self, contexts: Sequence[AgentContext]) -> str:
-        return line(start_record(require_single(contexts, self.name), {}))
+        start = line(start_record(require_single(contexts, self.name), {}))
+        return start + line(end_record(digest(start), 1))
 
 
 # --------------------------------------------------------------------------- records -> contexts
@@ -87,6 +103,12 @@ class Replayed:
     options: dict[str, Any]
     records: int = 0
     compactions: int = 0
+    chained: bool = True
+    """Whether the log's records are chained from its start (False: an older compactkit's log)."""
+    head: str = ""
+    """The chain's head: what the next record's `prev` is."""
+    ended: bool = False
+    """Whether the log ends with its end record (it was closed)."""
 
 
 @dataclass
@@ -101,16 +123,24 @@ class _Builder:
     skipped: Counter[str] = field(default_factory=Counter)
     records: int = 0
     compactions: int = 0
+    chained: bool = False
+    legacy: bool = False
+    head: str = ""
+    end_line: int = 0
 
     def add(self, number: int, record: Any) -> None:
         if not isinstance(record, dict):
             raise BadInputError(
                 "a session log line is not a JSON object", path=self.path, line=number
             )
+        self.check_chain(number, record)
         kind = record.get("kind")
         try:
             if number == 1:
                 self.start(record)
+            elif kind == END:
+                self.end(number, record)
+                return
             elif kind == APPEND:
                 self.append(record)
             elif kind == COMPACT:
@@ -126,6 +156,42 @@ class _Builder:
                 f"invalid {kind} record: {first}", path=self.path, line=number
             ) from None
         self.records += 1
+
+    def check_chain(self, number: int, record: dict[str, Any]) -> None:
+        """Each record follows the one before it (from the first chained record on) and nothing
+        follows the end record."""
+        if self.end_line:
+            raise self.broken(
+                number,
+                f"a record after the log's end (line {self.end_line}): two logs joined, or lines "
+                "added by hand",
+            )
+        if number == 1:
+            self.chained = record.get("chain") == CHAIN
+            self.legacy = not self.chained
+        elif self.chained or "prev" in record:
+            if record.get("prev") != self.head:
+                raise self.broken(
+                    number,
+                    f"the log's hash chain breaks here: this is not the record written after "
+                    f"line {number - 1} (a line edited, removed, duplicated or moved)",
+                )
+            self.chained = True
+        self.head = digest(line(record))
+
+    def end(self, number: int, record: dict[str, Any]) -> None:
+        if record.get("records") != number - 1:
+            raise self.broken(
+                number,
+                f"the log's end record counts {record.get('records')!r} records, but "
+                f"{number - 1} come before it (lines removed or added)",
+            )
+        self.end_line = number
+
+    def broken(self, number: int, what: str) -> BadInputError:
+        return BadInputError(
+            what, path=self.path, line=number, hint="restore the log from a backup"
+        )
 
     def start(self, record: dict[str, Any]) -> None:
         self.state = AgentContext.from_native(record["context"])
@@ -162,7 +228,16 @@ class _Builder:
         transcript = self.base.model_copy(
             update={"messages": tuple(self.transcript), "metadata": meta}
         )
-        return Replayed(self.state, transcript, self.options, self.records, self.compactions)
+        return Replayed(
+            self.state,
+            transcript,
+            self.options,
+            self.records,
+            self.compactions,
+            chained=not self.legacy,
+            head=self.head,
+            ended=bool(self.end_line),
+        )
 
 
 def replay(records: Sequence[Any], path: str) -> Replayed:
@@ -181,8 +256,24 @@ def line(record: dict[str, Any]) -> str:
     return json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
 
 
+def digest(text: str) -> str:
+    """What the record after the line `text` (its newline optional) carries as `prev`."""
+    return hashlib.sha256(text.rstrip("\n").encode("utf-8")).hexdigest()[:32]
+
+
 def start_record(ctx: AgentContext, options: dict[str, Any]) -> dict[str, Any]:
-    return {"format": LOG_FORMAT_TAG, "kind": START, "context": ctx.to_native(), "options": options}
+    return {
+        "format": LOG_FORMAT_TAG,
+        "kind": START,
+        "chain": CHAIN,
+        "context": ctx.to_native(),
+        "options": options,
+    }
+
+
+def end_record(head: str, records: int) -> dict[str, Any]:
+    """The last line of a closed log: the chain's head and how many records come before it."""
+    return {"kind": END, "prev": head, "records": records}
 
 
 def append_record(messages: Sequence[Message]) -> dict[str, Any]:
