@@ -40,6 +40,7 @@ from .events import EventBus, MessagesAppended, Observer, SessionCompacted, Sess
 from .formats.session_log import (
     append_record,
     appended,
+    chained,
     compact_record,
     digest,
     end_record,
@@ -254,7 +255,7 @@ class Session:
     def _resume(
         cls,
         log: _Log,
-        pipeline: PipelineSpec | None,
+        pipeline: PipelineArg | None,
         trigger: int | None,
         target: int | None,
         tokenizer: str | None,
@@ -393,15 +394,13 @@ class _LogState:
     records: int = 0
 
     def write(self, record: dict[str, Any]) -> None:
-        if self.records:
-            record = {**record, "prev": self.head}
-        text = line(record)
+        text, head = chained(record, self.head)
         data = memoryview(text.encode("utf-8"))
         while data:
             written = os.write(self.fd, data)
             data = data[written:]
         os.fsync(self.fd)
-        self.head = digest(text)
+        self.head = head
         self.records += 1
 
 

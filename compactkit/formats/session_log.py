@@ -261,6 +261,13 @@ def digest(text: str) -> str:
     return hashlib.sha256(text.rstrip("\n").encode("utf-8")).hexdigest()[:32]
 
 
+def chained(record: dict[str, Any], head: str) -> tuple[str, str]:
+    """The line of `record` following the record whose digest is `head` (`""`: the start
+    record, which follows nothing), and the new head."""
+    text = line({**record, "prev": head} if head else record)
+    return text, digest(text)
+
+
 def start_record(ctx: AgentContext, options: dict[str, Any]) -> dict[str, Any]:
     return {
         "format": LOG_FORMAT_TAG,

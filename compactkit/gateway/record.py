@@ -7,9 +7,10 @@ import hashlib
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 from ..context import AgentContext, Message
-from ..formats.session_log import append_record, line, start_record
+from ..formats.session_log import append_record, chained, start_record
 from .wire import SPAN_KEY
 
 
@@ -29,6 +30,7 @@ class Recorder:
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         self._written: dict[str, tuple[Path, tuple[Message, ...]]] = {}
+        self._heads: dict[Path, str] = {}  # each log's records are chained (see session_log)
         self._lock = threading.Lock()
 
     def record(self, key: str, ctx: AgentContext) -> None:
@@ -39,7 +41,7 @@ class Recorder:
                 path, done = known
                 new = messages[len(done) :]
                 if new:
-                    _append(path, line(append_record(new)))
+                    self._write(path, append_record(new))
             else:
                 name = hashlib.sha256(key.encode()).hexdigest()[:16]
                 path = self.folder / f"{name}.jsonl"
@@ -48,10 +50,15 @@ class Recorder:
                     path = self.folder / f"{name}-{n}.jsonl"
                     n += 1
                 start = ctx.replace(messages=())
-                _append(path, line(start_record(start, {})), fresh=True)
+                self._heads[path] = ""
+                self._write(path, start_record(start, {}), fresh=True)
                 if messages:
-                    _append(path, line(append_record(messages)))
+                    self._write(path, append_record(messages))
             self._written[key] = (path, messages)
+
+    def _write(self, path: Path, record: dict[str, Any], *, fresh: bool = False) -> None:
+        text, self._heads[path] = chained(record, self._heads[path])
+        _append(path, text, fresh=fresh)
 
 
 def _append(path: Path, text: str, *, fresh: bool = False) -> None:
