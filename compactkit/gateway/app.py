@@ -33,7 +33,7 @@ from ..formats.session_log import appended
 from ..registry import Registry
 from ..session import CompactionSetup
 from ..tokens import DEFAULT_TOKENIZER
-from . import wire
+from . import recall, wire
 from .conversations import Conversation, Conversations, Usage
 from .record import Recorder
 from .sse import usage_of_body, usage_of_events
@@ -102,6 +102,10 @@ class Plan:
 
     body: bytes
     conversation: Conversation | None = None
+    recall: dict[str, Any] | None = None
+    """The body as JSON when it offers `compactkit_recall` (the gateway answers the tool)."""
+    store: dict[str, str] | None = None
+    """What the recall tool answers from: the conversation's own removed content."""
 
 
 class Policy:
@@ -157,7 +161,14 @@ class Policy:
             return Plan(raw, conv)
         body = wire.write(request, history)
         self.conversations.save(conv)
-        return Plan(_dumps(body), conv)
+        etags = recall.offered_etags(history) if self.config.recall else []
+        etags = [(etag, label) for etag, label in etags if etag in history.recovery]
+        if not etags:
+            return Plan(_dumps(body), conv)
+        given = body.get("tools")
+        tools: list[Any] = given if isinstance(given, list) else []
+        body["tools"] = [*tools, recall.tool_definition(request.api, etags)]
+        return Plan(_dumps(body), conv, recall=body, store=dict(history.recovery))
 
     def _compacted(
         self,
@@ -332,6 +343,8 @@ class Gateway:
         if api is not None:  # read usage from the response: ask for it unencoded
             headers = [(k, v) for k, v in headers if k.lower() != "accept-encoding"]
             headers.append(("accept-encoding", "identity"))
+        if plan.recall is not None and api is not None:
+            return await self._recalling(request, api, base, headers, plan, stream)
         upstream_request = self.client.build_request(
             request.method, self.url(base, request), headers=headers, content=plan.body
         )
@@ -360,6 +373,52 @@ class Gateway:
         if conv is not None and api is not None and response.status_code < 400:
             _add_usage(conv, usage_of_body(api, body))
         return Response(body, status_code=response.status_code, headers=dict(out_headers))
+
+    async def _recalling(
+        self,
+        request: HttpRequest,
+        api: wire.Api,
+        base: str,
+        headers: list[tuple[str, str]],
+        plan: Plan,
+        stream: bool,
+    ) -> Response:
+        """Send, and while the model calls `compactkit_recall`, answer it and send again; the
+        client gets the first response that does not call it (streamed responses are read to
+        their end first)."""
+        body = plan.recall or {}
+        store = plan.store or {}
+        for round_ in range(recall.MAX_ROUNDS + 1):
+            upstream_request = self.client.build_request(
+                request.method, self.url(base, request), headers=headers, content=_dumps(body)
+            )
+            try:
+                response = await self.client.send(upstream_request, stream=True)
+            except httpx.HTTPError as exc:
+                self.counters.upstream_errors += 1
+                return _error(api, 502, f"upstream unreachable ({type(exc).__name__})")
+            try:
+                data = await response.aread()
+            except httpx.HTTPError as exc:
+                self.counters.upstream_errors += 1
+                return _error(api, 502, f"upstream failed mid-response ({type(exc).__name__})")
+            finally:
+                await response.aclose()
+            out_headers = {
+                k: v for k, v in response.headers.items() if k.lower() not in _HOP_BY_HOP
+            }
+            if response.status_code >= 400:
+                self.counters.upstream_errors += 1
+                return Response(data, status_code=response.status_code, headers=out_headers)
+            if plan.conversation is not None:
+                reported = usage_of_events(api, data) if stream else usage_of_body(api, data)
+                _add_usage(plan.conversation, reported)
+            turn = recall.read_response(api, data, stream)
+            if turn is None or not turn.recalls() or round_ == recall.MAX_ROUNDS:
+                return Response(data, status_code=response.status_code, headers=out_headers)
+            self.counters.recalls += 1
+            body = recall.continued(api, body, turn, store)
+        raise AssertionError("unreachable")  # the loop returns on its last round
 
     async def _stream(
         self, response: httpx.Response, api: wire.Api | None, conv: Conversation | None

@@ -29,10 +29,8 @@ def as_sent(ctx: AgentContext, api: wire.Api) -> tuple[dict[str, Any], AgentCont
     """The session as its agent's request body, and the context the provider reads from it (what
     both the bench and the gateway see)."""
     options = WriterOptions(request=True)
-    if api == "anthropic":
-        body = to_anthropic_request(ctx, options)
-    else:
-        body = to_openai_request(ctx, options)
+    write = to_anthropic_request if api == "anthropic" else to_openai_request
+    body = write(ctx, options)
     body = {"model": "replay", "max_tokens": 1024, **body}
     return body, wire.read(api, body).context
 

@@ -95,6 +95,10 @@ class FakeModel:
     final: str = "All done."
     received: list[Received] = field(default_factory=list)
     hook: Callable[[Received], Response | None] | None = None
+    script: Callable[[str, dict[str, Any]], tuple[str, str, dict[str, Any]] | str | None] | None = (
+        None
+    )
+    """Decides a turn before the default behaviour: a call, the answer's text, or None."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def app(self) -> Starlette:
@@ -115,11 +119,14 @@ class FakeModel:
             self.received.append(got)
         return got
 
-    def _next(self, api: str, body: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    def _next(self, api: str, body: dict[str, Any]) -> tuple[str, str, dict[str, Any]] | str:
+        """(call id, tool, arguments) of the next call, or the final answer's text."""
+        if self.script is not None and (step := self.script(api, body)) is not None:
+            return step
         n = _count_results(api, body)
         if n >= self.turns:
-            return None
-        return f"call_{n}", {"path": f"chunk{n}"}
+            return self.final
+        return f"call_{n}", "read_file", {"path": f"chunk{n}"}
 
     async def _start(self, request: Request) -> tuple[Received, Any, Response | None]:
         """The request recorded; the hook's answer, or a 400 for a body no API takes."""
@@ -152,14 +159,14 @@ class FakeModel:
             "cache_read_input_tokens": 3,
             "cache_creation_input_tokens": 2,
         }
-        if step is None:
-            content = [{"type": "text", "text": self.final}]
+        if isinstance(step, str):
+            content = [{"type": "text", "text": step}]
             stop = "end_turn"
         else:
-            cid, args = step
+            cid, tool, args = step
             content = [
                 {"type": "text", "text": "Reading."},
-                {"type": "tool_use", "id": f"toolu_{cid}", "name": "read_file", "input": args},
+                {"type": "tool_use", "id": f"toolu_{cid}", "name": tool, "input": args},
             ]
             stop = "tool_use"
         message = {
@@ -227,15 +234,15 @@ class FakeModel:
             "total_tokens": len(got.body) // 4 + 7,
             "prompt_tokens_details": {"cached_tokens": 3},
         }
-        if step is None:
-            message: dict[str, Any] = {"role": "assistant", "content": self.final}
+        if isinstance(step, str):
+            message: dict[str, Any] = {"role": "assistant", "content": step}
             finish = "stop"
         else:
-            cid, args = step
+            cid, tool, args = step
             call = {
                 "id": cid,
                 "type": "function",
-                "function": {"name": "read_file", "arguments": json.dumps(args)},
+                "function": {"name": tool, "arguments": json.dumps(args)},
             }
             message = {"role": "assistant", "content": "Reading.", "tool_calls": [call]}
             finish = "tool_calls"
@@ -278,24 +285,24 @@ class FakeModel:
             "input_tokens_details": {"cached_tokens": 3},
             "output_tokens_details": {"reasoning_tokens": 0},
         }
-        if step is None:
+        if isinstance(step, str):
             output: list[dict[str, Any]] = [
                 {
                     "type": "message",
                     "id": "msg_1",
                     "role": "assistant",
                     "status": "completed",
-                    "content": [{"type": "output_text", "text": self.final, "annotations": []}],
+                    "content": [{"type": "output_text", "text": step, "annotations": []}],
                 }
             ]
         else:
-            cid, args = step
+            cid, tool, args = step
             output = [
                 {
                     "type": "function_call",
                     "id": f"fc_{cid}",
                     "call_id": cid,
-                    "name": "read_file",
+                    "name": tool,
                     "arguments": json.dumps(args),
                     "status": "completed",
                 }
