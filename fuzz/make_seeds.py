@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from compactkit.formats.base import parse_text
 from compactkit.pipeline import build_pipeline
 from compactkit.recovery import split_stash, stash_json
-from fuzz.targets import REGISTRY, SEEDS, STASH_CONTEXT, directory
+from fuzz.targets import REGISTRY, SEEDS, SHAPED, STASH_CONTEXT, directory
 
 LIMIT = 4096
 CORPUS = {
@@ -95,6 +95,31 @@ def test_records(module: str, *names: str) -> list[Any]:
     return [getattr(mod, n) for n in names]
 
 
+def shaped_seeds() -> list[tuple[str, str]]:
+    """Seeds of the formats whose files the tests write after the upstream schema (no corpus
+    file): each sample read as the command line reads it (a database or folder as the document
+    its format makes of it), as JSON or JSON Lines, sliced like the others."""
+    import importlib
+    import tempfile
+
+    from compactkit.io import read_session
+
+    out: list[tuple[str, str]] = []
+    for name in sorted(SHAPED):
+        module = importlib.import_module(f"tests.formats.test_{name.replace('-', '_')}")
+        with tempfile.TemporaryDirectory() as folder:
+            for path in module.samples(Path(folder)):
+                doc = read_session(path, REGISTRY)
+                if doc.kind == "jsonl":
+                    text = "".join(json.dumps(r) + "\n" for r in doc.data)
+                else:
+                    text = json.dumps(doc.data, indent=1) + "\n"
+                sliced = slice_of(name, text)
+                if sliced is not None:
+                    out.append((name, sliced))
+    return out
+
+
 def main(corpus: Path) -> None:
     seeded: dict[str, list[str]] = {}
     for name, files in CORPUS.items():
@@ -112,6 +137,8 @@ def main(corpus: Path) -> None:
             text = json.dumps(shrink(data, 8, 200), indent=1) + "\n"
             if loads_as(name, text):
                 seeded.setdefault(name, []).append(text)
+    for name, text in shaped_seeds():
+        seeded.setdefault(name, []).append(text)
     # the writers: every context of the corpus-derived seeds, as compactkit and session-log files
     native, log = REGISTRY.formats.get("compactkit"), REGISTRY.formats.get("compactkit-session")
     for name in ("claude-code", "openai-chat"):

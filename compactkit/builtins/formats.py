@@ -5,14 +5,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..formats.aider import AiderFormat
 from ..formats.anthropic_messages import AnthropicMessagesFormat
 from ..formats.claude_code import ClaudeCodeFormat
 from ..formats.cline import ClineFormat
 from ..formats.codex import CodexRolloutFormat
+from ..formats.copilot_cli import CopilotCliFormat
+from ..formats.cursor import CursorFormat
 from ..formats.gemini_cli import GeminiCliFormat
+from ..formats.goose import GooseFormat
 from ..formats.mini_swe_agent import MiniSweAgentFormat
 from ..formats.native import NativeFormat
 from ..formats.openai_chat import OpenAIChatFormat
+from ..formats.opencode import OpenCodeFormat
 from ..formats.openhands import OpenHandsEventsFormat
 from ..formats.pi import PiSessionFormat
 from ..formats.session_log import SessionLogFormat
@@ -36,5 +41,10 @@ def register_formats(register: Callable[[Any], None]) -> None:
         OpenHandsEventsFormat(),
         GeminiCliFormat(),
         SessionLogFormat(),
+        AiderFormat(),
+        CopilotCliFormat(),
+        OpenCodeFormat(),
+        GooseFormat(),
+        CursorFormat(),
     ):
         register(fmt)

@@ -331,3 +331,39 @@ def note_skipped(meta: dict[str, Any], skipped: Mapping[str, int]) -> None:
     counts = {kind: n for kind, n in sorted(skipped.items()) if n}
     if counts:
         meta[SKIPPED_KEY] = counts
+
+
+def number_conversations(contexts: list[Any]) -> list[Any]:
+    """`contexts` of one file, each with its index as `metadata["conversation"]` when there are
+    several (a file of one conversation has no such key)."""
+    if len(contexts) < 2:
+        return contexts
+    return [c.replace(metadata={**c.metadata, "conversation": n}) for n, c in enumerate(contexts)]
+
+
+# --------------------------------------------------------------------------- SQLite session stores
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def is_sqlite(path: Path) -> bool:
+    """True when `path` is a file that begins as an SQLite database does."""
+    if not path.is_file():
+        return False
+    with path.open("rb") as handle:
+        return handle.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
+
+
+def sqlite_read_only(path: Path) -> Any:
+    """A connection to the database at `path` that cannot write to it (a session store is read,
+    never changed), rows as `sqlite3.Row`."""
+    import sqlite3
+
+    db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    db.row_factory = sqlite3.Row
+    return db
+
+
+def sqlite_tables(db: Any) -> set[str]:
+    """The names of the tables of an open database."""
+    return {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}

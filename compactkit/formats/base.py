@@ -30,14 +30,16 @@ class BadLine:
 
 @dataclass(frozen=True)
 class Document:
-    """A parsed input file: one JSON value (`kind="json"`) or a list of JSONL records.
+    """A parsed input file: one JSON value (`kind="json"`), a list of JSONL records, or the text of a
+    file that is not JSON (`kind="text"`, which only a format's `read_layout` makes: aider's
+    Markdown history).
 
     `bad_lines` are the JSONL lines that are not JSON, left out of `data`: a format whose agent
     skips them says so (`Format.malformed_lines`), every other format refuses the file at the
     first one."""
 
     path: str
-    kind: Literal["json", "jsonl"]
+    kind: Literal["json", "jsonl", "text"]
     data: Any
     bad_lines: tuple[BadLine, ...] = ()
 

@@ -11,11 +11,12 @@ import pytest
 
 import compactkit
 from compactkit import AgentContext, Document
-from compactkit.formats.base import read_document
+from compactkit.io import read_session
 from compactkit.registry import Registry, make_registry
 from compactkit.testing import check_format
 
 from ..conftest import corpus_files, every_conversation, sample_files
+from . import test_aider, test_copilot_cli, test_cursor, test_goose, test_opencode
 from .test_cline import NATIVE_TASK, ROO_TASK, ROO_V2, XML_TASK
 
 SESSION_FILES = {
@@ -35,6 +36,16 @@ WRITTEN = ("compactkit", "anthropic-messages", "cline", "compactkit-session")
 """Formats with no agent session in the corpus: their files are written here (the native and
 Anthropic writers on corpus conversations; Cline and Roo Code task histories after their source,
 from test_cline; session logs by a `Session` replaying corpus conversations as they grew)."""
+
+SHAPED = {
+    "aider": test_aider.samples,
+    "copilot-cli": test_copilot_cli.samples,
+    "opencode": test_opencode.samples,
+    "goose": test_goose.samples,
+    "cursor": test_cursor.samples,
+}
+"""Formats with no session in the corpus, whose files their tests write after the upstream schema
+(each test module names the upstream source its records follow)."""
 
 EXACT = {"compactkit", "compactkit-session"}
 """Writers whose files read back exactly (`load(dump(ctx)) == ctx`)."""
@@ -103,19 +114,20 @@ def documents(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Docume
     root = tmp_path_factory.mktemp("written")
     paths = {name: _session_files(name) for name in SESSION_FILES}
     paths.update({name: _written(name, root / name) for name in WRITTEN})
+    paths.update({name: write(root / name) for name, write in SHAPED.items()})
     return {name: [_read(p) for p in files] for name, files in paths.items()}
 
 
 @cache
 def _read(path: Path) -> Document:
-    return read_document(path)
+    return read_session(path, make_registry(entry_points=False))
 
 
 def test_every_built_in_format_is_checked(builtins: Registry) -> None:
-    assert sorted(builtins.formats.names()) == sorted([*SESSION_FILES, *WRITTEN])
+    assert sorted(builtins.formats.names()) == sorted([*SESSION_FILES, *WRITTEN, *SHAPED])
 
 
-@pytest.mark.parametrize("name", sorted([*SESSION_FILES, *WRITTEN]))
+@pytest.mark.parametrize("name", sorted([*SESSION_FILES, *WRITTEN, *SHAPED]))
 def test_format_keeps_the_contract(
     name: str, builtins: Registry, documents: dict[str, list[Document]]
 ) -> None:

@@ -280,7 +280,7 @@ def test_a_file_cut_in_half_loads_up_to_the_cut(tmp_path: Path) -> None:
     broken.write_text(text[: len(text) // 2], encoding="utf-8")
     ctx = compactkit.load_one(broken)  # pi skips the cut line (`loadEntriesFromFile`)
     assert ctx.metadata["skipped_records"]["malformed line"] == 1  # type: ignore[index]
-    assert ctx.task is not None
+    assert ctx.task.strip()
 
 
 def test_other_jsonl_is_not_pi(tmp_path: Path) -> None:

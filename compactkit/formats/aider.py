@@ -1,0 +1,177 @@
+"""aider chat history (`.aider.chat.history.md` in the repository aider ran in).
+
+Upstream: Aider-AI/aider `aider/io.py` (`InputOutput.user_input` writes what the user typed as
+`#### ` lines, one per line of input, joined by Markdown hard breaks `"  \\n"`;
+`tool_output` / `tool_error` / `tool_warning` write aider's own messages as `> ` block quotes;
+`ai_output` writes the model's reply as plain lines; each run starts with
+`# aider chat started at <YYYY-MM-DD HH:MM:SS>`) and `aider/utils.py`
+(`split_chat_history_markdown`, the loader behind `--restore-chat-history`: `# ` lines are
+skipped, `> ` lines are tool output, `#### ` lines the user, every other line the assistant).
+
+This format reads the file as that loader does, with each run (`# aider chat started at`) its own
+conversation (`FILE#N`, `metadata["started"]`), since every aider run starts a new chat:
+
+* `#### ` lines -> one user message per block of consecutive lines, the human's words (the hard
+  break aider appended to each line is removed); a message that is a `/command` is marked
+  `metadata["command"]` (the task is looked for after it);
+* plain lines -> assistant text;
+* `> ` lines (aider's own output: files added, edits applied, token counts, errors) -> left out,
+  as `split_chat_history_markdown` leaves them out unless asked, and counted in
+  `skipped_records` as `"tool output"`; other `# ` headings likewise as `"heading"`; a run with
+  no message at all (aider quit before any) is counted in the first conversation as
+  `"run without a message"`.
+
+The history holds no tool calls (aider's edits are text blocks in the reply) and no system prompt.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from pydantic import JsonValue
+
+from ..context import COMMAND_KEY, AgentContext, TextBlock
+from ..errors import BadInputError
+from ._pairing import Turn
+from ._util import context_metadata, note_skipped
+from .base import Document, Format
+
+HISTORY_FILE = ".aider.chat.history.md"
+STARTED = "# aider chat started at"
+_MAX_BYTES = 256 * 1024 * 1024
+
+
+class AiderFormat(Format):
+    name = "aider"
+    description = "aider chat history Markdown (.aider.chat.history.md)"
+    extension = ".md"
+    priority = 10
+
+    def read_layout(self, path: Path) -> Document | None:
+        """The history file (a Markdown file, not JSON): by its name, or by its first line."""
+        if not path.is_file():
+            return None
+        if path.name != HISTORY_FILE and not path.name.endswith(".md"):
+            return None
+        with path.open("rb") as handle:
+            head = handle.read(len(STARTED) + 8).lstrip(b"\xef\xbb\xbf\r\n")
+        if path.name != HISTORY_FILE and not head.startswith(STARTED.encode()):
+            return None
+        if path.stat().st_size > _MAX_BYTES:
+            raise BadInputError("aider history larger than 256 MB", path=str(path))
+        try:
+            text = path.read_bytes().decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise BadInputError(
+                f"not UTF-8 text (bad byte at offset {exc.start})", path=str(path)
+            ) from None
+        return Document(path=str(path), kind="text", data=text)
+
+    def sniff(self, doc: Document) -> bool:
+        return doc.kind == "text" and isinstance(doc.data, str) and _looks_like_history(doc.data)
+
+    def load(self, doc: Document) -> list[AgentContext]:
+        if doc.kind != "text" or not isinstance(doc.data, str):
+            raise BadInputError(
+                "not an aider chat history (expected .aider.chat.history.md)", path=doc.path
+            )
+        every_run = _split_runs(doc.data)
+        runs = [r for r in every_run if any(t.role == "user" for t in r.turns)]
+        if runs and len(runs) < len(every_run):  # runs of aider's own output only (^C at start)
+            runs[0].skipped["run without a message"] += len(every_run) - len(runs)
+        if not runs:
+            raise BadInputError("not an aider chat history: no '#### ' user lines", path=doc.path)
+        return [run.context(n if len(runs) > 1 else None) for n, run in enumerate(runs)]
+
+
+# --------------------------------------------------------------------------- lines -> turns
+
+
+class _Builder:
+    """Turns the lines of one aider run into turns, as `split_chat_history_markdown` reads them."""
+
+    def __init__(self, started: str | None) -> None:
+        self.started = started
+        self.turns: list[Turn] = []
+        self.skipped: Counter[str] = Counter()
+        self.role: str | None = None  # what the lines being gathered are
+        self.lines: list[str] = []
+
+    def add(self, line: str) -> None:
+        if line.startswith("> "):
+            self.flush()
+            self.skipped["tool output"] += 1  # counted per line, as the loader drops each
+            return
+        if line.startswith("#### "):
+            if self.role != "user":
+                self.flush()
+            self.role = "user"
+            self.lines.append(_unbreak(line[5:]))
+            return
+        if self.role != "assistant":
+            self.flush()
+        self.role = "assistant"
+        self.lines.append(line)
+
+    def flush(self) -> None:
+        text = "".join(self.lines)
+        text = text.rstrip("\n") if self.role == "user" else text.strip()
+        if text.strip() and self.role is not None:
+            meta: dict[str, JsonValue] = {}
+            if self.role == "user" and text.lstrip().startswith("/"):
+                meta[COMMAND_KEY] = True
+            self.turns.append(
+                Turn("user" if self.role == "user" else "assistant", [TextBlock(text=text)], meta)
+            )
+        self.role, self.lines = None, []
+
+    def context(self, number: int | None) -> AgentContext:
+        self.flush()
+        meta = context_metadata(AiderFormat.name, conversation=number, started=self.started)
+        note_skipped(meta, self.skipped)
+        return AgentContext(messages=tuple(t.freeze() for t in self.turns), metadata=meta)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _unbreak(line: str) -> str:
+    """A user line without the Markdown hard break (`"  "` before the newline) aider added."""
+    body = line[:-1] if line.endswith("\n") else line
+    return (body[:-2] if body.endswith("  ") else body) + ("\n" if line.endswith("\n") else "")
+
+
+def _split_runs(text: str) -> list[_Builder]:
+    runs: list[_Builder] = []
+    current: _Builder | None = None
+    # only "\n" ends a line: aider writes no other break, and text may hold U+0085 or U+2028
+    for line in text.replace("\r\n", "\n").split("\n"):
+        line += "\n"
+        if line.startswith(STARTED):
+            if current is not None:
+                current.flush()
+            current = _Builder(line[len(STARTED) :].strip() or None)
+            runs.append(current)
+            continue
+        if current is None:
+            if not line.strip():
+                continue  # aider starts the file with a blank line
+            current = _Builder(None)
+            runs.append(current)
+        if line.startswith("# "):
+            current.flush()
+            current.skipped["heading"] += 1
+            continue
+        current.add(line)
+    if current is not None:
+        current.flush()
+    return runs
+
+
+def _looks_like_history(text: str) -> bool:
+    head = text.lstrip("\ufeff\r\n")
+    return head.startswith(STARTED) or (head.startswith("#### ") and "\n" in head)
+
+
+__all__ = ["AiderFormat"]

@@ -1,0 +1,296 @@
+"""GitHub Copilot CLI sessions (`~/.copilot/session-state/<id>/events.jsonl`).
+
+Upstream: the Copilot CLI is closed; its event schema is published with the official SDKs,
+github/copilot-sdk `session-events.schema.json` and the code generated from it
+(`python/copilot/generated/session_events.py`, `dotnet/src/Generated/SessionEvents.cs`), which is
+what each line of `events.jsonl` holds: `{"type", "data", "id", "timestamp", "parentId"}`.
+Older CLIs wrote the same events to `session-state/<id>.jsonl`; both read the same. The session
+folder itself may be given (its `events.jsonl` is read).
+
+Mapping:
+
+* `session.start` -> context metadata (`sessionId`, `copilotVersion`, `selectedModel`,
+  `context.cwd`); `session.model_change` -> the model of later messages;
+* `user.message` -> a user message holding `content`, the text the user typed as the timeline
+  shows it (`transformedContent`, what the model got with Copilot's wrapping, is kept in message
+  metadata `transformed_content`; `attachments` in `attachments`). A `user.message` with a
+  `source` (a skill or another program injected it, e.g. `skill-pdf`) carries origin `harness`;
+* `assistant.message` -> an assistant message: `reasoningText` as a thinking block
+  (`reasoningOpaque` / `encryptedContent` as its signature), `content` as text, each of
+  `toolRequests` (`toolCallId`, `name`, `arguments`) as a tool call; `outputTokens` in `usage`;
+* `tool.execution_complete` -> the result of its `toolCallId`: `result.content` (else
+  `detailedContent`), or `error.message` with `is_error` when `success` is false;
+* `system.message` -> the first one (role `system`) is the system instruction, later ones
+  `system` messages; `system.notification` and `skill.invoked` (content the runtime puts in
+  the conversation) -> user messages with origin `harness`;
+* `session.compaction_complete` with a `summaryContent` -> a user message with that summary,
+  origin `summary` (the events before it stay loaded: the context is the full history).
+
+Events of a sub-agent (a `parentToolCallId` on an assistant message or a tool completion) belong
+to the sub-agent's own run and are left out, counted as `"<type> (subagent)"`. Every other event
+(deltas, turn and tool progress, permissions, hooks, usage, session bookkeeping) never reaches
+the model and is counted by its `type` in `skipped_records`. A call with no completion gets a
+synthesized error result, except the calls of the last assistant message.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from pydantic import JsonValue
+
+from ..context import (
+    ORIGIN_KEY,
+    AgentContext,
+    Block,
+    TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
+from ..errors import BadInputError
+from ._pairing import Turn, repair_pairing
+from ._util import (
+    as_dict,
+    as_list,
+    as_text,
+    context_metadata,
+    note_repairs,
+    note_skipped,
+    parse_arguments,
+    str_or_none,
+)
+from .base import Document, Format, read_document
+
+EVENTS_FILE = "events.jsonl"
+_SNIFF_LIMIT = 20
+_MESSAGE_TYPES = ("user.message", "assistant.message", "tool.execution_complete")
+
+
+class CopilotCliFormat(Format):
+    name = "copilot-cli"
+    description = "GitHub Copilot CLI session events (~/.copilot/session-state/<id>/events.jsonl)"
+    extension = ".jsonl"
+    priority = 10
+
+    def read_layout(self, path: Path) -> Document | None:
+        """A session folder (`session-state/<id>/`): its `events.jsonl`."""
+        events = path / EVENTS_FILE
+        if path.is_dir() and events.is_file():
+            doc = read_document(events)
+            return Document(str(path), doc.kind, doc.data, doc.bad_lines)
+        return None
+
+    def sniff(self, doc: Document) -> bool:
+        try:
+            head = [r for r in _records(doc)[:_SNIFF_LIMIT] if isinstance(r, dict)]
+            return (
+                bool(head)
+                and all(_is_event(r) for r in head)
+                and any(r["type"] == "session.start" or r["type"] in _MESSAGE_TYPES for r in head)
+            )
+        except Exception:
+            return False
+
+    def load(self, doc: Document) -> list[AgentContext]:
+        records = _records(doc)
+        if not any(_is_event(r) and r["type"] in _MESSAGE_TYPES for r in records):
+            raise BadInputError(
+                "not a Copilot CLI session: no user.message / assistant.message events",
+                path=doc.path,
+                hint="expected ~/.copilot/session-state/<id>/events.jsonl",
+            )
+        builder = _Builder()
+        for record in records:
+            builder.add(record)
+        return [builder.context()]
+
+
+# --------------------------------------------------------------------------- events -> turns
+
+
+class _Builder:
+    """Turns the events of one session, in file order, into turns."""
+
+    def __init__(self) -> None:
+        self.turns: list[Turn] = []
+        self.skipped: Counter[str] = Counter()
+        self.system: str | None = None
+        self.session: dict[str, Any] = {}
+        self.model: str | None = None
+
+    def add(self, record: Any) -> None:
+        if not _is_event(record):
+            self.skipped["unknown"] += 1
+            return
+        kind: str = record["type"]
+        data = as_dict(record.get("data"))
+        handler = getattr(self, "on_" + kind.replace(".", "_"), None)
+        if data.get("parentToolCallId") and kind in _MESSAGE_TYPES:
+            self.skipped[f"{kind} (subagent)"] += 1
+        elif handler is None or not handler(record, data):
+            self.skipped[kind] += 1
+
+    def stamp(self, record: dict[str, Any], **extra: JsonValue) -> dict[str, JsonValue]:
+        meta: dict[str, JsonValue] = {}
+        for key in ("id", "timestamp"):
+            if isinstance(record.get(key), str):
+                meta[key] = record[key]
+        meta.update({k: v for k, v in extra.items() if v is not None})
+        return meta
+
+    def on_session_start(self, record: dict[str, Any], data: dict[str, Any]) -> bool:
+        if not self.session:
+            self.session = data
+            self.model = str_or_none(data.get("selectedModel"))
+        return True
+
+    def on_session_model_change(self, record: dict[str, Any], data: dict[str, Any]) -> bool:
+        self.model = str_or_none(data.get("newModel")) or self.model
+        return True
+
+    def on_user_message(self, record: dict[str, Any], data: dict[str, Any]) -> bool:
+        text = as_text(data.get("content"))
+        if not text.strip():
+            return False
+        meta = self.stamp(
+            record,
+            transformed_content=str_or_none(data.get("transformedContent")),
+            attachments=data["attachments"] if as_list(data.get("attachments")) else None,
+            agent_mode=str_or_none(data.get("agentMode")),
+        )
+        if isinstance(data.get("source"), str) and data["source"]:
+            meta[ORIGIN_KEY] = "harness"
+            meta["copilot_source"] = data["source"]
+        self.turns.append(Turn("user", [TextBlock(text=text)], meta))
+        return True
+
+    def on_assistant_message(self, record: dict[str, Any], data: dict[str, Any]) -> bool:
+        blocks: list[Block] = []
+        sealed = str_or_none(data.get("reasoningOpaque")) or str_or_none(
+            data.get("encryptedContent")
+        )
+        reasoning = as_text(data.get("reasoningText"))
+        if reasoning or sealed:
+            blocks.append(
+                ThinkingBlock(thinking=reasoning, signature=sealed, redacted=not reasoning)
+            )
+        if as_text(data.get("content")):
+            blocks.append(TextBlock(text=as_text(data.get("content"))))
+        for request in as_list(data.get("toolRequests")):
+            request = as_dict(request)
+            blocks.append(
+                ToolCallBlock(
+                    id=as_text(request.get("toolCallId")),
+                    name=as_text(request.get("name")) or "unknown",
+                    input=parse_arguments(request.get("arguments")),
+                )
+            )
+        if not blocks:
+            return False
+        usage = {"output_tokens": data["outputTokens"]} if "outputTokens" in data else None
+        meta = self.stamp(record, message_id=str_or_none(data.get("messageId")), model=self.model)
+        if usage:
+            meta["usage"] = usage
+        self.turns.append(Turn("assistant", blocks, meta))
+        return True
+
+    def on_tool_execution_complete(self, record: dict[str, Any], data: dict[str, Any]) -> bool:
+        call_id = as_text(data.get("toolCallId"))
+        if not call_id:
+            return False
+        result = as_dict(data.get("result"))
+        failed = data.get("success") is False
+        text = as_text(as_dict(data.get("error")).get("message")) if failed else ""
+        text = text or as_text(result.get("content")) or as_text(result.get("detailedContent"))
+        block = ToolResultBlock(
+            tool_call_id=call_id, content=(TextBlock(text=text),) if text else (), is_error=failed
+        )
+        last = self.turns[-1] if self.turns else None
+        if last is not None and last.role == "tool":
+            last.blocks.append(block)
+        else:
+            self.turns.append(Turn("tool", [block], self.stamp(record)))
+        return True
+
+    def on_system_message(self, record: dict[str, Any], data: dict[str, Any]) -> bool:
+        text = as_text(data.get("content"))
+        if not text:
+            return False
+        if self.system is None and not self.turns and data.get("role") in (None, "system"):
+            self.system = text
+        else:
+            self.turns.append(Turn("system", [TextBlock(text=text)], self.stamp(record)))
+        return True
+
+    def harness(self, record: dict[str, Any], text: str, **extra: JsonValue) -> bool:
+        if not text.strip():
+            return False
+        meta = self.stamp(record, **extra)
+        meta[ORIGIN_KEY] = "harness"
+        self.turns.append(Turn("user", [TextBlock(text=text)], meta))
+        return True
+
+    def on_system_notification(self, record: dict[str, Any], data: dict[str, Any]) -> bool:
+        return self.harness(record, as_text(data.get("content")))
+
+    def on_skill_invoked(self, record: dict[str, Any], data: dict[str, Any]) -> bool:
+        return self.harness(
+            record, as_text(data.get("content")), skill=str_or_none(data.get("name"))
+        )
+
+    def on_session_compaction_complete(self, record: dict[str, Any], data: dict[str, Any]) -> bool:
+        summary = as_text(data.get("summaryContent"))
+        if data.get("success") is False or not summary:
+            return False
+        meta = self.stamp(record, copilot_compaction=True)
+        meta[ORIGIN_KEY] = "summary"
+        self.turns.append(Turn("user", [TextBlock(text=summary)], meta))
+        return True
+
+    def context(self) -> AgentContext:
+        repaired = repair_pairing(
+            [t.freeze() for t in self.turns],
+            close="unless_answered",
+            keep_pending="last_assistant",
+            orphan_results="user_message_each",
+        )
+        context = as_dict(self.session.get("context"))
+        meta = context_metadata(
+            CopilotCliFormat.name,
+            session_id=str_or_none(self.session.get("sessionId")),
+            cwd=str_or_none(context.get("cwd")),
+            model=str_or_none(self.session.get("selectedModel")) or self.model,
+            copilot_version=str_or_none(self.session.get("copilotVersion")),
+            git_branch=str_or_none(context.get("branch")),
+        )
+        note_repairs(meta, repaired)
+        note_skipped(meta, self.skipped)
+        return AgentContext(
+            system_instruction=self.system, messages=tuple(repaired.messages), metadata=meta
+        )
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _records(doc: Document) -> list[Any]:
+    if doc.kind == "jsonl":
+        return list(doc.data)
+    return [doc.data] if isinstance(doc.data, dict) else []
+
+
+def _is_event(record: Any) -> bool:
+    """A session event: `type` (dotted), `data`, `id` and a `parentId` key."""
+    return (
+        isinstance(record, dict)
+        and isinstance(record.get("type"), str)
+        and isinstance(record.get("data"), dict)
+        and isinstance(record.get("id"), str)
+        and "parentId" in record
+    )
+
+
+__all__ = ["CopilotCliFormat"]

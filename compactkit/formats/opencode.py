@@ -1,0 +1,351 @@
+"""OpenCode sessions: the SQLite `opencode.db` and the older `storage/` JSON files.
+
+Upstream: anomalyco/opencode (formerly sst/opencode) `packages/opencode/src/session/session.sql.ts`
+(tables `session`, `message` and `part`, each `message` / `part` row holding its JSON in `data`),
+`src/session/message-v2.ts` (`MessageV2.Info` and `Part`, and `toModelMessages`, what the model is
+sent) and the older storage layout under `~/.local/share/opencode/storage/`:
+`session/<project>/<session>.json`, `message/<session>/<message>.json`,
+`part/<message>/<part>.json` (the same JSON, one file each).
+
+Given `opencode.db`, or the `storage` folder (or a session's `session/<project>/<id>.json`), every
+session is a conversation (`FILE#N`, oldest first; a sub-agent's session records `parent_session`).
+Messages are read in id order (OpenCode's ids ascend with time), parts in id order, and mapped as
+`toModelMessages` maps them:
+
+* a user message -> its `text` parts (not `ignored`) as the human's words; parts OpenCode wrote
+  itself (`synthetic: true`, e.g. the content of a file the user @-mentioned) go to a user message
+  of their own after it, origin `harness`; `file` parts -> images (`image/*`) or a line naming the
+  file; a `compaction` part -> the text OpenCode sends, "What did we do so far?", and a `subtask`
+  part -> "The following tool was executed by the user", both origin `harness`;
+* an assistant message -> `reasoning` parts as thinking, `text` parts as text, each `tool` part as a
+  call (`callID`, `tool`, `state.input`) whose result follows in a tool message: `completed` ->
+  `state.output` ("[Old tool result content cleared]" once OpenCode pruned it,
+  `state.time.compacted`), `error` -> `state.error` (`is_error`), `pending` / `running` ->
+  "[Tool execution was interrupted]" (`is_error`); an assistant message with `summary: true` is
+  OpenCode's compaction summary (message metadata `opencode_summary`). An assistant message that
+  ended in an error with nothing but step markers is left out, as OpenCode leaves it out;
+* `step-start`, `step-finish`, `snapshot`, `patch`, `agent`, `retry` parts never reach the model:
+  counted by type in `skipped_records`.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from pydantic import JsonValue
+
+from ..context import (
+    ORIGIN_KEY,
+    AgentContext,
+    Block,
+    ImageBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
+from ..errors import BadInputError
+from ._pairing import Turn, repair_pairing
+from ._util import (
+    as_dict,
+    as_list,
+    as_text,
+    context_metadata,
+    is_sqlite,
+    note_repairs,
+    note_skipped,
+    number_conversations,
+    sqlite_read_only,
+    sqlite_tables,
+    str_or_none,
+)
+from .base import Document, Format, read_document
+
+DB_FILE = "opencode.db"
+COMPACTION_TEXT = "What did we do so far?"
+SUBTASK_TEXT = "The following tool was executed by the user"
+PRUNED_TEXT = "[Old tool result content cleared]"
+INTERRUPTED_TEXT = "[Tool execution was interrupted]"
+_KEY = "opencode_sessions"
+
+
+class OpenCodeFormat(Format):
+    name = "opencode"
+    description = "OpenCode sessions (opencode.db, or the storage/ JSON folder)"
+    extension = ".db"
+    priority = 10
+
+    def read_layout(self, path: Path) -> Document | None:
+        if is_sqlite(path) and _has_tables(path, ("session", "message", "part")):
+            return Document(str(path), "json", {_KEY: _from_db(path)})
+        storage, only = _storage_of(path)
+        if storage is None:
+            return None
+        return Document(str(path), "json", {_KEY: _from_storage(storage, only)})
+
+    def sniff(self, doc: Document) -> bool:
+        return doc.kind == "json" and isinstance(doc.data, dict) and _KEY in doc.data
+
+    def load(self, doc: Document) -> list[AgentContext]:
+        sessions = doc.data.get(_KEY) if isinstance(doc.data, dict) else None
+        if not isinstance(sessions, list):
+            raise BadInputError(
+                "not an OpenCode session store",
+                path=doc.path,
+                hint="give opencode.db or the storage/ folder (~/.local/share/opencode/)",
+            )
+        contexts = []
+        for session in sessions:
+            session = as_dict(session)
+            builder = _Builder()
+            for message in as_list(session.get("messages")):
+                message = as_dict(message)
+                parts = [as_dict(p) for p in as_list(message.get("parts"))]
+                builder.add(as_dict(message.get("info")), parts)
+            if builder.turns:
+                contexts.append(builder.context(as_dict(session.get("info"))))
+        return number_conversations(contexts)
+
+
+# --------------------------------------------------------------------------- messages -> turns
+
+
+class _Builder:
+    """Turns the messages of one session, in order, into turns."""
+
+    def __init__(self) -> None:
+        self.turns: list[Turn] = []
+        self.skipped: Counter[str] = Counter()
+        self.model: str | None = None
+
+    def add(self, info: dict[str, Any], parts: list[dict[str, Any]]) -> None:
+        role = info.get("role")
+        if role == "user":
+            self.user(info, parts)
+        elif role == "assistant":
+            self.assistant(info, parts)
+        else:
+            self.skipped[f"message/{role}"] += 1
+
+    def user(self, info: dict[str, Any], parts: list[dict[str, Any]]) -> None:
+        human: list[Block] = []
+        harness: list[Block] = []
+        for part in parts:
+            kind = part.get("type")
+            if kind == "text" and not part.get("ignored"):
+                (harness if part.get("synthetic") else human).append(
+                    TextBlock(text=as_text(part.get("text")))
+                )
+            elif kind == "file":
+                mime = as_text(part.get("mime"))
+                if mime in ("text/plain", "application/x-directory"):
+                    self.skipped["part/file (sent as text)"] += 1
+                elif mime.startswith("image/"):
+                    human.append(ImageBlock(url=str_or_none(part.get("url")), media_type=mime))
+                else:
+                    name = as_text(part.get("filename")) or "file"
+                    human.append(TextBlock(text=f"[Attached {mime}: {name}]"))
+            elif kind == "compaction":
+                harness.append(TextBlock(text=COMPACTION_TEXT))
+            elif kind == "subtask":
+                harness.append(TextBlock(text=SUBTASK_TEXT))
+            else:
+                self.skipped[f"part/{kind}"] += 1
+        meta = _stamp(info)
+        if human:
+            self.turns.append(Turn("user", human, meta))
+        if harness:
+            extra: dict[str, JsonValue] = {} if human else dict(meta)
+            extra[ORIGIN_KEY] = "harness"
+            self.turns.append(Turn("user", harness, extra))
+        if not human and not harness:
+            self.skipped["message/user (empty)"] += 1
+
+    def assistant(self, info: dict[str, Any], parts: list[dict[str, Any]]) -> None:
+        if info.get("error") and all(p.get("type") in ("step-start", "reasoning") for p in parts):
+            self.skipped["message/assistant (error)"] += 1
+            return
+        blocks: list[Block] = []
+        results: list[Block] = []
+        for part in parts:
+            kind = part.get("type")
+            if kind == "text":
+                blocks.append(TextBlock(text=as_text(part.get("text"))))
+            elif kind == "reasoning":
+                blocks.append(ThinkingBlock(thinking=as_text(part.get("text"))))
+            elif kind == "tool":
+                call, result = _tool(part)
+                blocks.append(call)
+                results.append(result)
+            else:
+                self.skipped[f"part/{kind}"] += 1
+        if not blocks:
+            self.skipped["message/assistant (empty)"] += 1
+            return
+        meta = _stamp(info)
+        for source, target in (("modelID", "model"), ("providerID", "provider"), ("mode", "mode")):
+            if isinstance(info.get(source), str):
+                meta[target] = info[source]
+        if isinstance(info.get("tokens"), dict):
+            meta["usage"] = info["tokens"]
+        if info.get("summary") is True:
+            meta["opencode_summary"] = True
+        self.model = str_or_none(info.get("modelID")) or self.model
+        self.turns.append(Turn("assistant", blocks, meta))
+        if results:
+            self.turns.append(Turn("tool", results))
+
+    def context(self, session: dict[str, Any]) -> AgentContext:
+        repaired = repair_pairing(
+            [t.freeze() for t in self.turns],
+            close="unless_answered",
+            keep_pending="last_assistant",
+            orphan_results="user_message_each",
+        )
+        meta = context_metadata(
+            OpenCodeFormat.name,
+            session_id=str_or_none(session.get("id")),
+            cwd=str_or_none(session.get("directory")),
+            model=self.model,
+            title=str_or_none(session.get("title")),
+            parent_session=str_or_none(session.get("parentID") or session.get("parent_id")),
+            version=str_or_none(session.get("version")),
+        )
+        note_repairs(meta, repaired)
+        note_skipped(meta, self.skipped)
+        return AgentContext(messages=tuple(repaired.messages), metadata=meta)
+
+
+# --------------------------------------------------------------------------- reading the stores
+
+
+def _has_tables(path: Path, tables: tuple[str, ...]) -> bool:
+    try:
+        with sqlite_read_only(path) as db:
+            names = sqlite_tables(db)
+    except sqlite3.Error:
+        return False
+    return set(tables) <= names
+
+
+def _json(text: Any, where: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text) if isinstance(text, (str, bytes)) else text
+    except json.JSONDecodeError as exc:
+        raise BadInputError(f"{where}: its data is not JSON ({exc.msg})") from None
+    return value if isinstance(value, dict) else {}
+
+
+def _from_db(path: Path) -> list[dict[str, Any]]:
+    try:
+        with sqlite_read_only(path) as db:
+            columns = {r[1] for r in db.execute("PRAGMA table_info(session)")}
+            order = "time_created, id" if "time_created" in columns else "id"
+            sessions = [dict(r) for r in db.execute(f"SELECT * FROM session ORDER BY {order}")]
+            messages = list(db.execute("SELECT id, session_id, data FROM message ORDER BY id"))
+            parts = list(db.execute("SELECT id, message_id, data FROM part ORDER BY id"))
+    except sqlite3.Error as exc:
+        raise BadInputError(f"cannot read the OpenCode database: {exc}", path=str(path)) from None
+    by_message: dict[str, list[dict[str, Any]]] = {}
+    for row in parts:
+        by_message.setdefault(row["message_id"], []).append(
+            {**_json(row["data"], f"part {row['id']}"), "id": row["id"]}
+        )
+    by_session: dict[str, list[dict[str, Any]]] = {}
+    for row in messages:
+        info = {**_json(row["data"], f"message {row['id']}"), "id": row["id"]}
+        by_session.setdefault(row["session_id"], []).append(
+            {"info": info, "parts": by_message.get(row["id"], [])}
+        )
+    out = []
+    for session in sessions:
+        session["parentID"] = session.pop("parent_id", None)
+        out.append({"info": session, "messages": by_session.get(session["id"], [])})
+    return out
+
+
+def _storage_of(path: Path) -> tuple[Path | None, str | None]:
+    """(the `storage` folder, the one session to read or None for all) for a path inside it."""
+
+    def is_storage(folder: Path) -> bool:
+        return all((folder / sub).is_dir() for sub in ("session", "message", "part"))
+
+    if path.is_dir() and is_storage(path):
+        return path, None
+    if path.is_file() and path.suffix == ".json" and len(path.parents) >= 3:
+        root = path.parents[2]
+        if path.parents[1].name == "session" and is_storage(root):
+            return root, path.stem
+    return None, None
+
+
+def _from_storage(storage: Path, only: str | None) -> list[dict[str, Any]]:
+    infos = [read_document(f).data for f in sorted((storage / "session").glob("*/*.json"))]
+    infos = [i for i in infos if isinstance(i, dict) and (only is None or i.get("id") == only)]
+    infos.sort(key=lambda i: (as_dict(i.get("time")).get("created") or 0, as_text(i.get("id"))))
+    out = []
+    for info in infos:
+        messages: list[dict[str, Any]] = []
+        for file in sorted((storage / "message" / as_text(info.get("id"))).glob("*.json")):
+            message = read_document(file).data
+            if not isinstance(message, dict):
+                continue
+            parts = [
+                p
+                for f in sorted((storage / "part" / as_text(message.get("id"))).glob("*.json"))
+                if isinstance(p := read_document(f).data, dict)
+            ]
+            messages.append(
+                {"info": message, "parts": sorted(parts, key=lambda p: as_text(p.get("id")))}
+            )
+        messages.sort(key=lambda m: as_text(as_dict(m["info"]).get("id")))
+        out.append({"info": info, "messages": messages})
+    return out
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _stamp(info: dict[str, Any]) -> dict[str, JsonValue]:
+    meta: dict[str, JsonValue] = {}
+    if isinstance(info.get("id"), str):
+        meta["id"] = info["id"]
+    created = as_dict(info.get("time")).get("created")
+    if isinstance(created, (int, float)):
+        meta["timestamp"] = created
+    return meta
+
+
+def _tool(part: dict[str, Any]) -> tuple[ToolCallBlock, ToolResultBlock]:
+    state = as_dict(part.get("state"))
+    call_id = as_text(part.get("callID")) or as_text(part.get("id"))
+    raw_input = state.get("input")
+    call = ToolCallBlock(
+        id=call_id,
+        name=as_text(part.get("tool")) or "unknown",
+        input=raw_input if raw_input is not None else {},
+    )
+    status = state.get("status")
+    if status == "completed":
+        pruned = as_dict(state.get("time")).get("compacted")
+        text, error = (PRUNED_TEXT if pruned else as_text(state.get("output"))), False
+    elif status == "error":
+        text, error = as_text(state.get("error")), True
+    else:
+        text, error = INTERRUPTED_TEXT, True
+    content = (TextBlock(text=text),) if text else ()
+    attachments = [
+        ImageBlock(url=str_or_none(a.get("url")), media_type=str_or_none(a.get("mime")))
+        for a in as_list(state.get("attachments"))
+        if isinstance(a, dict) and as_text(a.get("mime")).startswith("image/")
+    ]
+    return call, ToolResultBlock(
+        tool_call_id=call_id, content=(*content, *attachments), is_error=error
+    )
+
+
+__all__ = ["OpenCodeFormat"]

@@ -1,0 +1,170 @@
+"""GitHub Copilot CLI `session-state/<id>/events.jsonl`, with events shaped after the published
+schema (github/copilot-sdk `session-events.schema.json`, as generated into
+`dotnet/src/Generated/SessionEvents.cs` and `python/copilot/generated/session_events.py`: the
+`SessionStartData`, `UserMessageData`, `AssistantMessageData` / `toolRequests`,
+`ToolExecutionCompleteData`, `SessionCompactionCompleteData`, `SkillInvokedData` payloads)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+
+import compactkit
+from compactkit.cli import make_cli
+from compactkit.registry import make_registry
+from tests.formats._checks import pairing_problems
+
+CLI = make_cli(lambda: make_registry(entry_points=False))
+
+
+def event(kind: str, n: int, **data: Any) -> dict[str, Any]:
+    return {
+        "type": kind,
+        "data": data,
+        "id": f"0b6c{n:04d}-5e1f-4d7a-9c0e-6f3a2b1c0d9e",
+        "timestamp": f"2025-12-13T16:27:{n:02d}.000Z",
+        "parentId": None if n == 0 else f"0b6c{n - 1:04d}-5e1f-4d7a-9c0e-6f3a2b1c0d9e",
+    }
+
+
+EVENTS = [
+    event(
+        "session.start",
+        0,
+        sessionId="5e1f0b6c-4d7a-9c0e-6f3a-2b1c0d9e8f7a",
+        version=1,
+        producer="copilot-agent",
+        copilotVersion="0.0.369",
+        startTime="2025-12-13T16:26:51Z",
+        selectedModel="claude-sonnet-4.5",
+        context={"cwd": "/home/u/app", "branch": "main"},
+    ),
+    event("session.info", 1, infoType="folder_trust", message="Folder /home/u/app is trusted."),
+    event(
+        "user.message",
+        2,
+        content="fix the failing test in auth.py",
+        transformedContent="<current_datetime>2025-12-13</current_datetime>\n\n"
+        "fix the failing test in auth.py",
+        attachments=[],
+    ),
+    event("assistant.turn_start", 3, turnId="0"),
+    event(
+        "assistant.message",
+        4,
+        messageId="m1",
+        content="I'll run the tests first.",
+        reasoningText="Run the suite to see the failure.",
+        outputTokens=42,
+        toolRequests=[
+            {
+                "toolCallId": "toolu_1",
+                "name": "bash",
+                "arguments": {"command": "pytest -q"},
+                "type": "function",
+            }
+        ],
+    ),
+    event(
+        "tool.execution_start",
+        5,
+        toolCallId="toolu_1",
+        toolName="bash",
+        arguments={"command": "pytest -q"},
+    ),
+    event(
+        "tool.execution_complete",
+        6,
+        toolCallId="toolu_1",
+        success=False,
+        error={"message": "1 failed: test_login", "code": "failure"},
+    ),
+    event(
+        "assistant.message",
+        7,
+        messageId="m2",
+        content="",
+        toolRequests=[{"toolCallId": "toolu_2", "name": "edit", "arguments": {"path": "auth.py"}}],
+    ),
+    event(
+        "assistant.message",
+        8,
+        messageId="s1",
+        content="(sub-agent chatter)",
+        parentToolCallId="toolu_9",
+    ),
+    event(
+        "tool.execution_complete",
+        9,
+        toolCallId="toolu_2",
+        success=True,
+        result={"content": "File auth.py edited.", "detailedContent": "@@ -1 +1 @@"},
+    ),
+    event(
+        "skill.invoked",
+        10,
+        name="pytest-helper",
+        path="/skills/pytest/SKILL.md",
+        content="Use -x to stop early.",
+    ),
+    event(
+        "session.compaction_complete",
+        11,
+        success=True,
+        summaryContent="The user asked to fix auth.py; the test now passes.",
+    ),
+    event("user.message", 12, content="now run the linter too"),
+    event("user.message", 13, content="(skill reminder)", source="skill-pytest-helper"),
+    event("assistant.message", 14, messageId="m3", content="Lint is clean.", toolRequests=[]),
+    event("assistant.turn_end", 15, turnId="1"),
+]
+
+
+def samples(folder: Path) -> list[Path]:
+    """A session folder as the CLI keeps it, and a legacy `<id>.jsonl`."""
+    session = folder / "session-state" / "5e1f0b6c-4d7a-9c0e-6f3a-2b1c0d9e8f7a"
+    session.mkdir(parents=True)
+    text = "".join(json.dumps(e) + "\n" for e in EVENTS)
+    (session / "events.jsonl").write_text(text, encoding="utf-8")
+    legacy = folder / "session-state" / "legacy.jsonl"
+    legacy.write_text(text, encoding="utf-8")
+    return [session / "events.jsonl", legacy]
+
+
+def test_a_copilot_session_loads_with_the_users_words(tmp_path: Path) -> None:
+    events, _ = samples(tmp_path)
+    ctx = compactkit.load_one(events)
+    assert ctx.metadata["source_format"] == "copilot-cli"
+    assert ctx.metadata["session_id"] == "5e1f0b6c-4d7a-9c0e-6f3a-2b1c0d9e8f7a"
+    assert ctx.metadata["cwd"] == "/home/u/app" and ctx.metadata["model"] == "claude-sonnet-4.5"
+    assert [m.text for m in ctx.messages if m.is_human] == [
+        "fix the failing test in auth.py",
+        "now run the linter too",
+    ]
+    assert [m.origin for m in ctx.messages if m.role == "user" and not m.is_human] == [
+        "harness",
+        "summary",
+        "harness",
+    ]
+    results = {r.tool_call_id: (r.text, r.is_error) for m in ctx.messages for r in m.tool_results}
+    assert results == {
+        "toolu_1": ("1 failed: test_login", True),
+        "toolu_2": ("File auth.py edited.", False),
+    }
+    assert pairing_problems(ctx) == [] and compactkit.validate(ctx) == []
+    assert ctx.messages[1].content[0].type == "thinking"
+    assert "(sub-agent chatter)" not in [m.text for m in ctx.messages]
+    skipped = ctx.metadata["skipped_records"]
+    assert isinstance(skipped, dict)
+    assert skipped["assistant.message (subagent)"] == 1 and skipped["tool.execution_start"] == 1
+
+
+def test_the_session_folder_loads_as_its_events(tmp_path: Path) -> None:
+    events, _ = samples(tmp_path)
+    result = CliRunner().invoke(CLI, ["inspect", str(events.parent)])
+    assert result.exit_code == 0, result.stderr
+    assert "copilot-cli" in result.stdout
+    assert compactkit.load_one(events.parent).messages == compactkit.load_one(events).messages

@@ -1,0 +1,222 @@
+"""Goose sessions: `sessions.db` rows after block/goose `crates/goose/src/session/session_manager.rs`
+(`sessions`: id, name, description, working_dir, created_at, ...; `messages`: message_id,
+session_id, role, content_json, created_timestamp, metadata_json) and the legacy `.jsonl` after
+`crates/goose/src/session/legacy.rs` (a `SessionMetadata` line, then one `Message` per line);
+content after `crates/goose/src/conversation/message.rs` (`MessageContent` tagged by `type`:
+text, toolRequest `{id, toolCall: {status, value: {name, arguments}}}`, toolResponse
+`{id, toolResult: {status, value}}`, thinking, toolConfirmationRequest, ...)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+
+import compactkit
+from compactkit.cli import make_cli
+from compactkit.registry import make_registry
+from tests.formats._checks import pairing_problems
+
+CLI = make_cli(lambda: make_registry(entry_points=False))
+VISIBLE = {"userVisible": True, "agentVisible": True}
+
+
+def request(call_id: str, name: str, **arguments: Any) -> dict[str, Any]:
+    return {
+        "type": "toolRequest",
+        "id": call_id,
+        "toolCall": {"status": "success", "value": {"name": name, "arguments": arguments}},
+    }
+
+
+def response(call_id: str, text: str, error: bool = False) -> dict[str, Any]:
+    return {
+        "type": "toolResponse",
+        "id": call_id,
+        "toolResult": {
+            "status": "success",
+            "value": {"content": [{"type": "text", "text": text}], "isError": error},
+        },
+    }
+
+
+MESSAGES: list[tuple[str, list[dict[str, Any]], dict[str, bool]]] = [
+    ("user", [{"type": "text", "text": "add a health route to the server"}], VISIBLE),
+    (
+        "assistant",
+        [
+            {"type": "thinking", "thinking": "Find the router.", "signature": "sig"},
+            {"type": "text", "text": "Looking at the routes."},
+            request("c1", "developer__shell", command="rg -n router src"),
+        ],
+        VISIBLE,
+    ),
+    ("user", [response("c1", "src/app.ts:3: const router = express.Router()")], VISIBLE),
+    (
+        "assistant",
+        [
+            {
+                "type": "toolConfirmationRequest",
+                "id": "c2",
+                "toolName": "developer__text_editor",
+                "arguments": {},
+            },
+            request("c2", "developer__text_editor", command="write", path="src/health.ts"),
+        ],
+        VISIBLE,
+    ),
+    (
+        "user",
+        [
+            {
+                "type": "toolResponse",
+                "id": "c2",
+                "toolResult": {"status": "error", "error": "denied by user"},
+            }
+        ],
+        VISIBLE,
+    ),
+    (
+        "user",
+        [
+            {
+                "type": "text",
+                "text": "Here is a summary of the conversation so far: health route pending.",
+            }
+        ],
+        {"userVisible": False, "agentVisible": True},
+    ),
+    ("user", [{"type": "text", "text": "ok, write it to src/health.ts"}], VISIBLE),
+    (
+        "assistant",
+        [request("c3", "developer__text_editor", command="write", path="src/health.ts")],
+        VISIBLE,
+    ),
+]
+
+
+def database(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "sessions.db"
+    with sqlite3.connect(path) as db:
+        db.executescript(
+            """
+            CREATE TABLE sessions (id TEXT PRIMARY KEY, name TEXT NOT NULL DEFAULT '',
+              description TEXT NOT NULL DEFAULT '', working_dir TEXT NOT NULL,
+              created_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP, updated_at TIMESTAMP,
+              accumulated_input_tokens INTEGER, accumulated_output_tokens INTEGER, model_config_json TEXT);
+            CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT, message_id TEXT,
+              session_id TEXT NOT NULL, role TEXT NOT NULL, content_json TEXT NOT NULL,
+              created_timestamp INTEGER NOT NULL,
+              timestamp TIMESTAMP DEFAULT CURRENT_TIMESTAMP, tokens INTEGER, metadata_json TEXT);
+            """
+        )
+        db.execute(
+            "INSERT INTO sessions (id, name, working_dir, created_at, model_config_json) VALUES (?,?,?,?,?)",
+            (
+                "20260408_1",
+                "Health route",
+                "/home/u/server",
+                "2026-04-08 14:54:20",
+                json.dumps({"model_name": "gpt-4o"}),
+            ),
+        )
+        db.execute(
+            "INSERT INTO sessions (id, name, working_dir, created_at) VALUES (?,?,?,?)",
+            ("20260409_1", "Other", "/home/u/other", "2026-04-09 09:00:00"),
+        )
+        for n, (role, content, meta) in enumerate(MESSAGES):
+            db.execute(
+                "INSERT INTO messages (message_id, session_id, role, content_json,"
+                " created_timestamp, metadata_json) VALUES (?,?,?,?,?,?)",
+                (
+                    f"m{n}",
+                    "20260408_1",
+                    role,
+                    json.dumps(content),
+                    1775660060 + n,
+                    json.dumps(meta),
+                ),
+            )
+        db.execute(
+            "INSERT INTO messages (message_id, session_id, role, content_json, created_timestamp)"
+            " VALUES (?,?,?,?,?)",
+            (
+                "o1",
+                "20260409_1",
+                "user",
+                json.dumps([{"type": "text", "text": "list the files"}]),
+                1775700000,
+            ),
+        )
+    return path
+
+
+def legacy(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "20250101_120000.jsonl"
+    lines = [
+        {
+            "working_dir": "/home/u/server",
+            "description": "Health route",
+            "schedule_id": None,
+            "message_count": len(MESSAGES),
+            "total_tokens": 1200,
+        }
+    ]
+    lines += [
+        {
+            "id": f"m{n}",
+            "role": role,
+            "created": 1735732800 + n,
+            "content": content,
+            "metadata": meta,
+        }
+        for n, (role, content, meta) in enumerate(MESSAGES)
+    ]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def samples(folder: Path) -> list[Path]:
+    return [database(folder / "db"), legacy(folder / "legacy")]
+
+
+def test_a_goose_database_holds_a_conversation_per_session(tmp_path: Path) -> None:
+    db, old = samples(tmp_path)
+    first, second = compactkit.load(db)
+    assert (
+        first.metadata["session_id"] == "20260408_1" and first.metadata["cwd"] == "/home/u/server"
+    )
+    assert first.metadata["title"] == "Health route" and first.metadata["model"] == "gpt-4o"
+    assert [m.text for m in first.messages if m.is_human] == [
+        "add a health route to the server",
+        "ok, write it to src/health.ts",
+    ]
+    assert [m.origin for m in first.messages if m.role == "user" and not m.is_human] == ["summary"]
+    results = {r.tool_call_id: (r.text, r.is_error) for m in first.messages for r in m.tool_results}
+    assert results == {
+        "c1": ("src/app.ts:3: const router = express.Router()", False),
+        "c2": ("denied by user", True),
+    }
+    assert first.messages[-1].tool_calls[0].id == "c3"  # the last call stays pending
+    assert pairing_problems(first) == [] and compactkit.validate(first) == []
+    assert first.metadata["skipped_records"] == {"content/toolConfirmationRequest": 1}
+    assert [m.text for m in second.messages] == ["list the files"]
+    legacy_ctx = compactkit.load_one(old)  # the same messages in a legacy file
+    assert [(m.role, m.content) for m in legacy_ctx.messages] == [
+        (m.role, m.content) for m in first.messages
+    ]
+
+
+def test_a_legacy_file_skips_a_malformed_line_as_goose_does(tmp_path: Path) -> None:
+    _, old = samples(tmp_path)
+    lines = old.read_text(encoding="utf-8").splitlines(keepends=True)
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text("".join([*lines[:2], "{cut\n", *lines[2:]]), encoding="utf-8")
+    result = CliRunner().invoke(CLI, ["inspect", str(broken)])
+    assert result.exit_code == 0, result.stderr
+    assert f"{broken}:3: skipped a malformed line" in result.stderr
