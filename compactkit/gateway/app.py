@@ -127,10 +127,13 @@ class Policy:
         """Everything compactions removed, by etag (what `compactkit_recall` answers from)."""
         self._store_lock = threading.Lock()
 
-    def plan(self, request: wire.Request, key: str, raw: bytes) -> Plan:
-        """The body to send for `request`: `raw` itself below the trigger, else the compacted
-        base plus what is new."""
+    def plan(self, api: wire.Api, parsed: Any, key: str, raw: bytes) -> Plan:
+        """The body to send for the request `parsed` (`raw` as it came): `raw` itself below
+        the trigger, else the compacted base plus what is new. Raises `wire.Unreadable`."""
         conv = self.conversations.get(key)
+        if conv.reader is None or conv.reader.api != api:
+            conv.reader = wire.Reader(api)
+        request = conv.reader.read(parsed)
         conv.requests += 1
         if self.recorder is not None:
             self.recorder.record(key, request.context)
@@ -139,13 +142,17 @@ class Policy:
         conv.tokens_client += counter.context(client)
         history: AgentContext | None = None
         stands = conv.base is not None and conv.base_items <= len(request.items)
-        if stands and request.digest(conv.base_items) == conv.base_digest:
+        if stands and (
+            (conv.reader.extended and conv.base_read)
+            or request.digest(conv.base_items) == conv.base_digest
+        ):
             new = request.messages_from(conv.base_items)
             if new is not None and conv.base is not None:
                 history = appended(conv.base, new)
         if history is None:  # first request, or the client rewrote what the base stands for
             conv.base = None
             history = client
+        conv.base_read = conv.base is not None
         tokens = counter.context(history)
         if tokens > self.trigger:
             result = self.pipeline.run(history, counter)
@@ -179,6 +186,7 @@ class Policy:
         tokens_before: int,
     ) -> None:
         conv.base = after
+        conv.base_read = True
         conv.base_items = len(request.items)
         conv.base_digest = request.digest(len(request.items))
         conv.compactions += 1
@@ -293,23 +301,15 @@ class Gateway:
 
     async def _plan(self, api: wire.Api, parsed: Any, raw: bytes, header: str | None) -> Plan:
         try:
-            request = wire.read(api, parsed)
-        except wire.Unreadable:
-            self.counters.unreadable += 1
-            return Plan(raw)
-        except Exception as exc:  # a reader bug must never stop traffic: fail open
-            self.counters.unreadable += 1
-            log.warning(
-                "could not read a %s request (%s); forwarded unchanged", api, type(exc).__name__
-            )
-            return Plan(raw)
-        try:
-            key = wire.conversation_key(request, header)
+            key = wire.conversation_key(api, parsed, header)
             lock = self._locks[int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) % 64]
             async with lock:
                 plan = await anyio.to_thread.run_sync(
-                    self.policy.plan, request, key, raw, limiter=self._limiter
+                    self.policy.plan, api, parsed, key, raw, limiter=self._limiter
                 )
+        except wire.Unreadable:
+            self.counters.unreadable += 1
+            return Plan(raw)
         except Exception as exc:  # a failed compaction leaves the request as the client sent it
             self.counters.failed += 1
             log.warning(
@@ -477,6 +477,8 @@ def create_app(config: GatewayConfig, registry: Registry | None = None) -> Starl
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        # load the tokenizer now, not during the first request
+        await anyio.to_thread.run_sync(gateway.policy.counter.text, "compactkit")
         yield
         await gateway.close()
 

@@ -49,6 +49,9 @@ class Conversation:
     base: AgentContext | None = None
     base_items: int = 0
     base_digest: str = ""
+    base_read: bool = False
+    """The reader has read every request since the base was made (so the base still stands
+    while requests extend each other, without a digest)."""
     requests: int = 0
     compactions: int = 0
     passed_through: int = 0
@@ -61,6 +64,8 @@ class Conversation:
     last_prompt: AgentContext | None = field(default=None, repr=False)
     usage: Usage = field(default_factory=Usage)
     touched: float = field(default_factory=time.time)
+    reader: Any = field(default=None, repr=False)
+    """The `wire.Reader` of this conversation's requests (memory only)."""
 
     def figures(self) -> dict[str, Any]:
         return {

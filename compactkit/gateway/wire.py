@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..context import AgentContext, Message, TextBlock, ThinkingBlock, ToolCallBlock
+from ..context import AgentContext, Message, ThinkingBlock, ToolCallBlock
 from ..formats._chat import block_as_text, chat_context
 from ..formats._pairing import Turn, repair_pairing
 from ..formats.anthropic_messages import _Builder as AnthropicBuilder
@@ -98,6 +98,10 @@ def strip_cache_control(value: Any) -> Any:
 
 def read(api: Api, body: Any) -> Request:
     """The request as a context; raises `Unreadable` for a body it cannot map."""
+    return Reader(api).read(body)
+
+
+def _items_of(api: Api, body: Any) -> list[Any]:
     if not isinstance(body, dict):
         raise Unreadable("the body is not a JSON object")
     key = "input" if api == "openai-responses" else "messages"
@@ -106,44 +110,94 @@ def read(api: Api, body: Any) -> Request:
         raise Unreadable(f"no {key} array")
     if not all(isinstance(i, dict) for i in items):
         raise Unreadable(f"{key} holds a non-object item")
+    return items
+
+
+def _same_prefix(before: list[Any], now: list[Any]) -> bool:
+    """Whether `now` starts with `before`'s items (a moved `cache_control` aside)."""
+    if len(now) < len(before):
+        return False
+    for a, b in zip(before, now, strict=False):
+        if a is not b and a != b and strip_cache_control(a) != strip_cache_control(b):
+            return False
+    return True
+
+
+class Reader:
+    """Reads one conversation's requests. A request that extends the previous one (its items
+    start with the previous items) is read incrementally: only the new items go through the
+    adapter, and messages of turns that did not change are the same objects as before (so
+    counting and comparing them is free)."""
+
+    def __init__(self, api: Api) -> None:
+        self.api = api
+        self.items: list[Any] = []
+        self.builder: Any = None
+        self.frozen: list[tuple[Turn, int, Message]] = []
+        self.extended = False
+        """Whether the last request read extended the one before it."""
+
+    def _builder(self, body: dict[str, Any]) -> Any:
+        if self.api == "anthropic":
+            return AnthropicBuilder(body)
+        if self.api == "openai-chat":
+            return ChatBuilder(body)
+        return ResponsesBuilder()
+
+    def read(self, body: Any) -> Request:
+        items = _items_of(self.api, body)
+        self.extended = self.builder is not None and _same_prefix(self.items, items)
+        if not self.extended:
+            self.builder = self._builder(body)
+            self.items, self.frozen = [], []
+        builder = self.builder
+        builder.container = body
+        turns: list[Turn] = builder.turns
+        try:
+            for index in range(len(self.items), len(items)):
+                count = len(turns)
+                grown = len(turns[-1].blocks) if turns else 0
+                if self.api == "openai-responses":
+                    builder.response_item(items[index], None)
+                else:
+                    builder.add(items[index])
+                _tag(turns, count, grown, index)
+        except Exception:
+            self.builder = None  # half-fed: start over next time
+            raise
+        self.items = list(items)
+        messages = []
+        for pos, turn in enumerate(turns):
+            if pos < len(self.frozen):
+                kept, blocks, message = self.frozen[pos]
+                if kept is turn and blocks == len(turn.blocks):
+                    messages.append(message)
+                    continue
+                del self.frozen[pos:]
+            message = turn.freeze()
+            self.frozen.append((turn, len(turn.blocks), message))
+            messages.append(message)
+        context = _context(self.api, builder, body, messages)
+        return Request(self.api, body, items, context, *_units(context, len(items)))
+
+
+def _tag(turns: list[Turn], count: int, grown: int, index: int) -> None:
+    """Mark the turns raw item `index` made (after the first `count`) or grew (the last one of
+    those, which had `grown` blocks): builders only ever append turns or extend the last one."""
+    start = count - 1 if count and len(turns[count - 1].blocks) != grown else count
+    for turn in turns[start:]:
+        span = turn.metadata.get(SPAN_KEY)
+        lo = span[0] if isinstance(span, list) and isinstance(span[0], int) else index
+        turn.metadata[SPAN_KEY] = [lo, index]
+
+
+def _context(api: Api, builder: Any, body: dict[str, Any], messages: list[Message]) -> AgentContext:
     if api == "anthropic":
-        builder: Any = AnthropicBuilder(body)
-    elif api == "openai-chat":
-        builder = ChatBuilder(body)
-    else:
-        builder = ResponsesBuilder()
-    turns: list[Turn] = builder.turns
-    for index, item in enumerate(items):
-        before = [(id(t), len(t.blocks)) for t in turns]
-        if api == "openai-responses":
-            builder.response_item(item, None)
-        else:
-            builder.add(item)
-        _tag(turns, before, index)
-    context = _context(api, builder, body)
-    return Request(api, body, items, context, *_units(context, len(items)))
-
-
-def _tag(turns: list[Turn], before: list[tuple[int, int]], index: int) -> None:
-    """Mark the turns raw item `index` made or grew."""
-    old = dict(before)
-    for turn in turns:
-        grown = id(turn) not in old or len(turn.blocks) != old[id(turn)]
-        if grown:
-            span = turn.metadata.get(SPAN_KEY)
-            lo = span[0] if isinstance(span, list) and isinstance(span[0], int) else index
-            turn.metadata[SPAN_KEY] = [lo, index]
-
-
-def _context(api: Api, builder: Any, body: dict[str, Any]) -> AgentContext:
-    if api == "anthropic":
-        turns = [t.freeze() for t in builder.turns]
-        return chat_context("anthropic-messages", builder.system, turns, body, None)
+        return chat_context("anthropic-messages", builder.system, messages, body, None)
     if api == "openai-chat":
-        turns = [t.freeze() for t in builder.turns]
-        return chat_context("openai-chat", builder.system, turns, body, None)
+        return chat_context("openai-chat", builder.system, messages, body, None)
     repaired = repair_pairing(
-        [t.freeze() for t in builder.turns],
+        messages,
         close="unless_answered",
         keep_pending="last_assistant",
         orphan_results="keep",
@@ -380,10 +434,6 @@ def _set_system(api: Api, body: dict[str, Any], system: str | None) -> None:
 # --------------------------------------------------------------------------- conversations
 
 
-def system_text(request: Request) -> str:
-    return request.context.system_instruction or ""
-
-
 def tool_names(body: dict[str, Any]) -> list[str]:
     names: list[str] = []
     for tool in _listed(body.get("tools")):
@@ -392,13 +442,6 @@ def tool_names(body: dict[str, Any]) -> list[str]:
             name = fn.get("name") if isinstance(fn, dict) else tool.get("name", tool.get("type"))
             names.append(str(name))
     return names
-
-
-def first_user_text(request: Request) -> str:
-    for msg in request.context.messages:
-        if msg.role == "user":
-            return "\n".join(b.text for b in msg.content if isinstance(b, TextBlock))
-    return ""
 
 
 def client_session_id(api: Api, body: dict[str, Any]) -> str | None:
@@ -421,20 +464,25 @@ def client_session_id(api: Api, body: dict[str, Any]) -> str | None:
     return key if isinstance(key, str) and key else None
 
 
-def conversation_key(request: Request, header: str | None) -> str:
+def conversation_key(api: Api, body: Any, header: str | None) -> str:
     """Which conversation a request belongs to. The session id (the header, else the client's)
     is qualified by the system prompt and tool names, so a client's side requests under the
     same session (a title request: another system prompt, no tools) are conversations of their
-    own and never disturb the main one; without an id, the first user message joins them."""
-    sid = header or client_session_id(request.api, request.body)
-    shape = canonical([system_text(request), tool_names(request.body)])
+    own and never disturb the main one; without an id, the first message joins them."""
+    items = _items_of(api, body)
+    sid = header or client_session_id(api, body)
+    system = body.get("instructions") if api == "openai-responses" else body.get("system")
+    if api == "openai-chat" and items[0].get("role") in ("system", "developer"):
+        system = items[0].get("content")
+    shape = [strip_cache_control(system), tool_names(body)]
     if sid is None:
-        shape += first_user_text(request)
-    digest = hashlib.sha256(shape.encode("utf-8")).hexdigest()[:16]
-    who = hashlib.sha256((sid or "").encode("utf-8")).hexdigest()[:16] if sid else "anon"
-    return f"{request.api}:{who}:{digest}"
+        first = next((i for i in items if i.get("role") == "user"), items[0])
+        shape.append(strip_cache_control(first))
+    digest = hashlib.sha256(canonical(shape).encode("utf-8")).hexdigest()[:16]
+    who = hashlib.sha256(sid.encode("utf-8")).hexdigest()[:16] if sid else "anon"
+    return f"{api}:{who}:{digest}"
 
 
 Writer = Callable[[Request, AgentContext], dict[str, Any]]
 
-__all__ = ["Api", "Request", "Unreadable", "conversation_key", "read", "write"]
+__all__ = ["Api", "Reader", "Request", "Unreadable", "conversation_key", "read", "write"]

@@ -12,6 +12,7 @@ import pytest
 pytest.importorskip("uvicorn", reason="the gateway extra is not installed")
 
 from compactkit.gateway import GatewayConfig, create_app
+from tests.live.conftest import claude_cli, codex_cli, fake_upstream, sandbox  # noqa: F401
 
 from .upstream import FakeModel, serving
 

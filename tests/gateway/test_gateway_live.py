@@ -17,7 +17,6 @@ from compactkit.formats.provider_rules import anthropic_rule_problems
 from compactkit.gateway import GatewayConfig, create_app, wire
 from compactkit.tokens import get_counter
 from tests.live.clis import CLAUDE_CODE, CODEX, Sandbox, codex_final_message, run_claude, run_codex
-from tests.live.conftest import claude_cli, codex_cli, fake_upstream, sandbox  # noqa: F401
 from tests.live.upstream import FakeUpstream, RecordedRequest, answer, call
 
 from .upstream import serving
