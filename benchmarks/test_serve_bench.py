@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import shutil
+import statistics
+import time
 from typing import Any
 
 import pytest
 
-from compactkit.serve import ServeState, serve_key
+from compactkit.serve import MemoryServeStore, ServeState, SqliteServeStore, serve_key
 
 from .conftest import corpus_contexts
 from .serve_replay import markdown, run, summary
@@ -32,3 +34,35 @@ def test_serve_state_cost_per_call(benchmark: Any) -> None:
     state = ServeState().serve(key, payload, path=path).state
     served = benchmark(state.serve, key, payload, path=path)
     assert not served.full
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_store_cost_per_call_does_not_grow_with_keys(
+    benchmark: Any, kind: str, tmp_path: Any
+) -> None:
+    """One serve in a session that served 100 keys and in one that served 5,000, same store, same
+    run: the per-call cost stays flat (ratio reported, at most 1.5x)."""
+    store = MemoryServeStore() if kind == "memory" else SqliteServeStore(tmp_path / "serve.db")
+    payload = "def handler(event):\n    return event\n" * 200
+    for keys, session in ((100, "small"), (5000, "large")):
+        for n in range(keys):
+            store.serve(session, f"/src/f{n}.py", payload + str(n))
+
+    def per_call(session: str) -> float:
+        times = []
+        for n in range(300):
+            start = time.perf_counter()
+            store.serve(session, f"/src/f{n % 50}.py", payload + str(n % 50))
+            times.append(time.perf_counter() - start)
+        return statistics.median(times)
+
+    small = per_call("small")
+    large = benchmark.pedantic(per_call, args=("large",), rounds=1, iterations=1)
+    ratio = large / small
+    benchmark.extra_info.update(
+        {"ms_100_keys": small * 1000, "ms_5000_keys": large * 1000, "ratio": ratio}
+    )
+    print(
+        f"\n{kind}: {small * 1000:.3f} ms at 100 keys, {large * 1000:.3f} ms at 5,000 ({ratio:.2f}x)"
+    )
+    assert ratio <= 1.5

@@ -28,9 +28,10 @@ marked `isError` and any result that is not one text part pass through unchanged
 
 from __future__ import annotations
 
+import json
 import sys
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,7 +42,7 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
-from ..errors import BadInputError
+from ..errors import BadInputError, CompactkitError
 from ._pipes import event_loop_stdio
 from .state import serve_key
 from .store import MemoryServeStore, ServeStore
@@ -83,13 +84,39 @@ JSONRPCMessage = (
 
 
 @dataclass
+class _Call:
+    """What the answer to a tools/call needs to be served."""
+
+    key: str
+    path: str | None
+    refresh: bool
+    known: list[str]
+    skip: bool | list[str]
+    superseded: bool = False
+    """A later call of the same key came before this one's answer: the client gave up waiting
+    (a timeout without a cancellation), so this answer is sent but not recorded as held."""
+
+
+@dataclass
 class _Pending:
     """A client request forwarded upstream and not yet answered."""
 
     what: str  # "tools/call NAME", "tools/list", ... as errors name it
     scope: anyio.CancelScope  # its timeout's
-    call: tuple[str, dict[str, Any], bool, Any, Any] | None = None
-    """For tools/call: (tool, arguments as sent upstream, refresh, known, skip)."""
+    call: _Call | None = None
+
+
+class _BadMeta(ValueError):
+    """A compactkit `_meta` key whose value is not what it must be."""
+
+
+def _meta_list(meta: dict[str, Any], name: str) -> list[str] | None:
+    value = meta.pop(name, None)
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise _BadMeta(f"_meta[{name!r}] must be a list of strings, not {json.dumps(value)[:80]}")
+    return value
 
 
 def _error(msg_id: types.RequestId, code: int, message: str, data: Any = None) -> SessionMessage:
@@ -119,10 +146,8 @@ class _Relay:
         if isinstance(message, types.JSONRPCNotification):
             if message.method == COMPACTED:
                 etags = (message.params or {}).get("etags")
-                self.config.store.reset(
-                    self.config.session,
-                    [str(e) for e in etags] if isinstance(etags, list) else None,
-                )
+                gone = [str(e) for e in etags] if isinstance(etags, list) else None
+                self._store(lambda: self.config.store.reset(self.config.session, gone))
                 return
             if message.method == "notifications/cancelled":
                 cancelled = self.pending.pop((message.params or {}).get("requestId"), None)  # type: ignore[arg-type]  # any JSON value; a miss is None
@@ -135,9 +160,15 @@ class _Relay:
             return
         pending = _Pending(message.method, anyio.CancelScope())
         if message.method == "tools/call":
-            message, pending = self._call(message, pending)
+            try:
+                message, pending = self._call(message, pending)
+            except _BadMeta as exc:
+                await self.send_client(
+                    _error(message.id, types.INVALID_PARAMS, f"{pending.what}: {exc}")
+                )
+                return
         if self.gone:
-            await self.to_client.send(
+            await self.send_client(
                 _error(
                     message.id,
                     types.CONNECTION_CLOSED,
@@ -169,16 +200,24 @@ class _Relay:
             refresh = bool(arguments.pop(REFRESH))
             params["arguments"] = arguments
         meta = params.get("_meta")
-        known = skip = None
+        known: list[str] | None = None
+        skip: bool | list[str] | None = None
         if isinstance(meta, dict) and (META_KNOWN in meta or META_SKIP in meta):
             meta = dict(meta)
-            known = meta.pop(META_KNOWN, None)
-            skip = meta.pop(META_SKIP, None)
+            known = _meta_list(meta, META_KNOWN)
+            skip = meta.get(META_SKIP)
+            if not isinstance(skip, bool):
+                skip = _meta_list(meta, META_SKIP)
+            meta.pop(META_SKIP, None)
             if meta:
                 params["_meta"] = meta
             else:
                 del params["_meta"]
-        pending.call = (name, arguments, refresh, known, skip)
+        key, path = serve_key(name, arguments)
+        for earlier in self.pending.values():
+            if earlier.call is not None and earlier.call.key == key:
+                earlier.call.superseded = True
+        pending.call = _Call(key, path, refresh, known or [], skip or False)
         request = types.JSONRPCRequest(
             jsonrpc="2.0", id=message.id, method=message.method, params=params
         )
@@ -195,7 +234,7 @@ class _Relay:
             await anyio.sleep(wait)
             if self.pending.get(msg_id) is pending:
                 del self.pending[msg_id]
-                await self.to_client.send(
+                await self.send_client(
                     _error(
                         msg_id,
                         types.REQUEST_TIMEOUT,
@@ -209,11 +248,19 @@ class _Relay:
                 )
                 await self._upstream(note)
 
+    async def send_client(self, message: SessionMessage) -> bool:
+        """Send to the client; False when it has gone (its side of the stream is closed)."""
+        try:
+            await self.to_client.send(message)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            return False
+        return True
+
     # ------------------------------------------------------------------ upstream -> client
 
     async def from_upstream(self, message: JSONRPCMessage) -> None:
         if isinstance(message, types.JSONRPCRequest | types.JSONRPCNotification):
-            await self.to_client.send(SessionMessage(message))
+            await self.send_client(SessionMessage(message))
             return
         msg_id = message.id
         pending = self.pending.pop(msg_id, None) if msg_id is not None else None
@@ -222,14 +269,14 @@ class _Relay:
         pending.scope.cancel()
         if isinstance(message, types.JSONRPCError):
             err = message.error
-            await self.to_client.send(
+            await self.send_client(
                 _error(msg_id, err.code, f"upstream {pending.what}: {err.message}", err.data)
             )
             return
         try:
-            result = self._answer(message.result, pending)
+            result, record = self._answer(message.result, pending)
         except ValidationError as exc:
-            await self.to_client.send(
+            await self.send_client(
                 _error(
                     msg_id,
                     UPSTREAM_ERROR,
@@ -237,16 +284,28 @@ class _Relay:
                 )
             )
             return
-        await self.to_client.send(
-            SessionMessage(types.JSONRPCResponse(jsonrpc="2.0", id=msg_id, result=result))
-        )
+        answer = SessionMessage(types.JSONRPCResponse(jsonrpc="2.0", id=msg_id, result=result))
+        if await self.send_client(answer) and record is not None:
+            self._store(record)  # held by the client only once it is on its way to it
 
-    def _answer(self, result: dict[str, Any], pending: _Pending) -> dict[str, Any]:
+    def _answer(
+        self, result: dict[str, Any], pending: _Pending
+    ) -> tuple[dict[str, Any], Callable[[], Any] | None]:
+        """The answer to send, and what records it as served once sent (if anything)."""
         if pending.what == "tools/list":
-            return self._tools(result)
+            return self._tools(result), None
         if pending.call is not None:
-            return self.serve(result, *pending.call)
-        return result
+            return self.serve(result, pending.call)
+        return result, None
+
+    def _store(self, operation: Callable[[], Any]) -> Any:
+        """A serve-state operation; a state that cannot be read or written (a damaged --state
+        file) is reported on stderr and the call is served in full."""
+        try:
+            return operation()
+        except CompactkitError as exc:
+            _log(str(exc))
+            return None
 
     def _tools(self, result: dict[str, Any]) -> dict[str, Any]:
         """A tools/list answer with `refresh` on every tool and no output schemas."""
@@ -266,43 +325,40 @@ class _Relay:
         return {**result, "tools": tools}
 
     def serve(
-        self,
-        result: dict[str, Any],
-        tool: str,
-        arguments: dict[str, Any],
-        refresh: bool,
-        known: Any,
-        skip: Any,
-    ) -> dict[str, Any]:
+        self, result: dict[str, Any], call: _Call
+    ) -> tuple[dict[str, Any], Callable[[], Any] | None]:
         """A tools/call answer passed through the serve state (as it came when it is an error or
-        not one text part)."""
+        not one text part), and what records it as served."""
         parsed = types.CallToolResult.model_validate(result)
         if (
             parsed.is_error
             or len(parsed.content) != 1
             or not isinstance(parsed.content[0], types.TextContent)
         ):
-            return result
-        key, path = serve_key(tool, arguments)
-        served = self.config.store.serve(
-            self.config.session,
-            key,
-            parsed.content[0].text,
-            path=path,
-            refresh=refresh,
-            known=[str(k) for k in known] if isinstance(known, list) else (),
-            skip=skip if isinstance(skip, bool) else [str(s) for s in skip or ()],
-            again=AGAIN,
+            return result, None
+        store, session, text = self.config.store, self.config.session, parsed.content[0].text
+        options: dict[str, Any] = {
+            "path": call.path,
+            "refresh": call.refresh,
+            "known": call.known,
+            "skip": call.skip,
+            "again": AGAIN,
+        }
+        served = self._store(lambda: store.peek(session, call.key, text, **options))
+        if served is None:
+            return result, None
+        record = (
+            None if call.superseded else lambda: store.serve(session, call.key, text, **options)
         )
         note: dict[str, Any] = {"etag": served.etag, "full": served.full, "call": served.call}
         if served.fields:
             note["fields"] = dict(served.fields)
         meta = {**(result.get("_meta") or {}), META_SERVE: note}
         if served.full:
-            return {**result, "_meta": meta}
+            return {**result, "_meta": meta}, record
         part = result["content"][0]
         content = [{**part, "text": served.text}] if served.parts else []
-        return {"content": content, "isError": False, "_meta": meta}
+        return {"content": content, "isError": False, "_meta": meta}, record
 
     async def upstream_gone(self) -> None:
         """Every open request fails now, and every later one at once."""
@@ -310,7 +366,7 @@ class _Relay:
         for msg_id, pending in list(self.pending.items()):
             del self.pending[msg_id]
             pending.scope.cancel()
-            await self.to_client.send(
+            await self.send_client(
                 _error(
                     msg_id, types.CONNECTION_CLOSED, f"upstream {pending.what}: connection closed"
                 )
@@ -347,7 +403,15 @@ async def relay(config: ProxyConfig, client: tuple[Any, Any], upstream: tuple[An
                 if isinstance(item, Exception):
                     _log(f"unreadable message from the upstream: {item}")
                     continue
-                await proxy.from_upstream(item.message)
+                try:
+                    await proxy.from_upstream(item.message)
+                except Exception as exc:  # one answer never ends the proxy: it fails alone
+                    _log(f"cannot relay an upstream message: {type(exc).__name__}: {exc}")
+                    msg_id = getattr(item.message, "id", None)
+                    if msg_id is not None and not isinstance(item.message, types.JSONRPCRequest):
+                        await proxy.send_client(
+                            _error(msg_id, types.INTERNAL_ERROR, f"mcp-proxy: {exc}")
+                        )
             await proxy.upstream_gone()
 
         tg.start_soon(downstream)
@@ -355,7 +419,14 @@ async def relay(config: ProxyConfig, client: tuple[Any, Any], upstream: tuple[An
             if isinstance(item, Exception):
                 _log(f"unreadable message from the client: {item}")
                 continue
-            await proxy.from_client(tg, item.message)
+            try:
+                await proxy.from_client(tg, item.message)
+            except Exception as exc:  # one message never ends the proxy: it fails alone
+                _log(f"cannot relay a client message: {type(exc).__name__}: {exc}")
+                if isinstance(item.message, types.JSONRPCRequest):
+                    await proxy.send_client(
+                        _error(item.message.id, types.INTERNAL_ERROR, f"mcp-proxy: {exc}")
+                    )
         tg.cancel_scope.cancel()  # the client left: stop the timers and the upstream
     await client_write.aclose()  # and the transport's writer, so the proxy exits
 

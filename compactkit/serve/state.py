@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -189,11 +189,19 @@ class ServeState(_Value):
         """The state once a compaction event says what the model lost: a strategy that removed
         messages, or changed one without leaving a marker, may have dropped anything, so all is
         forgotten; one that replaced payloads by markers loses exactly those etags."""
-        if not isinstance(event, StrategyApplied) or not event.changes:
-            return self
-        if any(c.action == "removed" for c in event.changes) or not event.elided:
-            return self.reset()
-        return self.reset(event.elided)
+        lost = compaction_loss(event)
+        return self if lost is False else self.reset(lost)
+
+
+def compaction_loss(event: Event) -> frozenset[str] | Literal[False] | None:
+    """What a compaction event takes from the model: False (nothing), None (anything: a strategy
+    removed messages, or changed one without leaving a marker) or the etags it replaced by
+    markers."""
+    if not isinstance(event, StrategyApplied) or not event.changes:
+        return False
+    if any(c.action == "removed" for c in event.changes) or not event.elided:
+        return None
+    return frozenset(event.elided)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 
 Tools: `echo` answers its `text`; `fail` answers a JSON-RPC error; `hang` never answers;
 `malformed` answers a result whose `content` is not a list; `die` exits the process; `meta`
-answers the `_meta` and arguments it received, as JSON.
+answers the `_meta` and arguments it received, as JSON; `slow` answers its `text` after
+`seconds`.
 """
 
 from __future__ import annotations
@@ -10,14 +11,18 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 
 TOOLS = [
     {
         "name": name,
         "description": f"{name} (test)",
-        "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}},
+        "inputSchema": {
+            "type": "object",
+            "properties": {"text": {"type": "string"}, "seconds": {"type": "number"}},
+        },
     }
-    for name in ("echo", "fail", "hang", "malformed", "die", "meta")
+    for name in ("echo", "fail", "hang", "malformed", "die", "meta", "slow")
 ]
 
 
@@ -60,6 +65,9 @@ def main() -> None:
             elif name == "meta":
                 seen = {"meta": params.get("_meta"), "arguments": params.get("arguments")}
                 answer(msg_id, {"content": [{"type": "text", "text": json.dumps(seen)}]})
+            elif name == "slow":
+                time.sleep(float((params.get("arguments") or {}).get("seconds", 1)))
+                answer(msg_id, {"content": [{"type": "text", "text": text}]})
             elif name == "die":
                 os._exit(3)
             # hang: never answer
