@@ -191,6 +191,10 @@ ORIGINS = {
 }
 Marker = CollapsedBlock | ElidedBlock | MaskedBlock | SummaryBlock | OmittedBlock
 
+MARKER_META_KEY = "compactkit_marker"
+"""Message metadata on a message a strategy wrote in place of whole messages (a summary or an
+omitted marker); its value names the strategy."""
+
 
 class Message(_Value):
     """One turn. Tool results live in `tool` messages (several results of parallel calls may share
@@ -220,6 +224,7 @@ class Message(_Value):
         return (
             self.role == "user"
             and self.origin is None
+            and MARKER_META_KEY not in self.metadata
             and not self.tool_results
             and any(
                 (isinstance(b, TextBlock) and b.text.strip()) or isinstance(b, ImageBlock)
@@ -236,6 +241,25 @@ class Message(_Value):
         return tuple(b for b in self.content if isinstance(b, ToolResultBlock))
 
 
+# --------------------------------------------------------------------------- pins
+
+
+class Pin(_Value):
+    """A span of text that no strategy may remove, summarize or rewrite: the user's words an adapter
+    found inside a tool result (an approval with text, a correction, an answer to the agent's
+    question, rejection feedback). The pinned text is a whole text block (of a message or of a tool
+    result) and is named by its content address, so it is found wherever a strategy moved it.
+
+    Pins derived from the context itself (user messages, the task, the last request, a pending call)
+    and from user rules (`pin_rules`) are not stored; see `compactkit.pins`.
+    """
+
+    etag: str = Field(description="etag_of(text) of the pinned text block.")
+    chars: int = Field(ge=0, description="Length of the pinned text, in characters.")
+    reason: str = Field(description="Why it is pinned, e.g. 'user-feedback' (see compactkit.pins).")
+    message: int = Field(ge=0, description="Index of the message it was found in, when pinned.")
+
+
 # --------------------------------------------------------------------------- the context
 
 
@@ -243,6 +267,8 @@ class AgentContext(_Value):
     """A whole agent context: what would be sent to a model, plus what keeps compaction recoverable.
 
     `recovery` maps an etag to the JSON of the block(s) a marker replaced; it is never sent to a model.
+    `pins` and `pin_rules` name what no strategy may touch (see `compactkit.pins`); neither is sent
+    to a model.
     """
 
     system_instruction: str | None = None
@@ -250,6 +276,8 @@ class AgentContext(_Value):
     activated_skills: dict[str, str] = Field(default_factory=dict)
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
     recovery: dict[str, str] = Field(default_factory=dict)
+    pins: tuple[Pin, ...] = ()
+    pin_rules: tuple[str, ...] = ()
 
     # ----------------------------------------------------------------- construction helpers
 
@@ -263,8 +291,13 @@ class AgentContext(_Value):
         return cls.model_validate(body)
 
     def to_native(self) -> dict[str, Any]:
-        """The native JSON shape, format tag first."""
-        return {"format": NATIVE_FORMAT_TAG, **self.model_dump(mode="json", exclude_none=True)}
+        """The native JSON shape, format tag first (`pins` and `pin_rules` only when set, so files
+        written before pins existed read and write the same)."""
+        data = self.model_dump(mode="json", exclude_none=True)
+        for key in ("pins", "pin_rules"):
+            if not data.get(key):
+                data.pop(key, None)
+        return {"format": NATIVE_FORMAT_TAG, **data}
 
     def to_json(self, indent: int | None = None) -> str:
         return json.dumps(self.to_native(), ensure_ascii=False, indent=indent)

@@ -25,6 +25,7 @@ from .context import (
     Message,
     OmittedBlock,
     SummaryBlock,
+    TextBlock,
     ToolResultBlock,
     canonical_json,
     etag_of,
@@ -152,12 +153,17 @@ def is_marker(block: Any) -> bool:
 
 
 def message_marker(msg: Message) -> SummaryBlock | OmittedBlock | None:
-    """The marker a message stands for, when the message replaced whole messages."""
-    if len(msg.content) == 1 and isinstance(msg.content[0], (SummaryBlock, OmittedBlock)):
-        block = msg.content[0]
-        if msg.metadata.get("compactkit_marker"):
-            return block
-    return None
+    """The marker a message stands for, when the message replaced whole messages. Text blocks after
+    the marker are pinned words carried from the replaced messages (`compactkit.pins.carry`):
+    copies of what the stored messages hold, so expanding the marker restores them in place."""
+    if not msg.content or not msg.metadata.get("compactkit_marker"):
+        return None
+    block = msg.content[0]
+    if not isinstance(block, (SummaryBlock, OmittedBlock)):
+        return None
+    if any(not isinstance(b, TextBlock) for b in msg.content[1:]):
+        return None
+    return block
 
 
 def markers(ctx: AgentContext) -> list[tuple[int, Any]]:

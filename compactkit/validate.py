@@ -13,7 +13,10 @@ Rules (each violation names one):
 * ``task-missing``: the input's first user message (the task) is not the output's first user message;
 * ``thinking-detached``: an assistant turn kept its tool calls but lost the thinking it had;
 * ``dangling-marker``: a marker whose etag is neither in the recovery store (or stash) nor, for a
-  collapsed marker, the etag of a full copy still in the context.
+  collapsed marker, the etag of a full copy still in the context;
+* ``pin-broken``: a pinned span of the input (the user's words, the task, the last request, a
+  pending call, what a user rule pins; see `compactkit.pins`) is not in the output verbatim, or
+  the context's pins were changed.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .context import AgentContext, CollapsedBlock, ThinkingBlock, ToolResultBlock
+from .pins import broken
 from .recovery import markers, payload_etag
 from .recovery import verify as verify_entries
 
@@ -36,6 +40,7 @@ RULES: dict[str, str] = {
     "task-missing": "the input's task (first user message) is not the output's",
     "thinking-detached": "an assistant turn kept its tool calls but lost its thinking",
     "dangling-marker": "a marker whose content is neither in the context nor recoverable",
+    "pin-broken": "a pinned span of the input (the user's words, ...) is not kept verbatim",
 }
 """Every rule the validator checks, by the name a violation carries."""
 
@@ -211,5 +216,6 @@ def validate(
                     )
                 )
         out.extend(_thinking(ctx, original))
+        out.extend(Violation("pin-broken", i, detail) for i, detail in broken(ctx, original))
     out.extend(_markers(ctx, stash))
     return out

@@ -91,6 +91,8 @@ BREAKERS: dict[str, Breaker] = {
             ),
         ),
     ),
+    # the user's "thanks" (message 4) dropped from the middle
+    "pin-broken": lambda ctx: ctx.with_messages([*ctx.messages[:4], *ctx.messages[5:]]),
 }
 
 

@@ -50,6 +50,7 @@ from ..context import (
     canonical_json,
     etag_of,
 )
+from ..pins import pinned
 from ..recovery import is_marker, payload_etag, prune, put
 from ..strategy import Strategy
 from ..tokens import TokenCounter
@@ -183,6 +184,7 @@ class _Pass:
         # copy is the one they name, so it stays in full
         self.waiting: set[str] = set()
         self.recovery: dict[str, str] | None = None
+        self.pins = pinned(ctx)
 
     # ------------------------------------------------------------------ walking
 
@@ -253,7 +255,8 @@ class _Pass:
     ) -> ToolResultBlock | None:
         etag = payload_etag(parts)
         tokens = sum(self.counter.block(p) for p in parts)
-        if tokens >= self.options.min_tokens:
+        # a result holding pinned text (the user's words, a pinned file) is always shown in full
+        if tokens >= self.options.min_tokens and not (self.pins and self.pins.result(result)):
             collapsed = self.collapse_whole(parts, etag, tokens, keys)
             # a copy that earlier whole markers name stays in full, or they would name nothing
             if collapsed is None and self.options.per_field and etag not in self.waiting:

@@ -13,8 +13,10 @@ from ..context import (
     Message,
     OmittedBlock,
     SummaryBlock,
+    TextBlock,
 )
 from ..errors import CompactkitError, ConfigError, PluginError, StrategyError, redact
+from ..pins import pinned
 from ..recovery import flatten, message_marker, payload_etag, prune, put
 from ..strategy import Strategy
 from ..summarize.base import (
@@ -107,9 +109,11 @@ class LlmSummaryOptions(SummarizerOptions):
 
 class LlmSummary(Strategy):
     """Replace the turns between the task and the last `keep_last` turns with ONE user message
-    holding a `summary` marker. The replaced messages stay recoverable (`expand` puts them back);
-    an earlier summary inside the window is summarized along with the rest, and a window that is
-    only an earlier summary is left alone, so running it again changes nothing."""
+    holding a `summary` marker, followed verbatim by the window's pinned words (the user's
+    messages and their words inside tool results, what a pin rule names). The replaced messages
+    stay recoverable (`expand` puts them back); an earlier summary inside the window is summarized
+    along with the rest, and a window that is only an earlier summary is left alone, so running it
+    again changes nothing."""
 
     name = "llm-summary"
     description = "Replace a window of old turns with one summary message."
@@ -155,9 +159,10 @@ class LlmSummary(Strategy):
             # a summary squeezed below its reserve would lose the constraints and files for good,
             # and buys nothing when the newest turn alone is over the budget
             cap = max(min(cap, room), reserve)
-        stored = skeleton.messages[start].content[0]
+        stored, *carried = skeleton.messages[start].content
         assert isinstance(stored, SummaryBlock)
-        raw, backend = self._summarize(ctx, ctx.messages[start:end], start, cap, stored.etag)
+        kept = tuple(b.text for b in carried if isinstance(b, TextBlock))
+        raw, backend = self._summarize(ctx, ctx.messages[start:end], start, cap, stored.etag, kept)
         text = clip_tokens(raw, cap, counter.tokenizer.count)
         out = self._with_text(skeleton, start, text, backend)
         if budget is not None:
@@ -245,31 +250,41 @@ class LlmSummary(Strategy):
         _keep_collapsed_recoverable(ctx, start, end, recovery)
         replaced = sum(_message_count(m) for m in window)
         block = SummaryBlock(text="", etag=etag, summarized_messages=replaced)
+        carried = pinned(ctx).carry(window)
         return restore_orphaned_collapses(
             ctx.replace(
-                messages=(*ctx.messages[:start], self._marker(block), *ctx.messages[end:]),
+                messages=(*ctx.messages[:start], self._marker(block, carried), *ctx.messages[end:]),
                 recovery=recovery,
             )
         )
 
     # ----------------------------------------------------------------- summarizing
 
-    def _marker(self, block: SummaryBlock) -> Message:
-        return Message(role="user", content=(block,), metadata={"compactkit_marker": MARKER_META})
+    def _marker(self, block: SummaryBlock, carried: tuple[TextBlock, ...] = ()) -> Message:
+        """The summary message: the summary, then the window's pinned words verbatim."""
+        return Message(
+            role="user", content=(block, *carried), metadata={"compactkit_marker": MARKER_META}
+        )
 
     def _with_text(
         self, skeleton: AgentContext, index: int, text: str, backend: str
     ) -> AgentContext:
         """The skeleton with the summary text (already within its limit) filled in."""
-        old = skeleton.messages[index].content[0]
+        old, *carried = skeleton.messages[index].content
         assert isinstance(old, SummaryBlock)
         block = old.model_copy(update={"text": text, "backend": backend})
         messages = list(skeleton.messages)
-        messages[index] = self._marker(block)
+        messages[index] = self._marker(block, tuple(b for b in carried if isinstance(b, TextBlock)))
         return skeleton.replace(messages=tuple(messages))
 
     def _summarize(
-        self, ctx: AgentContext, window: tuple[Message, ...], start: int, cap: int, etag: str
+        self,
+        ctx: AgentContext,
+        window: tuple[Message, ...],
+        start: int,
+        cap: int,
+        etag: str,
+        kept: tuple[str, ...] = (),
     ) -> tuple[str, str]:
         opts = self.options
         request = SummaryRequest(
@@ -284,6 +299,7 @@ class LlmSummary(Strategy):
             first_index=start,
             user_message_chars=opts.user_message_chars,
             recovery_etag=etag,
+            pinned=kept,
         )
         backend = get_summarizer(opts.backend)
         try:

@@ -31,6 +31,7 @@ from ..context import (
     canonical_json,
     render_block,
 )
+from ..pins import PinSet, pinned
 from ..recovery import payload_etag, prune, put
 from ..strategy import Strategy
 from ..tokens import TokenCounter
@@ -240,8 +241,10 @@ class ObservationMask(Strategy):
     `MaskedBlock` whose label says what was there (tool, command or path, size, error flag).
 
     The tool call and the result block (call id, error flag) stay; the output is recoverable from
-    the marker's etag. Outputs under `min_tokens`, outputs whose placeholder would not be smaller,
-    outputs of `exclude_tools` and results already masked or collapsed are left as they are."""
+    the marker's etag. Pinned parts of an output (the user's words an agent stored in it, what a
+    pin rule names) stay verbatim: only the runs of parts around them are masked. Outputs under
+    `min_tokens`, outputs whose placeholder would not be smaller, outputs of `exclude_tools` and
+    results already masked or collapsed are left as they are."""
 
     name = "observation-mask"
     description = "Replace tool outputs older than the last N with a short placeholder."
@@ -268,6 +271,7 @@ class ObservationMask(Strategy):
         }
         excluded = set(opts.exclude_tools)
         referenced = _referenced(ctx)
+        pins = pinned(ctx)
         recovery: dict[str, str] | None = None
         replaced: dict[int, dict[int, Block]] = {}
         for i, j in positions[:cutoff]:
@@ -280,20 +284,56 @@ class ObservationMask(Strategy):
                 continue
             if referenced.points_at(result.content):
                 continue
-            tokens = _parts_tokens(counter, result.content)
-            if tokens < opts.min_tokens:
-                continue
-            label = opts.placeholder.format(**label_fields(call, result, tokens))
-            marker = MaskedBlock(etag=payload_etag(result.content), label=label)
-            if counter.block(marker) >= tokens:
-                continue
-            if recovery is None:
-                recovery = dict(ctx.recovery)
-            put(recovery, result.content)
-            replaced.setdefault(i, {})[j] = with_parts(result, (marker,))
+            parts: list[ContentPart] = []
+            masked = False
+            for run, keep in _runs(result.content, pins):
+                marker = None if keep else self._marker(counter, call, result, run)
+                if marker is None:
+                    parts.extend(run)
+                    continue
+                if recovery is None:
+                    recovery = dict(ctx.recovery)
+                put(recovery, run)
+                parts.append(marker)
+                masked = True
+            if masked:
+                replaced.setdefault(i, {})[j] = with_parts(result, tuple(parts))
         if recovery is None:
             return ctx
         return prune(ctx.replace(messages=_apply(ctx.messages, replaced), recovery=recovery))
+
+    def _marker(
+        self,
+        counter: TokenCounter,
+        call: ToolCallBlock | None,
+        result: ToolResultBlock,
+        run: tuple[ContentPart, ...],
+    ) -> MaskedBlock | None:
+        """The marker for `run` (a result's parts), or None when it is not worth masking."""
+        tokens = _parts_tokens(counter, run)
+        if tokens < self.options.min_tokens:
+            return None
+        shown = result if run == result.content else with_parts(result, run)
+        label = self.options.placeholder.format(**label_fields(call, shown, tokens))
+        marker = MaskedBlock(etag=payload_etag(run), label=label)
+        return None if counter.block(marker) >= tokens else marker
+
+
+def _runs(
+    parts: tuple[ContentPart, ...], pins: PinSet
+) -> list[tuple[tuple[ContentPart, ...], bool]]:
+    """`parts` cut into runs of pinned (True) and unpinned (False) parts, in order: the user's
+    words inside a tool output stay while the rest of it is masked."""
+    if not pins:
+        return [(parts, False)]
+    out: list[tuple[tuple[ContentPart, ...], bool]] = []
+    for part in parts:
+        keep = pins.part(part)
+        if out and out[-1][1] == keep:
+            out[-1] = ((*out[-1][0], part), keep)
+        else:
+            out.append(((part,), keep))
+    return out
 
 
 def _apply(

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from ..context import AgentContext, Message, OmittedBlock
+from ..context import AgentContext, Message, OmittedBlock, TextBlock
+from ..pins import pinned
 from ..recovery import flatten, message_marker, prune, put
 from ..strategy import Strategy
 from ._common import (
@@ -41,9 +42,10 @@ def _is_summary(msg: Message) -> bool:
 
 class SlidingWindow(Strategy):
     """Keep the system instruction, the task (and a summary right after it) and the newest turns that
-    fit `max_tokens`; the dropped
-    turns are replaced by one `omitted` marker and stay recoverable. A tool call never loses its
-    result, and a turn never loses its thinking: whole turns go or stay."""
+    fit `max_tokens`; the dropped turns are replaced by one `omitted` marker and stay recoverable.
+    A tool call never loses its result, and a turn never loses its thinking: whole turns go or stay.
+    The pinned words of dropped turns (the user's messages, their words inside tool results, what a
+    pin rule names) stay verbatim, carried by the marker message."""
 
     name = "sliding-window"
     description = (
@@ -78,11 +80,22 @@ class SlidingWindow(Strategy):
             return ctx
         sizes = counter.messages(ctx.messages)
         fixed = counter.preamble(ctx) + sum(sizes[:start]) + self._marker_cost(ctx, counter)
-        room = budget - fixed
+        # pinned words of a dropped turn stay, carried by the marker: a turn costs that much anyway
+        pins = pinned(ctx)
+        carried = [
+            sum(
+                counter.text(b.text) + 1
+                for b in pins.carry(ctx.messages[start + u.start : start + u.end])
+            )
+            if pins
+            else 0
+            for u in candidates
+        ]
+        room = budget - fixed - sum(carried)
         keep = 0
         used = 0
-        for unit in reversed(candidates):
-            cost = sum(sizes[start + unit.start : start + unit.end])
+        for unit, pinned_cost in zip(reversed(candidates), reversed(carried), strict=True):
+            cost = sum(sizes[start + unit.start : start + unit.end]) - pinned_cost
             if used + cost > room:
                 break
             used += cost
@@ -102,11 +115,15 @@ class SlidingWindow(Strategy):
         assert isinstance(counter, TokenCounter)
         return counter.message(probe)
 
-    def _marker(self, ctx: AgentContext, etag: str, count: int) -> Message:
+    def _marker(
+        self, ctx: AgentContext, etag: str, count: int, carried: tuple[TextBlock, ...] = ()
+    ) -> Message:
         label = f"dropped to fit {self.options.max_tokens:,} tokens"
+        if carried:
+            label += "; the pinned words of those turns follow verbatim"
         return Message(
             role="user",
-            content=(OmittedBlock(etag=etag, messages=count, label=label),),
+            content=(OmittedBlock(etag=etag, messages=count, label=label), *carried),
             metadata={"compactkit_marker": MARKER_META},
         )
 
@@ -125,7 +142,7 @@ class SlidingWindow(Strategy):
         etag = put(recovery, flatten(dropped, ctx.recovery))
         messages = (
             *ctx.messages[:start],
-            self._marker(ctx, etag, count),
+            self._marker(ctx, etag, count, pinned(ctx).carry(dropped)),
             *ctx.messages[first_kept:],
         )
         out = ctx.replace(messages=messages, recovery=recovery)

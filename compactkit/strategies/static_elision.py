@@ -33,6 +33,7 @@ from ..context import (
     TextBlock,
     ToolResultBlock,
 )
+from ..pins import PinSet, pinned
 from ..recovery import payload_etag, prune, put
 from ..strategy import Strategy
 from ..tokens import TokenCounter
@@ -122,6 +123,7 @@ class StaticElision(Strategy):
             self._remember(ctx.activated_skills[name], f"skill {name}", seen)
         task = ctx.first_user_index
         protected = self._protected_payloads(ctx)
+        pins = pinned(ctx)  # the user's words and pinned text are never rewritten
         recovery = dict(ctx.recovery)
         messages: list[Message] = list(ctx.messages)
         changed = False
@@ -133,7 +135,7 @@ class StaticElision(Strategy):
             for block in msg.content:
                 new_block: Block = block
                 if isinstance(block, TextBlock):
-                    if editable:
+                    if editable and not pins.part(block):
                         new_block = self._elide(block, where, seen, counter, recovery)
                     else:
                         self._remember(block.text, where, seen)
@@ -145,7 +147,7 @@ class StaticElision(Strategy):
                         and self.options.include_tool_results
                         and not (protected and payload_etag(block.content) in protected)
                     )
-                    new_block = self._result(block, where, seen, counter, recovery, elide)
+                    new_block = self._result(block, where, seen, counter, recovery, elide, pins)
                 touched = touched or new_block is not block
                 content.append(new_block)
             if touched:
@@ -165,13 +167,14 @@ class StaticElision(Strategy):
         counter: TokenCounter,
         recovery: dict[str, str],
         elide: bool,
+        pins: PinSet,
     ) -> ToolResultBlock:
         parts = []
         touched = False
         for part in block.content:
             new_part = part
             if isinstance(part, TextBlock):
-                if elide:
+                if elide and not pins.part(part):
                     new_part = self._elide(part, where, seen, counter, recovery)
                 else:
                     self._remember(part.text, where, seen)

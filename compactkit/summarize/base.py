@@ -87,6 +87,9 @@ class SummaryRequest:
     """Characters of each message in the user's own words kept verbatim (the rest is recoverable)."""
     recovery_etag: str = ""
     """Etag under which the strategy stores the window (a cut user message names it)."""
+    pinned: tuple[str, ...] = ()
+    """Texts of the window kept verbatim right after the summary (the user's words and whatever
+    else is pinned, see `compactkit.pins`): the summary need not repeat them."""
 
     @cached_property
     def transcript(self) -> str:
@@ -124,11 +127,20 @@ class Summarizer:
 
     def system_prompt(self, request: SummaryRequest) -> str:
         """The system prompt for `request`: `prompt` plus the length it must stay within."""
+        if request.pinned:
+            users = (
+                f"The user's messages and their other words in this transcript ({len(request.pinned)} "
+                "texts) are kept verbatim right after your summary: under '## User messages' write "
+                "'- kept verbatim after this summary' instead of repeating them. "
+            )
+        else:
+            users = (
+                f"Keep each user message verbatim up to {request.user_message_chars:,} characters. "
+            )
         return (
-            f"{self.prompt}\nKeep the whole summary under {request.summary_max_tokens} tokens; "
-            f"keep each user message verbatim up to {request.user_message_chars:,} characters. "
-            "When space is short, keep every user message (cut long ones shorter) and the most "
-            "recent items of each other section."
+            f"{self.prompt}\nKeep the whole summary under {request.summary_max_tokens} tokens. "
+            f"{users}When space is short, keep every file read or changed and every error first, "
+            "then the most recent items of the other sections."
         )
 
     def cache_key(self, request: SummaryRequest) -> str | None:

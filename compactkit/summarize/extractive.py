@@ -146,6 +146,8 @@ class Facts:
     open_items: list[str] = field(default_factory=list)
     earlier: list[str] = field(default_factory=list)
     omitted: dict[str, int] = field(default_factory=dict)
+    kept_verbatim: int = 0
+    """User messages not repeated here: they follow the summary verbatim (pinned)."""
 
     def add_user(self, words: UserWords) -> None:
         if not words.text:
@@ -155,9 +157,16 @@ class Facts:
 
     def sections(self) -> list[tuple[str, list[str | UserWords]]]:
         read = [p for p in self.read if p not in self.changed.items]
+        users: list[str | UserWords] = list(self.users.values())
+        if self.kept_verbatim:
+            n = self.kept_verbatim
+            users.insert(
+                0,
+                f"{n} message{'s' if n != 1 else ''} in the user's words: kept verbatim after this summary",
+            )
         out: list[tuple[str, list[str | UserWords]]] = [
             ("Task", [self.task] if self.task else []),
-            ("User messages", list(self.users.values())),
+            ("User messages", users),
             ("Files read", list(read)),
             ("Files changed", list(self.changed)),
             ("Commands and outcomes", list(self.commands)),
@@ -368,9 +377,16 @@ def users_words(msg: Message) -> str | None:
     return None
 
 
-def gather(messages: Iterable[Message], task: str = "") -> Facts:
-    """The facts of a window of messages (`task`: the context's task, when known)."""
+def _all_kept(msg: Message, kept: set[str]) -> bool:
+    texts = [b.text for b in msg.content if isinstance(b, TextBlock) and b.text.strip()]
+    return bool(texts) and all(t in kept for t in texts)
+
+
+def gather(messages: Iterable[Message], task: str = "", pinned: Iterable[str] = ()) -> Facts:
+    """The facts of a window of messages (`task`: the context's task, when known; `pinned`: texts
+    kept verbatim beside the summary, which a user message made only of need not repeat)."""
     messages = list(messages)
+    kept = set(pinned)
     facts = Facts(task=_abbrev(task, TASK_CHARS) if task.strip() else "")
     task_text = UserWords.of(task).text if task.strip() else ""
     results: dict[str, ToolResultBlock] = {}
@@ -389,7 +405,9 @@ def gather(messages: Iterable[Message], task: str = "") -> Facts:
                 _merge_summary(facts, "\n".join(b.text for b in msg.content if b.type == "text"))
                 continue
             text = users_words(msg)
-            if text:
+            if text and kept and _all_kept(msg, kept):
+                facts.kept_verbatim += 1
+            elif text:
                 words = UserWords.of(text)
                 if not facts.task:
                     facts.task = words
@@ -412,6 +430,17 @@ def gather(messages: Iterable[Message], task: str = "") -> Facts:
 
 
 # --------------------------------------------------------------------------- rendering
+
+
+RESERVED = ("Files read", "Files changed", "Errors")
+"""Sections with room of their own: they give up items only when the others have none to spare
+(the paths and errors of a long session are what a fixed-size summary used to lose)."""
+
+
+def _first_to_go(candidates: list[int], sections: list[tuple[str, list[Any]]]) -> list[int]:
+    """The candidates that give up an item first: the unreserved ones while any has items."""
+    free = [k for k in candidates if sections[k][0] not in RESERVED]
+    return free or candidates
 
 
 def render(
@@ -480,7 +509,7 @@ def render(
     while other_cost() + size > max_tokens:
         # the section with the most tokens in droppable items (keeping at least one each) loses
         # its oldest item
-        candidates = [k for k in droppable if len(sections[k][1]) > 1]
+        candidates = _first_to_go([k for k in droppable if len(sections[k][1]) > 1], sections)
         if not candidates:
             break
         k = max(candidates, key=lambda j: (sum(costs[j]) / weights[j], -j))
@@ -491,7 +520,7 @@ def render(
         cap = best_cap(max_tokens - other_cost(), min(cap, USER_FLOOR), cap)
         size = user_cost(cap)
     while other_cost() + size > max_tokens:  # user messages at their floor: any other item goes
-        candidates = [k for k in droppable if sections[k][1]]
+        candidates = _first_to_go([k for k in droppable if sections[k][1]], sections)
         if not candidates:
             break
         k = max(candidates, key=lambda j: (sum(costs[j]) / weights[j], -j))
@@ -531,7 +560,7 @@ class ExtractiveSummarizer(Summarizer):
         from ..tokens import get_counter
 
         counter = get_counter(request.tokenizer)
-        facts = gather(request.messages, request.task)
+        facts = gather(request.messages, request.task, request.pinned)
         return render(
             facts,
             request.summary_max_tokens,
