@@ -28,6 +28,7 @@ from .events import (
     Observer,
     StrategyApplied,
 )
+from .pins import parse_rule, with_rules
 from .recovery import is_marker, message_marker, verify
 from .registry import Registry, current_registry, use_registry
 from .spec import PipelineSpec, one_pipeline
@@ -274,6 +275,9 @@ class Pipeline(Strategy):
     untouched (contexts never change). Events go to `subscribe`d observers and to plugins'
     `compaction_event` hook.
 
+    `pins`: user pin rules (`tool=NAME`, `path=GLOB`, `re=REGEX`, `origin=NAME`, see
+    `compactkit.pins`) added to every context it runs on; what they name is never touched.
+
     With `timeout` (seconds), each strategy that is not one of compactkit's built-ins runs in a
     child process and is stopped when it runs longer (`StrategyTimeout`, exit 3); built-ins always
     run in-process. A strategy that raises `SystemExit` or `KeyboardInterrupt` fails like any
@@ -292,9 +296,11 @@ class Pipeline(Strategy):
         registry: Any | None = None,
         name: str | None = None,
         timeout: float | None = None,
+        pins: Sequence[str] = (),
     ) -> None:
         super().__init__()
         self.strategies = [_as_strategy(s) for s in strategies]
+        self.pins = tuple(str(parse_rule(rule)) for rule in pins)
         self.timeout = timeout or None
         self.tokenizer = tokenizer
         self.check = check
@@ -322,7 +328,9 @@ class Pipeline(Strategy):
         return self.run(ctx).context
 
     def run(self, ctx: AgentContext, counter: TokenCounter | None = None) -> RunResult:
-        """Compact `ctx`, returning the result with per-strategy figures."""
+        """Compact `ctx`, returning the result with per-strategy figures. The pipeline's pin rules
+        are added to the context first (`compactkit.pins.with_rules`), so they travel with it."""
+        ctx = with_rules(ctx, self.pins)
         # strategies, counters and summarizer lookups inside see this pipeline's registry
         with use_registry(self.registry), watch_interrupts() as watch:
             return self._run(ctx, counter or get_counter(self.tokenizer), watch)
@@ -412,7 +420,9 @@ class Pipeline(Strategy):
                     error4 = ContractViolation(f"strategy {strat.name!r} broke the contract: {exc}")
                     self._fail(strat, error4)
                     raise error4 from None
-                problems = validate(out, current, verify=False)
+                # only compactkit's own reference policies of other tools are exempt from pins
+                pins = strat.keeps_pins or not _trusted(strat)
+                problems = validate(out, current, verify=False, pins=pins)
                 if problems:
                     first = problems[0]
                     more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
@@ -470,12 +480,14 @@ def build_pipeline(
     registry: Registry | None = None,
     tokenizer: str = DEFAULT_TOKENIZER,
     timeout: float | None = None,
+    pins: Sequence[str] = (),
 ) -> Pipeline:
     """A pipeline from a `PipelineSpec` or from specs in the spec language (`compactkit.spec`:
     `NAME[:key=value,...]`, `a+b`, `default`, `none`); `budget` fills each strategy's budget
     option where the spec did not set it, and `default` stands for the default pipeline at
     `budget`. `timeout`: seconds each plugin strategy may run (see `Pipeline`); None or 0, no
-    limit. A `PipelineSpec` carries its own budget (`budget` is then ignored)."""
+    limit. `pins`: user pin rules (see `Pipeline`), added to the spec's own. A `PipelineSpec`
+    carries its own budget (`budget` is then ignored)."""
     spec = (
         specs
         if isinstance(specs, PipelineSpec)
@@ -486,7 +498,10 @@ def build_pipeline(
         if "tokenizer" in cls.Options.model_fields and "tokenizer" not in options:
             options["tokenizer"] = tokenizer
         strategies.append(cls(**options))
-    return Pipeline(strategies, tokenizer=tokenizer, registry=registry, timeout=timeout)
+    rules = tuple(dict.fromkeys((*spec.pins, *pins)))
+    return Pipeline(
+        strategies, tokenizer=tokenizer, registry=registry, timeout=timeout, pins=rules
+    )
 
 
 __all__ = [

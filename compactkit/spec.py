@@ -40,9 +40,9 @@ class PipelineSpec:
     option where its spec does not set it (the `--budget` of `run`, a check's `budget`, the target
     of a `Session`); None leaves every option as written.
 
-    `pins` holds pin rules (`tool=TodoWrite`, `path=CLAUDE.md`, ...) for the pipeline to keep
-    untouched. It is carried through parsing, the bench and check unchanged, and nothing applies
-    it yet: it is the place pin rules go when the pipeline learns to enforce them.
+    `pins` holds user pin rules (`tool=TodoWrite`, `path=**/CLAUDE.md`, ... see `compactkit.pins`):
+    the pipeline built from the spec adds them to every context it runs on, and what they name is
+    never touched.
 
     When to compact (a trigger) belongs to whoever runs the pipeline (a `Session`, the bench's
     persistent mode, a gateway), which passes `trigger=` to `parse_pipeline` so that `default`

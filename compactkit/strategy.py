@@ -30,6 +30,11 @@ class Strategy:
     Options: ClassVar[type[StrategyOptions]] = StrategyOptions
     budget_option: ClassVar[str | None] = None
     """Name of the option that `--budget` fills when the user did not set it."""
+    keeps_pins: ClassVar[bool] = True
+    """Whether the pipeline checks this strategy's output against the pins (`compactkit.pins`).
+    Only compactkit's own reference policies of other tools (the `peer-*` strategies, measured in
+    the bench as those tools ship them) say False, and only they are believed: for any other class
+    the pins are checked whatever it says."""
 
     def __init__(self, options: StrategyOptions | Mapping[str, Any] | None = None, **kwargs: Any):
         if isinstance(options, StrategyOptions):

@@ -50,6 +50,9 @@ class PeerPolicy(Strategy):
     options: PeerOptions
     self_triggered: ClassVar[bool] = True
     """The policy decides itself when to compact (the bench calls it before every model call)."""
+    keeps_pins: ClassVar[bool] = False
+    """A peer's policy is measured as the peer ships it: what it drops of the user's words counts
+    against it in the bench's retention instead of failing the run."""
 
     def compact(self, ctx: AgentContext) -> AgentContext:
         counter = counter_for(self.options.tokenizer)
