@@ -30,7 +30,7 @@ CAN_ISOLATE = hasattr(os, "fork")
 """Whether strategies can run in a child process here (POSIX); elsewhere timeouts are not
 enforced and strategies run in-process."""
 
-_FIELDS = ("system_instruction", "activated_skills", "metadata", "recovery")
+_FIELDS = ("system_instruction", "activated_skills", "metadata", "recovery", "pins", "pin_rules")
 
 
 class InterruptWatch:

@@ -226,6 +226,8 @@ def _private_copy(ctx: AgentContext) -> AgentContext:
         activated_skills=dict(ctx.activated_skills),
         metadata=_json_copy(ctx.metadata),
         recovery=dict(ctx.recovery),
+        pins=ctx.pins,
+        pin_rules=ctx.pin_rules,
     )
 
 
@@ -499,9 +501,7 @@ def build_pipeline(
             options["tokenizer"] = tokenizer
         strategies.append(cls(**options))
     rules = tuple(dict.fromkeys((*spec.pins, *pins)))
-    return Pipeline(
-        strategies, tokenizer=tokenizer, registry=registry, timeout=timeout, pins=rules
-    )
+    return Pipeline(strategies, tokenizer=tokenizer, registry=registry, timeout=timeout, pins=rules)
 
 
 __all__ = [

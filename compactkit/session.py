@@ -50,6 +50,7 @@ from .formats.session_log import (
     start_record,
 )
 from .io import write_atomic
+from .pins import with_rules
 from .pipeline import Pipeline, RunResult, build_pipeline
 from .registry import Registry, use_registry
 from .spec import PipelineSpec, one_pipeline
@@ -75,6 +76,9 @@ class Session:
     - `target`: the budget a compaction aims for (default half the trigger), so the next
       compaction is far away and the prompt prefix stays cached between them.
     - `tokenizer`, `registry`: how tokens are counted and where strategies are looked up.
+    - `pins`: user pin rules (`tool=TodoWrite`, `path=**/CLAUDE.md`, ... see `compactkit.pins`),
+      added to the context so they travel with it (and with its log); the user's words, the task,
+      the last request and a pending call are always pinned.
 
     Observers (`subscribe`) get `MessagesAppended`, the pipeline's events, `SessionCompacted` and
     `SessionRestored`. A session is not thread-safe: one agent loop drives it.
@@ -89,6 +93,7 @@ class Session:
         target: int | None = None,
         tokenizer: str = DEFAULT_TOKENIZER,
         registry: Registry | None = None,
+        pins: Sequence[str] = (),
     ) -> None:
         setup = CompactionSetup.of("session", pipeline, trigger, target, tokenizer, registry)
         self.trigger, self.target = trigger, setup.target
@@ -99,7 +104,7 @@ class Session:
         self._bus = EventBus()
         self.pipeline.subscribe(self._bus.emit)
         self._counter: TokenCounter = setup.counter
-        self._context = context if context is not None else AgentContext()
+        self._context = with_rules(context if context is not None else AgentContext(), pins)
         self._tokens = self._counter.context(self._context)
         self._compact_above = trigger
         self._log: _Log | None = None

@@ -202,6 +202,29 @@ SPEC_HELP = (
 )
 
 
+PIN_HELP = (
+    "Pin what no strategy may touch, repeatable: tool=NAME (a tool's calls and results), "
+    "path=GLOB (results showing a matching file, e.g. path=**/CLAUDE.md), re=REGEX (text blocks "
+    "it matches), origin=NAME (user turns of that origin). The user's words, the task, the last "
+    "request and a pending call are always pinned."
+)
+
+
+def pin_option(fn: F) -> F:
+    """`--pin RULE`, repeatable: user pin rules (`compactkit.pins`), checked when parsed."""
+
+    def check(
+        _ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]
+    ) -> tuple[str, ...]:
+        from ..pins import parse_rule
+
+        return tuple(str(parse_rule(v)) for v in values)
+
+    return click.option(
+        "--pin", "pins", multiple=True, metavar="RULE", callback=check, help=PIN_HELP
+    )(fn)
+
+
 def stash_option(*, help: str) -> Callable[[F], F]:
     """`--stash PATH`: a stash file (what compaction removed, kept outside the context)."""
     return click.option("--stash", default=None, metavar="PATH", help=help)

@@ -23,6 +23,7 @@ from ._options import (
     format_option,
     json_file_option,
     output_option,
+    pin_option,
     pipeline_option,
     stash_option,
     timeout_option,
@@ -58,6 +59,7 @@ from ._output import Outputs, say
 @json_file_option(
     "--report-json", help="Write the run report (compactkit.run/1) to FILE ('-': stdout)."
 )
+@pin_option
 @format_option
 @tokenizer_option
 @timeout_option
@@ -74,6 +76,7 @@ def run(
     explain: bool,
     json_out: str | None,
     format_: str | None,
+    pins: tuple[str, ...],
     tokenizer: str,
     timeout: float,
 ) -> None:
@@ -105,7 +108,7 @@ def run(
             raise ConfigError(f"format {to!r} cannot be written")
         spec = one_pipeline(specs or ["default"], budget=budget, trigger=None)
         pipeline = build_pipeline(
-            spec, registry=state.registry, tokenizer=tokenizer, timeout=timeout
+            spec, registry=state.registry, tokenizer=tokenizer, timeout=timeout, pins=pins
         )
         stats = StatsRecorder()
         pipeline.subscribe(stats)

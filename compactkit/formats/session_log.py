@@ -309,6 +309,8 @@ def appended(ctx: AgentContext, messages: Sequence[Message]) -> AgentContext:
         activated_skills=ctx.activated_skills,
         metadata=ctx.metadata,
         recovery=ctx.recovery,
+        pins=ctx.pins,
+        pin_rules=ctx.pin_rules,
     )
 
 

@@ -61,6 +61,7 @@ from ..defaults import DEFAULT_TRIGGER
 from ..errors import ConfigError
 from ..events import Observer
 from ..formats._util import image_from, image_from_url
+from ..pins import parse_rule
 from ..pipeline import Pipeline
 from ..registry import Registry
 from ..session import CompactionSetup, PipelineArg
@@ -423,7 +424,8 @@ class CompactionMiddleware(AgentMiddleware[CompactionState, Any, Any]):
     A drop-in for LangChain's `SummarizationMiddleware`; the options are `compactkit.Session`'s.
     Counting is incremental across calls (only new messages are converted and counted), messages
     a compaction keeps stay the same LangChain objects (ids and the prompt prefix survive), and
-    what it removes is kept in the state under `compactkit_recovery`.
+    what it removes is kept in the state under `compactkit_recovery`. `pins`: user pin rules
+    (`compactkit.pins`); the user's words are always pinned.
     """
 
     state_schema = CompactionState
@@ -436,9 +438,11 @@ class CompactionMiddleware(AgentMiddleware[CompactionState, Any, Any]):
         target: int | None = None,
         tokenizer: str = DEFAULT_TOKENIZER,
         registry: Registry | None = None,
+        pins: Sequence[str] = (),
     ) -> None:
         super().__init__()
         setup = CompactionSetup.of("middleware", pipeline, trigger, target, tokenizer, registry)
+        self.pins = tuple(str(parse_rule(rule)) for rule in pins)
         self.trigger, self.target = trigger, setup.target
         self.pipeline: Pipeline = setup.pipeline
         self._counter: TokenCounter = setup.counter
@@ -462,6 +466,8 @@ class CompactionMiddleware(AgentMiddleware[CompactionState, Any, Any]):
             activated_skills={},
             metadata={},
             recovery=_recovery(state),
+            pins=(),
+            pin_rules=self.pins,
         )
         if self._counter.context(ctx) <= self.trigger:
             return None
