@@ -287,6 +287,12 @@ def _by_rules(ctx: AgentContext) -> Iterator[Resolved]:
                 if origin == rule.value:
                     for text in _texts(msg):
                         yield _text_pin(text, reason, i)
+            elif rule.kind == "path" and msg.role == "user" and msg.origin is not None:
+                # instruction files an agent injects into a user turn (Claude Code's
+                # "Contents of /repo/CLAUDE.md (project instructions ...):")
+                for text in _texts(msg):
+                    if any(path_matches(p, rule.value) for p in _INJECTED.findall(text)):
+                        yield _text_pin(text, reason, i)
             elif rule.kind == "tool":
                 for call in msg.tool_calls:
                     if fnmatch.fnmatchcase(call.name, rule.value):
@@ -311,6 +317,9 @@ def _by_rules(ctx: AgentContext) -> Iterator[Resolved]:
                     for part in result.content:
                         if isinstance(part, TextBlock) and part.text.strip():
                             yield _text_pin(part.text, f"rule {rule}", i)
+
+
+_INJECTED = re.compile(r"Contents of (\S+?)[:\s]")
 
 
 def _stored(ctx: AgentContext) -> Iterator[Resolved]:

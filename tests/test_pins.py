@@ -287,3 +287,21 @@ def test_pins_round_trip_in_native_json_and_old_files_read_the_same(tmp_path: Pa
     assert AgentContext.from_native(json.loads(ctx.to_json())) == ctx
     plain = compactkit.load_one(sample("sphinx-doc"))
     assert "pins" not in plain.to_native() and "pin_rules" not in plain.to_native()
+
+
+def test_a_path_rule_pins_an_instruction_file_the_agent_injected_into_a_user_turn() -> None:
+    injected = (
+        "<system-reminder>\nContents of /repo/CLAUDE.md (project instructions, checked into the "
+        "codebase):\n\nUse tabs.\n</system-reminder>"
+    )
+    ctx = AgentContext(
+        messages=(
+            message("user", "Fix the build"),
+            Message(
+                role="user", content=(TextBlock(text=injected),), metadata={"origin": "harness"}
+            ),
+            message("assistant", "On it."),
+        )
+    )
+    assert pinned(with_rules(ctx, ["path=**/CLAUDE.md"])).text(injected)
+    assert not pinned(with_rules(ctx, ["path=**/AGENTS.md"])).text(injected)
