@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..context import AgentContext
+from ..pipeline import builtin_strategies
 from ..recovery import expand
 from ..strategy import Strategy
 from ..validate import validate
@@ -94,7 +95,9 @@ def check_strategy(
         problems.append(
             f"not idempotent: compact(compact(x)) != compact(x) at {_differs(first, again)}"
         )
-    problems.extend(f"invalid output: {v}" for v in validate(first, ctx, stash=stash))
+    # pins are checked for every strategy but compactkit's own reference policies of other tools
+    pins = strategy.keeps_pins or type(strategy) not in builtin_strategies()
+    problems.extend(f"invalid output: {v}" for v in validate(first, ctx, stash=stash, pins=pins))
     if recoverable:
         store = {**(stash or {})}
         expanded, original = expand(first, store), expand(ctx, store)

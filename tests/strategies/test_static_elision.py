@@ -329,7 +329,11 @@ def test_system_instruction_copy_in_a_user_message_refers_to_the_system_instruct
     ctx = _ctx(
         Message(role="user", content=(TextBlock(text="Task: rebook me.\n\n" + POLICY),)),
         Message(role="assistant", content=(TextBlock(text="Sure."),)),
-        Message(role="user", content=(TextBlock(text="Reminder:\n\n" + POLICY + "\n\nThanks"),)),
+        Message(
+            role="user",
+            content=(TextBlock(text="Reminder:\n\n" + POLICY + "\n\nThanks"),),
+            metadata={"origin": "harness"},  # a copy the agent's harness injected
+        ),
         system="You are an airline agent.\n\n" + POLICY,
     )
     out = StaticElision().compact(ctx)
@@ -344,10 +348,21 @@ def test_system_instruction_copy_in_a_user_message_refers_to_the_system_instruct
     assert StaticElision().compact(out) == out
 
 
+def test_the_users_own_copy_of_the_policy_is_pinned_and_stays() -> None:
+    said = Message(role="user", content=(TextBlock(text="Reminder:\n\n" + POLICY + "\n\nThanks"),))
+    ctx = _ctx(
+        Message(role="user", content=(TextBlock(text="Task: rebook me."),)),
+        Message(role="assistant", content=(TextBlock(text="Sure."),)),
+        said,
+        system="You are an airline agent.\n\n" + POLICY,
+    )
+    assert StaticElision().compact(ctx) is ctx
+
+
 def test_skill_body_is_a_source_and_named_in_the_reference() -> None:
     ctx = _ctx(
         Message(role="user", content=(TextBlock(text="Do the thing."),)),
-        Message(role="user", content=(TextBlock(text=POLICY),)),
+        Message(role="user", content=(TextBlock(text=POLICY),), metadata={"origin": "harness"}),
         activated_skills={"airline": POLICY},
     )
     out = StaticElision().compact(ctx)

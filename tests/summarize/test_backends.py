@@ -227,7 +227,9 @@ def test_the_backends_are_asked_for_every_user_message_verbatim(
     else:
         system, transcript = body["system"], body["messages"][0]["content"]
     assert "## User messages - EVERY message the user wrote" in system
-    assert "verbatim up to 300 characters" in system
+    # the user's words follow the summary verbatim (pinned): the model is told not to repeat them
+    assert "kept verbatim right after your summary" in system
+    assert "keep every file read or changed and every error first" in system
     # the transcript is bounded and tool outputs lose their middle, but every message in the
     # user's words is there from its start, up to the cap, and marked as the user's own
     assert count_tokens(transcript) <= 8_000
