@@ -305,3 +305,42 @@ def test_a_path_rule_pins_an_instruction_file_the_agent_injected_into_a_user_tur
     )
     assert pinned(with_rules(ctx, ["path=**/CLAUDE.md"])).text(injected)
     assert not pinned(with_rules(ctx, ["path=**/AGENTS.md"])).text(injected)
+
+
+@pytest.mark.parametrize("command", ["bench", "check"])
+def test_bench_and_check_take_pin_rules_and_refuse_a_bad_one(command: str) -> None:
+    args = [command, str(sample("sphinx-doc"))] if command == "bench" else [command]
+    help_text = CliRunner().invoke(CLI, [command, "--help"]).stdout
+    assert "--pin RULE" in help_text
+    bad = CliRunner().invoke(CLI, [*args, "--pin", "tool"])
+    assert bad.exit_code == 2
+    assert "pin rule 'tool' is not KIND=VALUE" in bad.stderr
+
+
+def test_bench_pin_runs_the_pipeline_with_the_rule(tmp_path: Path) -> None:
+    report = tmp_path / "bench.json"
+    result = CliRunner().invoke(
+        CLI,
+        [
+            "bench",
+            str(sample("sphinx-doc")),
+            "-s",
+            "observation-mask:keep_last=1",
+            "--pin",
+            "re=.",
+            "--mode",
+            "oneshot",
+            "--json",
+            str(report),
+        ],
+    )
+    assert result.exit_code == 0, result.stderr
+    rows = json.loads(report.read_text())["sessions"]
+    # every text is pinned by re=. : nothing is masked, so nothing is saved
+    masked = [r for r in rows if r["pipeline"] != "none"]
+    assert masked and all(r["tokens_after"] == r["tokens_before"] for r in masked)
+    plain = tmp_path / "plain.json"
+    args = ["bench", str(sample("sphinx-doc")), "-s", "observation-mask:keep_last=1"]
+    CliRunner().invoke(CLI, [*args, "--mode", "oneshot", "--json", str(plain)])
+    unpinned = [r for r in json.loads(plain.read_text())["sessions"] if r["pipeline"] != "none"]
+    assert all(r["tokens_after"] < r["tokens_before"] for r in unpinned)

@@ -221,6 +221,21 @@ class CheckConfig(_Model):
     informational: bool = Field(
         False, description="Report the check without ever failing (exit 0 for it)."
     )
+    pins: list[str] = Field(
+        [],
+        description="Pin rules (`tool=TodoWrite`, `path=**/CLAUDE.md`, `re=...`, `origin=...`): "
+        "what the pipeline may never touch, besides the user's words, which are always pinned.",
+    )
+
+    @field_validator("pins")
+    @classmethod
+    def _pin_rules(cls, value: list[str]) -> list[str]:
+        from ..pins import parse_rule
+
+        try:
+            return [str(parse_rule(rule)) for rule in value]
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
 
     @field_validator("sessions", "pricing", mode="before")
     @classmethod
@@ -304,6 +319,14 @@ class CheckFile:
     @property
     def default_baseline(self) -> Path:
         return self.root / DEFAULT_BASELINE
+
+    def with_pins(self, pins: Sequence[str]) -> CheckFile:
+        """The same checks, each with the pin rules `pins` added (`check --pin`)."""
+        checks = tuple(
+            c.model_copy(update={"pins": list(dict.fromkeys((*c.pins, *pins)))})
+            for c in self.checks
+        )
+        return CheckFile(self.path, checks)
 
 
 def find_config(start: Path | None = None) -> Path:

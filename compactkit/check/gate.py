@@ -148,9 +148,12 @@ def resolve_pipeline(check: CheckConfig, registry: Registry) -> PipelineSpec:
     the budget to fill into each strategy's budget option; named by its strategies as they run
     (the budget written in), so checks that ask for the same pipeline share its measurement."""
     values = [DEFAULT] if check.pipeline == DEFAULT else check.pipeline
-    spec = one_pipeline(values, budget=check.budget, trigger=DEFAULT_TRIGGER)
+    spec = one_pipeline(values, budget=check.budget, trigger=DEFAULT_TRIGGER, pins=check.pins)
     labels = spec.labels(registry)
-    return replace(spec, name=" + ".join(labels) if labels else NONE)
+    name = " + ".join(labels) if labels else NONE
+    if spec.pins:  # pinned or not, the same strategies measure differently
+        name += " [pins: " + ", ".join(spec.pins) + "]"
+    return replace(spec, name=name)
 
 
 def run_checks(

@@ -18,6 +18,7 @@ from ._options import (
     check_one_stdout,
     executor_option,
     json_file_option,
+    pin_option,
     pipeline_option,
     timeout_option,
     tokenizer_option,
@@ -60,6 +61,7 @@ from ._output import Outputs, say
 @json_file_option(help="Write the report (compactkit.bench/1) to FILE ('-': stdout).")
 @click.option("--markdown", "md_out", default=None, metavar="FILE|-", help="Write markdown.")
 @click.option("--html", "html_out", default=None, metavar="FILE|-", help="Write an HTML page.")
+@pin_option
 @workers_option
 @executor_option
 @timeout_option
@@ -75,6 +77,7 @@ def bench(
     json_out: str | None,
     md_out: str | None,
     html_out: str | None,
+    pins: tuple[str, ...],
     workers: int,
     executor: str,
     timeout: float,
@@ -103,7 +106,7 @@ def bench(
     progress = _BenchProgress(len(paths))
     report = run_bench(
         sessions,
-        parse_pipelines(specs or ("default",), trigger=trigger),
+        parse_pipelines(specs or ("default",), trigger=trigger, pins=pins),
         mode="persistent" if mode == "replay" else mode,  # type: ignore[arg-type]  # click.Choice
         profiles=tuple(pricing) or ("anthropic", "openai"),
         trigger=trigger,

@@ -16,6 +16,7 @@ from ._options import (
     check_one_stdout,
     executor_option,
     json_file_option,
+    pin_option,
     timeout_option,
     workers_option,
 )
@@ -52,6 +53,7 @@ from ._output import Outputs, say
     "--markdown", "md_out", default=None, metavar="FILE|-", help="Write markdown for a PR comment."
 )
 @click.option("--junit", "junit_out", default=None, metavar="FILE|-", help="Write JUnit XML.")
+@pin_option
 @workers_option
 @executor_option
 @timeout_option
@@ -64,6 +66,7 @@ def check(
     json_out: str | None,
     md_out: str | None,
     junit_out: str | None,
+    pins: tuple[str, ...],
     workers: int,
     executor: str,
     ray_address: str | None,
@@ -95,6 +98,8 @@ def check(
 
     check_one_stdout(json=json_out, markdown=md_out, junit=junit_out)
     file = load_config(config_path)
+    if pins:  # --pin adds rules to every check
+        file = file.with_pins(pins)
     baseline_file = Path(baseline_path) if baseline_path else file.default_baseline
     reads = [str(file.path), str(baseline_file), *_sessions(file)]
     outputs = Outputs(reads, json=json_out, markdown=md_out, junit=junit_out)

@@ -70,6 +70,7 @@ def _write(tmp_path: Path, body: str, name: str = "pyproject.toml") -> Path:
         ),
         ("budget = 1000", "sessions: missing (required)"),
         ('sessions = ["a.json"]\ninformational = "maybe"', "informational: Input should be"),
+        ('sessions = ["a.json"]\npins = ["colour=red"]', "pins: pin rule 'colour=red' is not"),
     ],
 )
 def test_bad_configuration_is_one_line_exit_2_with_file_line_and_key(
@@ -136,6 +137,19 @@ def test_sessions_relative_to_the_file_with_file_hash_n(tmp_path: Path) -> None:
         "testdata_gpt4_test-repo-i1.traj",
     ]
     assert found[0].endswith("#1")
+
+
+def test_pin_rules_of_a_check_reach_its_pipeline_and_name_it(tmp_path: Path) -> None:
+    from compactkit.check.gate import resolve_pipeline
+    from compactkit.registry import make_registry
+
+    path = _write(tmp_path, 'sessions = ["a.json"]\npins = ["path=**/CLAUDE.md"]')
+    (check,) = load_config(str(path)).checks
+    spec = resolve_pipeline(check, make_registry(entry_points=False))
+    assert spec.pins == ("path=**/CLAUDE.md",)
+    assert spec.name.endswith("[pins: path=**/CLAUDE.md]")
+    (pinned,) = load_config(str(path)).with_pins(["tool=TodoWrite"]).checks
+    assert pinned.pins == ["path=**/CLAUDE.md", "tool=TodoWrite"]
 
 
 def test_the_docs_reference_is_generated_from_the_models() -> None:
