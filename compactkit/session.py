@@ -556,6 +556,8 @@ def _copy_pipeline(pipeline: Pipeline) -> Pipeline:
         check=pipeline.check,
         registry=pipeline.registry,
         name=pipeline.title,
+        timeout=pipeline.timeout,
+        pins=pipeline.pins,
     )
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..context import AgentContext, Message
-from ..pipeline import Pipeline
+from ..pipeline import Pipeline, builtin_strategies
 from ..tokens import TokenCounter
 from ..validate import validate
 from .pricing import PricingProfile
@@ -127,12 +127,13 @@ def call_points(ctx: AgentContext) -> list[int]:
 class _Checker:
     """Validates each compaction the bench triggers, counting violations instead of raising."""
 
-    def __init__(self) -> None:
+    def __init__(self, pins: bool = True) -> None:
         self.count = 0
         self.samples: list[str] = []
+        self.pins = pins
 
     def check(self, out: AgentContext, inp: AgentContext) -> None:
-        problems = validate(out, inp)
+        problems = validate(out, inp, pins=self.pins)
         self.count += len(problems)
         for p in problems[: max(0, 3 - len(self.samples))]:
             self.samples.append(str(p))
@@ -163,7 +164,11 @@ def run_session(
     `scorers` are retention scorers besides the built-in `facts` one (`register_scorers`); each
     one's figures land in `scores[name]`, and one that raises is reported there, never fatal.
     """
-    checker = _Checker()
+    # the reference policies of other tools are measured as shipped: their losses of the user's
+    # words count in retention, not as violations (see Strategy.keeps_pins)
+    checker = _Checker(
+        pins=all(s.keeps_pins or type(s) not in builtin_strategies() for s in pipeline.strategies)
+    )
     start = time.perf_counter()
     before = counter.context(ctx)
     result = SessionResult(name, pipeline.title, mode, before, before)
@@ -174,6 +179,7 @@ def run_session(
         name=pipeline.title,
         registry=pipeline.registry,
         timeout=pipeline.timeout,
+        pins=pipeline.pins,
     )
     if mode == "oneshot":
         final = _compact(unchecked, ctx, counter, checker)
