@@ -83,8 +83,11 @@ Claude Code does not store its system prompt: `system_instruction` stays None.
 from __future__ import annotations
 
 import itertools
+import json
 import re
+import uuid
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -104,7 +107,7 @@ from ..context import (
     ToolResultBlock,
 )
 from ..errors import BadInputError
-from ._chat import anthropic_block
+from ._chat import anthropic_block, block_as_text
 from ._pairing import NO_RESULT_TEXT, Turn, repair_pairing
 from ._util import (
     as_dict,
@@ -116,7 +119,7 @@ from ._util import (
     note_skipped,
     parts_from_content,
 )
-from .base import BadLine, Document, Format, read_document
+from .base import BadLine, Document, Format, read_document, require_single
 
 _SNIFF_LIMIT = 50
 
@@ -154,6 +157,12 @@ class ClaudeCodeFormat(Format):
     extension = ".jsonl"
     priority = 10
     malformed_lines = "skip"
+    can_write = True
+
+    def dump(self, contexts: Sequence[AgentContext]) -> str:
+        """A session Claude Code resumes (`claude --resume <session id>` once the file is
+        `~/.claude/projects/<cwd as a-b-c>/<session id>.jsonl`), see `write_session`."""
+        return write_session(require_single(contexts, self.name))
 
     def sniff(self, doc: Document) -> bool:
         try:
@@ -888,4 +897,142 @@ def _assistant_blocks(content: Any) -> list[Block]:
     return blocks
 
 
-__all__ = ["NO_RESULT_TEXT", "ClaudeCodeFormat"]
+__all__ = ["NO_RESULT_TEXT", "ClaudeCodeFormat", "session_id_of", "write_session"]
+
+
+# --------------------------------------------------------------------------- writing
+
+WRITER_VERSION = "2.1.332"
+"""The Claude Code version whose session records the writer writes (its resume is tested)."""
+
+
+def session_id_of(ctx: AgentContext) -> str:
+    """The session id a written session takes: the context's own when it is a UUID (Claude Code
+    finds a session by its file name, `<id>.jsonl`), else one derived from the content."""
+    value = ctx.metadata.get("session_id")
+    if isinstance(value, str):
+        try:
+            return str(uuid.UUID(value))
+        except ValueError:
+            pass
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, "compactkit:" + ctx.to_json()))
+
+
+def write_session(ctx: AgentContext) -> str:
+    """`ctx` as Claude Code session records, one JSON object a line, each `user` / `assistant`
+    record parented on the one before (`parentUuid`), as Claude Code writes a conversation: the
+    user's words as user records (a user-role message with an origin as `isMeta`, a summary as
+    `isCompactSummary`), each assistant message as one record with its thinking (signed or
+    redacted), text and `tool_use` blocks, each tool message as a user record of `tool_result`
+    blocks. Markers a strategy left are written as the text a model is shown for them. Claude
+    Code keeps no system prompt in a session: `system_instruction` is not written, and a
+    mid-conversation system message becomes an `isMeta` user record. Record ids are derived from
+    the content, so the same context always gives the same file."""
+    session = session_id_of(ctx)
+    cwd = ctx.metadata.get("cwd") if isinstance(ctx.metadata.get("cwd"), str) else None
+    base: dict[str, Any] = {
+        "isSidechain": False,
+        "userType": "external",
+        "cwd": cwd or "/",
+        "sessionId": session,
+        "version": WRITER_VERSION,
+    }
+    lines: list[str] = []
+    parent: str | None = None
+    for number, message in enumerate(ctx.messages):
+        record_id = str(uuid.uuid5(uuid.UUID(session), f"{number}"))
+        record: dict[str, Any] = {"parentUuid": parent, **base}
+        stamp = message.metadata.get("timestamp")
+        timestamp = stamp if isinstance(stamp, str) else "1970-01-01T00:00:00.000Z"
+        if message.role == "assistant":
+            model = message.metadata.get("model")
+            record.update(
+                type="assistant",
+                message={
+                    "id": f"msg_{record_id.replace('-', '')[:24]}",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": model if isinstance(model, str) else "<synthetic>",
+                    "content": _assistant_content(message.content),
+                    "stop_reason": "tool_use" if message.tool_calls else "end_turn",
+                    "stop_sequence": None,
+                    "usage": _usage(message.metadata.get("usage")),
+                },
+            )
+        else:
+            content = (
+                _result_content(message.content)
+                if message.role == "tool"
+                else _user_content(message.content)
+            )
+            record.update(type="user", message={"role": "user", "content": content})
+            if message.origin == "summary":
+                record["isCompactSummary"] = True
+                record["isVisibleInTranscriptOnly"] = True
+            elif message.role == "system" or message.origin is not None:
+                record["isMeta"] = True  # not the user's words: reads back with an origin
+        record.update(uuid=record_id, timestamp=timestamp)
+        lines.append(json.dumps(record, ensure_ascii=False))
+        parent = record_id
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def _usage(value: Any) -> dict[str, Any]:
+    usage = as_dict(value)
+    return {
+        "input_tokens": usage.get("input_tokens", 0),
+        "output_tokens": usage.get("output_tokens", 0),
+        **{k: v for k, v in usage.items() if k not in ("input_tokens", "output_tokens")},
+    }
+
+
+def _user_content(blocks: Sequence[Block]) -> str | list[dict[str, Any]]:
+    if len(blocks) == 1 and isinstance(blocks[0], TextBlock):
+        return blocks[0].text
+    return [_part(b) for b in blocks if not isinstance(b, (ToolCallBlock, ToolResultBlock))]
+
+
+def _part(block: Block) -> dict[str, Any]:
+    if isinstance(block, ImageBlock):
+        if block.data is not None:
+            source = {"type": "base64", "media_type": block.media_type, "data": block.data}
+        else:
+            source = {"type": "url", "url": block.url}
+        return {"type": "image", "source": source}
+    return {"type": "text", "text": block_as_text(block)}
+
+
+def _assistant_content(blocks: Sequence[Block]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for block in blocks:
+        if isinstance(block, ThinkingBlock) and block.redacted:
+            out.append({"type": "redacted_thinking", "data": block.signature or ""})
+        elif isinstance(block, ThinkingBlock):
+            out.append(
+                {"type": "thinking", "thinking": block.thinking, "signature": block.signature or ""}
+            )
+        elif isinstance(block, ToolCallBlock):
+            out.append(
+                {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
+            )
+        else:
+            out.append(_part(block))
+    return out
+
+
+def _result_content(blocks: Sequence[Block]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for block in blocks:
+        if isinstance(block, ToolResultBlock):
+            parts = [_part(p) for p in block.content]
+            out.append(
+                {
+                    "tool_use_id": block.tool_call_id,
+                    "type": "tool_result",
+                    "content": parts,
+                    "is_error": block.is_error,
+                }
+            )
+        else:
+            out.append(_part(block))
+    return out

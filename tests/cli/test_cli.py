@@ -24,10 +24,12 @@ def run(*args: str) -> tuple[int, str, str]:
 
 
 def _bad_inputs(tmp_path: Path) -> dict[str, tuple[Path | str, str]]:
-    real = sample("claude-code-viewer").read_text(encoding="utf-8")
+    # an eval output.jsonl (read whole by OpenHands' tools) is refused at a cut line; agents that
+    # skip such a line (Claude Code, pi, Codex) are read with a warning (test_malformed_lines.py)
+    real = sample("resolver_mock").read_text(encoding="utf-8")
     lines = real.splitlines(keepends=True)
     truncated = tmp_path / "truncated.jsonl"
-    truncated.write_text("".join(lines[:5]) + lines[5][: len(lines[5]) // 2] + "\n" + lines[6])
+    truncated.write_text(lines[0] + lines[1][: len(lines[1]) // 2] + "\n" + lines[0])
     garbage = tmp_path / "garbage.json"
     garbage.write_bytes(bytes(range(256)) * 4)
     empty = tmp_path / "empty.json"
@@ -38,7 +40,7 @@ def _bad_inputs(tmp_path: Path) -> dict[str, tuple[Path | str, str]]:
     unknown.write_text('{"hello": "world", "items": [1, 2, 3]}')
     return {
         "missing": (tmp_path / "nope.jsonl", "no such file"),
-        "truncated": (truncated, ":6: invalid or truncated JSONL record"),
+        "truncated": (truncated, ":2: invalid or truncated JSONL record"),
         "garbage": (garbage, "binary data"),
         "empty": (empty, "file is empty"),
         "not json": (notjson, "not JSON"),
