@@ -11,6 +11,7 @@ skips) travel with the next message's items.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Callable, Sequence
@@ -65,10 +66,11 @@ class Request:
         return h.hexdigest()
 
     def unit_at(self, lo: int) -> Unit | None:
-        for unit in self.units:
-            if unit.lo == lo:
-                return unit
-        return None
+        return self.by_lo.get(lo)
+
+    @functools.cached_property
+    def by_lo(self) -> dict[int, Unit]:
+        return {unit.lo: unit for unit in self.units}
 
     def messages_from(self, raw_index: int) -> tuple[Message, ...] | None:
         """The context messages made by raw items from `raw_index` on; None when a message
