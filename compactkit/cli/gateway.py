@@ -11,7 +11,7 @@ import click
 from ..defaults import DEFAULT_TRIGGER
 from ..errors import ConfigError
 from ._app import State, command
-from ._options import tokenizer_option
+from ._options import pin_option, tokenizer_option
 
 
 def _listen(value: str) -> tuple[str, int]:
@@ -119,6 +119,7 @@ def pipeline_specs(text: str) -> list[str]:
     show_default=True,
     help="Seconds to wait for the upstream to connect or send its next bytes.",
 )
+@pin_option
 @tokenizer_option
 @click.pass_obj
 def gateway(
@@ -134,6 +135,7 @@ def gateway(
     recall: bool,
     max_conversations: int,
     timeout: float,
+    pins: tuple[str, ...],
     tokenizer: str,
 ) -> None:
     """Serve the model APIs at a base URL and compact each conversation as `bench --mode
@@ -167,6 +169,7 @@ def gateway(
         state=state_db,
         record=record,
         recall=recall,
+        pins=pins,
         max_conversations=max_conversations,
         timeout=timeout,
     )

@@ -30,6 +30,7 @@ from ..context import AgentContext
 from ..defaults import DEFAULT_TRIGGER
 from ..errors import redact
 from ..formats.session_log import appended
+from ..pipeline import Pipeline
 from ..registry import Registry
 from ..session import CompactionSetup
 from ..tokens import DEFAULT_TOKENIZER
@@ -78,6 +79,9 @@ class GatewayConfig:
     record: str | None = None
     """A folder where each conversation is written, uncompacted, as a session log."""
     recall: bool = False
+    pins: tuple[str, ...] = ()
+    """User pin rules (`tool=TodoWrite`, `path=**/CLAUDE.md`, ... see `compactkit.pins`): what
+    they name is never compacted."""
     max_conversations: int = 1000
     ttl: float = 24 * 3600
     timeout: float = 600.0
@@ -120,6 +124,17 @@ class Policy:
         self.trigger = config.trigger
         self.target = setup.target
         self.pipeline = setup.pipeline
+        if config.pins:
+            built = setup.pipeline
+            self.pipeline = Pipeline(
+                built.strategies,
+                tokenizer=built.tokenizer,
+                check=built.check,
+                registry=built.registry,
+                name=built.title,
+                timeout=built.timeout,
+                pins=(*built.pins, *config.pins),
+            )
         self.counter = setup.counter
         self.conversations = Conversations(config.max_conversations, config.ttl, config.state)
         self.recorder = Recorder(config.record) if config.record else None

@@ -241,3 +241,22 @@ def test_chat_passes_the_trigger_and_stays_under_it(model: FakeModel, start_gate
     assert check_conversation(
         "openai-chat", run.sent, _bodies(model, "/v1/chat/completions"), TRIGGER, TASK
     )
+
+
+def test_a_pinned_tool_is_never_compacted(model: FakeModel, start_gateway) -> None:
+    """`--pin tool=read_file`: every file the agent read reaches the model verbatim, however far
+    past the trigger; without the pin, compaction removes the oldest."""
+    from .conftest import chunk
+
+    model.turns = 10
+    base = start_gateway(trigger=TRIGGER, target=3000, pins=("tool=read_file",))
+    anthropic_agent(base, TASK)
+    pinned_last = _bodies(model, "/v1/messages")[-1].decode()
+    model.received.clear()
+    plain = start_gateway(trigger=TRIGGER, target=3000)
+    anthropic_agent(plain, TASK)
+    plain_last = _bodies(model, "/v1/messages")[-1].decode()
+    reads = [json.dumps(chunk(f"chunk{n}"))[1:-1] for n in range(10)]
+    assert all(text in pinned_last for text in reads)
+    assert not all(text in plain_last for text in reads)
+    assert httpx.get(base + "/compactkit/stats").json()["counters"]["compacted_requests"] > 0
