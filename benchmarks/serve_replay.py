@@ -48,6 +48,8 @@ from compactkit.tokens import get_counter  # noqa: E402
 from compactkit.toolcall import payload_path, read_call  # noqa: E402
 from tests.serve.servers import PROXY, filesystem_server  # noqa: E402
 
+SDK_SERVER = str(ROOT / "tests" / "serve" / "sdk_server.py")
+
 LINE_RELAY = str(Path(__file__).with_name("line_relay.py"))
 
 
@@ -71,6 +73,11 @@ class SessionReplay:
     direct_seconds: list[float] = field(default_factory=list)
     proxy_seconds: list[float] = field(default_factory=list)
     relay_seconds: list[float] = field(default_factory=list)
+    sdk_seconds: list[float] = field(default_factory=list)
+    """The same read from an MCP server on the Python SDK (tests/serve/sdk_server.py)..."""
+    in_server_seconds: list[float] = field(default_factory=list)
+    """...and from the same server with `serve_tools`."""
+    in_server_tokens: int = 0
 
 
 def session_reads(ctx: AgentContext) -> list[Read]:
@@ -129,6 +136,8 @@ async def replay(
     proxied = StdioServerParameters(
         command=PROXY[0], args=[*PROXY[1:], "--timeout", "30", "--", *server, str(workdir)]
     )
+    sdk_plain = StdioServerParameters(command=sys.executable, args=[SDK_SERVER, "plain", "/"])
+    sdk_served = StdioServerParameters(command=sys.executable, args=[SDK_SERVER, "mcpserver", "/"])
     counter = get_counter()
     results: list[SessionReplay] = []
     async with (
@@ -138,17 +147,22 @@ async def replay(
         ClientSession(pr, pw, read_timeout_seconds=60) as proxy,
         stdio_client(relayed, errlog=tempfile.TemporaryFile("w")) as (rr, rw),
         ClientSession(rr, rw, read_timeout_seconds=60) as relay,
+        stdio_client(sdk_plain, errlog=tempfile.TemporaryFile("w")) as (sr, sw),
+        ClientSession(sr, sw, read_timeout_seconds=60) as sdk,
+        stdio_client(sdk_served, errlog=tempfile.TemporaryFile("w")) as (ir, iw),
+        ClientSession(ir, iw, read_timeout_seconds=60) as in_server,
     ):
-        await plain.initialize()
-        await proxy.initialize()
-        await relay.initialize()
+        for client in (plain, proxy, relay, sdk, in_server):
+            await client.initialize()
+            await client.list_tools()
         for n, (name, ctx) in enumerate(conversations):
             reads = session_reads(ctx)
             if not reads:
                 continue
             note = types.Notification(method=COMPACTED, params=None)  # a new conversation
-            await proxy.send_notification(cast(Any, note))
-            await proxy.send_ping()
+            for served_client in (proxy, in_server):
+                await served_client.send_notification(cast(Any, note))
+                await served_client.send_ping()
             row = SessionReplay(name, len(reads), collapse_tokens=collapse_tokens(ctx, reads))
             folder = workdir / f"s{n}"
             folder.mkdir()
@@ -166,9 +180,16 @@ async def replay(
                 t2 = time.perf_counter()
                 await relay.call_tool("read_text_file", args)
                 t3 = time.perf_counter()
+                await sdk.call_tool("read_text_file", args)
+                t4 = time.perf_counter()
+                in_server_result = await in_server.call_tool("read_text_file", args)
+                t5 = time.perf_counter()
                 row.direct_seconds.append(t1 - t0)
                 row.proxy_seconds.append(t2 - t1)
                 row.relay_seconds.append(t3 - t2)
+                row.sdk_seconds.append(t4 - t3)
+                row.in_server_seconds.append(t5 - t4)
+                row.in_server_tokens += counter.text(_text(in_server_result))
                 shown = _text(plain_result)
                 row.direct_tokens += counter.text(shown)
                 row.proxy_tokens += counter.text(_text(proxy_result))
@@ -199,12 +220,15 @@ def summary(rows: Sequence[SessionReplay]) -> dict[str, Any]:
     direct = [s for r in rows for s in r.direct_seconds]
     proxy = [s for r in rows for s in r.proxy_seconds]
     relay = [s for r in rows for s in r.relay_seconds]
+    sdk = [s for r in rows for s in r.sdk_seconds]
+    in_server = [s for r in rows for s in r.in_server_seconds]
     total = {
         "sessions": len(rows),
         "reads": sum(r.reads for r in rows),
         "direct_tokens": sum(r.direct_tokens for r in rows),
         "proxy_tokens": sum(r.proxy_tokens for r in rows),
         "collapse_tokens": sum(r.collapse_tokens for r in rows),
+        "in_server_tokens": sum(r.in_server_tokens for r in rows),
         "markers": sum(r.markers for r in rows),
         "bad_markers": sum(len(r.bad_markers) for r in rows),
     }
@@ -220,6 +244,15 @@ def summary(rows: Sequence[SessionReplay]) -> dict[str, Any]:
             "line_relay_median": statistics.median(relay) * 1000,
             "line_relay_median_ratio": statistics.median(relay) / statistics.median(direct),
             "proxy_vs_line_relay_median": statistics.median(proxy) / statistics.median(relay),
+            "line_relay_p99": percentile(relay, 0.99) * 1000,
+            "proxy_vs_line_relay_p99": percentile(proxy, 0.99) / percentile(relay, 0.99),
+            # an MCP server on the Python SDK, without and with `serve_tools`
+            "sdk_median": statistics.median(sdk) * 1000,
+            "sdk_p99": percentile(sdk, 0.99) * 1000,
+            "in_server_median": statistics.median(in_server) * 1000,
+            "in_server_p99": percentile(in_server, 0.99) * 1000,
+            "in_server_median_ratio": statistics.median(in_server) / statistics.median(sdk),
+            "in_server_p99_ratio": percentile(in_server, 0.99) / percentile(sdk, 0.99),
         }
     return total
 

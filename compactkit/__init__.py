@@ -58,7 +58,7 @@ from .pipeline import Pipeline, RunResult, StepReport, build_pipeline, get_strat
 from .recovery import expand, split_stash, unrecoverable
 from .recovery import put as put_recovery
 from .registry import Registry, get_registry, make_registry
-from .serve import MemoryServeStore, Served, ServeState, SqliteServeStore, serve_key
+from .serve import MemoryServeStore, Served, ServeState, SqliteServeStore, serve_key, serve_tools
 from .session import Session
 from .spec import PipelineSpec, parse_pipeline
 from .strategies.etag_collapse import EtagCollapse
@@ -179,6 +179,7 @@ __all__ = [
     "render",
     "run_bench",
     "serve_key",
+    "serve_tools",
     "split_stash",
     "strategy",
     "unrecoverable",

@@ -1,10 +1,12 @@
 """Stateful compact serving: a tool server remembers what it served in a session and answers a
 repeat with a `{path, etag, unchanged}` marker (`ServeState`), kept in memory or SQLite; the MCP
 proxy (`compactkit mcp-proxy`, `compactkit.serve.mcp_proxy`, needs `compactkit[mcp]`) puts it in
-front of any MCP server."""
+front of any MCP server, and `serve_tools(server)` puts it inside a Python MCP server on the
+official SDK."""
 
 from __future__ import annotations
 
+from .mcp_tools import ServeMiddleware, serve_tools
 from .state import (
     SERVE_STATE_TAG,
     Served,
@@ -19,6 +21,7 @@ from .store import MemoryServeStore, ServeStore, SqliteServeStore, observer
 __all__ = [
     "SERVE_STATE_TAG",
     "MemoryServeStore",
+    "ServeMiddleware",
     "ServeState",
     "ServeStore",
     "Served",
@@ -27,5 +30,6 @@ __all__ = [
     "SqliteServeStore",
     "observer",
     "serve_key",
+    "serve_tools",
     "text_etag",
 ]

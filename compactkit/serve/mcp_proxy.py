@@ -12,14 +12,15 @@ parse and one dump of each message instead of a session on each side, which is m
 cost per call.
 
 What it changes: `tools/list` answers get an optional `refresh` boolean argument on each tool (a
-tool that already takes `refresh` keeps its own) and lose `outputSchema` (a marker cannot conform
-to it; structured content still passes through with every full result); `tools/call` answers that
-are one text part go through the serve state. Per call, `_meta` may carry `compactkit/known` (etags
-the model holds: a restarted proxy does not resend them) and `compactkit/skip` (true, or field
-names: omit, record as served); both are removed before the call goes upstream. Each served result
-carries `_meta["compactkit/serve"]` (etag, field etags, full or not). A client notification
-`notifications/compactkit/compacted` (params `{"etags": [...]}`, or none: everything) says what a
-compaction removed, so it is sent in full next time; it is not forwarded.
+tool that already takes `refresh` keeps its own); `tools/call` answers that are one text part go
+through the serve state (`compactkit.serve.mcp_tools`: a tool's `outputSchema` is kept, and its
+`structuredContent` is the marker object only where that conforms to the schema). Per call, `_meta`
+may carry `compactkit/known` (etags the model holds: a restarted proxy does not resend them) and
+`compactkit/skip` (true, or field names: omit, record as served); both are removed before the call
+goes upstream. Each served result carries `_meta["compactkit/serve"]` (etag, field etags, full or
+not). A client notification `notifications/compactkit/compacted` (params `{"etags": [...]}`, or
+none: everything) says what a compaction removed, so it is sent in full next time; it is not
+forwarded.
 
 Upstream protocol errors, timeouts, malformed results and an upstream that dies become MCP errors
 on the request that met them (and on every later one, once the upstream is gone); a tool result
@@ -28,7 +29,6 @@ marked `isError` and any result that is not one text part pass through unchanged
 
 from __future__ import annotations
 
-import json
 import sys
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -42,23 +42,36 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
-from ..errors import BadInputError, CompactkitError
+from ..errors import BadInputError
 from ._pipes import event_loop_stdio
-from .state import serve_key
+from .mcp_tools import (
+    AGAIN,
+    COMPACTED,
+    META_KNOWN,
+    META_SERVE,
+    META_SKIP,
+    REFRESH,
+    REFRESH_SCHEMA,
+    BadMeta,
+    ToolCall,
+    ToolServing,
+)
 from .store import MemoryServeStore, ServeStore
 
-REFRESH = "refresh"
-REFRESH_SCHEMA: dict[str, Any] = {
-    "type": "boolean",
-    "default": False,
-    "description": "Send the full result even if it is unchanged since an earlier call. Use it "
-    "when a result says unchanged but you no longer have that earlier result.",
-}
-AGAIN = "call again with refresh=true for the full content"
-META_KNOWN = "compactkit/known"
-META_SKIP = "compactkit/skip"
-META_SERVE = "compactkit/serve"
-COMPACTED = "notifications/compactkit/compacted"
+__all__ = [
+    "AGAIN",
+    "COMPACTED",
+    "META_KNOWN",
+    "META_SERVE",
+    "META_SKIP",
+    "REFRESH",
+    "REFRESH_SCHEMA",
+    "ProxyConfig",
+    "relay",
+    "run_proxy",
+    "upstream_streams",
+]
+
 UPSTREAM_ERROR = -32000
 
 
@@ -84,39 +97,12 @@ JSONRPCMessage = (
 
 
 @dataclass
-class _Call:
-    """What the answer to a tools/call needs to be served."""
-
-    key: str
-    path: str | None
-    refresh: bool
-    known: list[str]
-    skip: bool | list[str]
-    superseded: bool = False
-    """A later call of the same key came before this one's answer: the client gave up waiting
-    (a timeout without a cancellation), so this answer is sent but not recorded as held."""
-
-
-@dataclass
 class _Pending:
     """A client request forwarded upstream and not yet answered."""
 
     what: str  # "tools/call NAME", "tools/list", ... as errors name it
     scope: anyio.CancelScope  # its timeout's
-    call: _Call | None = None
-
-
-class _BadMeta(ValueError):
-    """A compactkit `_meta` key whose value is not what it must be."""
-
-
-def _meta_list(meta: dict[str, Any], name: str) -> list[str] | None:
-    value = meta.pop(name, None)
-    if value is None:
-        return None
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise _BadMeta(f"_meta[{name!r}] must be a list of strings, not {json.dumps(value)[:80]}")
-    return value
+    call: ToolCall | None = None
 
 
 def _error(msg_id: types.RequestId, code: int, message: str, data: Any = None) -> SessionMessage:
@@ -137,7 +123,7 @@ class _Relay:
         self.to_client = to_client
         self.to_upstream = to_upstream
         self.pending: dict[types.RequestId, _Pending] = {}
-        self.own_refresh: set[str] = set()  # upstream tools that already take a `refresh`
+        self.serving = ToolServing(config.store)
         self.gone = False  # the upstream closed its side
 
     # ------------------------------------------------------------------ client -> upstream
@@ -145,9 +131,7 @@ class _Relay:
     async def from_client(self, tg: anyio.abc.TaskGroup, message: JSONRPCMessage) -> None:
         if isinstance(message, types.JSONRPCNotification):
             if message.method == COMPACTED:
-                etags = (message.params or {}).get("etags")
-                gone = [str(e) for e in etags] if isinstance(etags, list) else None
-                self._store(lambda: self.config.store.reset(self.config.session, gone))
+                self.serving.compacted(message.params, self.config.session)
                 return
             if message.method == "notifications/cancelled":
                 cancelled = self.pending.pop((message.params or {}).get("requestId"), None)  # type: ignore[arg-type]  # any JSON value; a miss is None
@@ -162,7 +146,7 @@ class _Relay:
         if message.method == "tools/call":
             try:
                 message, pending = self._call(message, pending)
-            except _BadMeta as exc:
+            except BadMeta as exc:
                 await self.send_client(
                     _error(message.id, types.INVALID_PARAMS, f"{pending.what}: {exc}")
                 )
@@ -188,36 +172,15 @@ class _Relay:
     ) -> tuple[types.JSONRPCRequest, _Pending]:
         """A tools/call with `refresh` and compactkit's `_meta` keys taken out, and what its answer
         needs to be served."""
-        params = dict(message.params or {})
-        name = params.get("name")
-        arguments = params.get("arguments")
-        if not isinstance(name, str) or not isinstance(arguments, dict | None):
+        taken = self.serving.call(message.params or {}, self.config.session)
+        if taken is None:
             return message, pending  # the upstream answers a malformed call as it sees fit
-        pending.what = f"tools/call {name}"
-        arguments = dict(arguments or {})
-        refresh = False
-        if name not in self.own_refresh and REFRESH in arguments:
-            refresh = bool(arguments.pop(REFRESH))
-            params["arguments"] = arguments
-        meta = params.get("_meta")
-        known: list[str] | None = None
-        skip: bool | list[str] | None = None
-        if isinstance(meta, dict) and (META_KNOWN in meta or META_SKIP in meta):
-            meta = dict(meta)
-            known = _meta_list(meta, META_KNOWN)
-            skip = meta.get(META_SKIP)
-            if not isinstance(skip, bool):
-                skip = _meta_list(meta, META_SKIP)
-            meta.pop(META_SKIP, None)
-            if meta:
-                params["_meta"] = meta
-            else:
-                del params["_meta"]
-        key, path = serve_key(name, arguments)
+        params, call = taken
+        pending.what = f"tools/call {call.tool}"
         for earlier in self.pending.values():
-            if earlier.call is not None and earlier.call.key == key:
+            if earlier.call is not None and earlier.call.key == call.key:
                 earlier.call.superseded = True
-        pending.call = _Call(key, path, refresh, known or [], skip or False)
+        pending.call = call
         request = types.JSONRPCRequest(
             jsonrpc="2.0", id=message.id, method=message.method, params=params
         )
@@ -286,79 +249,19 @@ class _Relay:
             return
         answer = SessionMessage(types.JSONRPCResponse(jsonrpc="2.0", id=msg_id, result=result))
         if await self.send_client(answer) and record is not None:
-            self._store(record)  # held by the client only once it is on its way to it
+            self.serving.guarded(record)  # held by the client only once it is on its way to it
 
     def _answer(
         self, result: dict[str, Any], pending: _Pending
     ) -> tuple[dict[str, Any], Callable[[], Any] | None]:
         """The answer to send, and what records it as served once sent (if anything)."""
         if pending.what == "tools/list":
-            return self._tools(result), None
+            types.ListToolsResult.model_validate(result)
+            return self.serving.tools(result), None
         if pending.call is not None:
-            return self.serve(result, pending.call)
+            types.CallToolResult.model_validate(result)
+            return self.serving.answer(result, pending.call)
         return result, None
-
-    def _store(self, operation: Callable[[], Any]) -> Any:
-        """A serve-state operation; a state that cannot be read or written (a damaged --state
-        file) is reported on stderr and the call is served in full."""
-        try:
-            return operation()
-        except CompactkitError as exc:
-            _log(str(exc))
-            return None
-
-    def _tools(self, result: dict[str, Any]) -> dict[str, Any]:
-        """A tools/list answer with `refresh` on every tool and no output schemas."""
-        types.ListToolsResult.model_validate(result)
-        tools = []
-        for tool in result["tools"]:
-            schema = dict(tool.get("inputSchema") or {})
-            props = dict(schema.get("properties") or {})
-            if REFRESH in props:
-                self.own_refresh.add(tool["name"])
-            else:
-                props[REFRESH] = REFRESH_SCHEMA
-            schema["properties"] = props
-            tools.append(
-                {k: v for k, v in tool.items() if k != "outputSchema"} | {"inputSchema": schema}
-            )
-        return {**result, "tools": tools}
-
-    def serve(
-        self, result: dict[str, Any], call: _Call
-    ) -> tuple[dict[str, Any], Callable[[], Any] | None]:
-        """A tools/call answer passed through the serve state (as it came when it is an error or
-        not one text part), and what records it as served."""
-        parsed = types.CallToolResult.model_validate(result)
-        if (
-            parsed.is_error
-            or len(parsed.content) != 1
-            or not isinstance(parsed.content[0], types.TextContent)
-        ):
-            return result, None
-        store, session, text = self.config.store, self.config.session, parsed.content[0].text
-        options: dict[str, Any] = {
-            "path": call.path,
-            "refresh": call.refresh,
-            "known": call.known,
-            "skip": call.skip,
-            "again": AGAIN,
-        }
-        served = self._store(lambda: store.peek(session, call.key, text, **options))
-        if served is None:
-            return result, None
-        record = (
-            None if call.superseded else lambda: store.serve(session, call.key, text, **options)
-        )
-        note: dict[str, Any] = {"etag": served.etag, "full": served.full, "call": served.call}
-        if served.fields:
-            note["fields"] = dict(served.fields)
-        meta = {**(result.get("_meta") or {}), META_SERVE: note}
-        if served.full:
-            return {**result, "_meta": meta}, record
-        part = result["content"][0]
-        content = [{**part, "text": served.text}] if served.parts else []
-        return {"content": content, "isError": False, "_meta": meta}, record
 
     async def upstream_gone(self) -> None:
         """Every open request fails now, and every later one at once."""
