@@ -220,6 +220,18 @@ def test_record_writes_the_uncompacted_conversation_as_a_session_log(
     )
     assert TASK in ctx.messages[0].text
     assert not any("gateway_span" in m.metadata for m in ctx.messages)
+    # bench replays the recorded traffic, a model call per assistant turn
+    from click.testing import CliRunner
+
+    from compactkit.cli import make_cli
+
+    result = CliRunner().invoke(
+        make_cli(), ["bench", str(tmp_path / "rec"), "--mode", "persistent", "--json", "-"]
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    (row,) = [r for r in report["sessions"] if r["pipeline"] != "none"]
+    assert row["model_calls"] == sum(1 for m in ctx.messages[1:] if m.role == "assistant")
 
 
 def test_an_unreachable_upstream_is_a_502_not_a_500(start_gateway) -> None:
