@@ -274,8 +274,10 @@ class Pipeline(Strategy):
 
     Every output is checked by `compactkit.validate` against that strategy's input; a violation
     raises `ContractViolation` naming the strategy, message and rule, and leaves the caller's context
-    untouched (contexts never change). Events go to `subscribe`d observers and to plugins'
-    `compaction_event` hook.
+    untouched (contexts never change). `check=False` skips that validation only: a strategy that
+    is not one of compactkit's built-ins always gets a private copy of its input, and mutating it
+    is always a `ContractViolation`, in every runner (run, bench, check, Session, the gateway).
+    Events go to `subscribe`d observers and to plugins' `compaction_event` hook.
 
     `pins`: user pin rules (`tool=NAME`, `path=GLOB`, `re=REGEX`, `origin=NAME`, see
     `compactkit.pins`) added to every context it runs on; what they name is never touched.
@@ -376,8 +378,9 @@ class Pipeline(Strategy):
         for index, strat in enumerate(self.strategies):
             t0 = time.perf_counter()
             # code from outside compactkit gets a private copy: whatever it does to its input,
-            # the caller's context stays intact, and mutating it is reported as a violation
-            guarded = self.check and not _trusted(strat)
+            # the caller's context stays intact, and mutating it is reported as a violation;
+            # always, `check=False` (the bench validates outputs itself) included
+            guarded = not _trusted(strat)
             given = _private_copy(current) if guarded else current
             try:
                 out, mutated = self._call(strat, given, current, guarded)
