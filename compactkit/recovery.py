@@ -229,15 +229,32 @@ def _shaped(adapter: TypeAdapter[Any], data: list[Any], etag: str, what: str) ->
         ) from None
 
 
+def context_copies(ctx: AgentContext) -> dict[str, str]:
+    """Store entries for the tool-result payloads `ctx` holds in full: a collapsed marker whose
+    etag names one of them stands for that copy (it is "in the context")."""
+    copies: dict[str, str] = {}
+    for msg in ctx.messages:
+        for block in msg.tool_results:
+            if not any(is_marker(p) or p.type == "elided" for p in block.content):
+                put(copies, block.content)
+    return copies
+
+
 class _Expander:
-    def __init__(self, store: Mapping[str, str]) -> None:
+    def __init__(self, store: Mapping[str, str], context: AgentContext | None = None) -> None:
         self.store = store
+        self.context = context
+        self._copies: dict[str, str] | None = None
         self.used: set[str] = set()
         self.missing: set[str] = set()
 
     def _load(self, marker: Any) -> list[Any] | None:
         etag = marker.etag
         raw = self.store.get(etag)
+        if raw is None and self.context is not None and marker.type == "collapsed":
+            if self._copies is None:  # only when a collapse is not in the store (rare)
+                self._copies = context_copies(self.context)
+            raw = None if is_field_marker(marker) else self._copies.get(etag)
         if raw is None:
             self.missing.add(etag)
             return None
@@ -312,19 +329,25 @@ def expand(ctx: AgentContext, stash: Mapping[str, str] | None = None) -> AgentCo
     Entries used are removed from `recovery`; markers whose etag is in neither `recovery` nor
     `stash` are left in place (see `unrecoverable`). Every entry used is checked against its etag
     first: one that does not match, is not JSON or is not what its marker stands for raises
-    `RecoveryError` naming the etag, and nothing is restored from it.
+    `RecoveryError` naming the etag, and nothing is restored from it. A collapsed marker whose
+    etag is in no store but names a payload the context holds in full is that payload.
     """
     store = {**(stash or {}), **ctx.recovery}
-    expander = _Expander(store)
+    expander = _Expander(store, ctx)
     messages = expander.messages(ctx.messages)
     recovery = {k: v for k, v in ctx.recovery.items() if k not in expander.used}
     return ctx.replace(messages=tuple(messages), recovery=recovery)
 
 
 def unrecoverable(ctx: AgentContext, stash: Mapping[str, str] | None = None) -> list[str]:
-    """Etags of markers that `expand` could not restore."""
-    store = {**(stash or {}), **ctx.recovery}
-    return sorted({m.etag for _, m in markers(ctx) if m.etag not in store})
+    """Etags of markers that `expand` could not restore, markers inside restored content (a
+    summary of an older summary, a collapse inside an omitted window) included."""
+    return left_over(expand(ctx, stash))
+
+
+def left_over(expanded: AgentContext) -> list[str]:
+    """Etags of the markers an expanded context still holds: what its stores did not have."""
+    return sorted({m.etag for _, m in markers(expanded)})
 
 
 _ETAG_IN_JSON = re.compile(r'"etag":"([0-9a-f]{16})"')
@@ -426,9 +449,12 @@ def read_sidecar(path: str | Path, display: str | None = None) -> dict[str, str]
     """The entries of a recovery store written by `write_sidecar`, read one line at a time.
 
     Entries are not verified here: `expand` and `validate` check each one they use against its
-    etag (`check_entry`). A line that is not an entry is a one-line `BadInputError`."""
+    etag (`check_entry`). A line that is not an entry, or a count of entries other than the
+    header's (a line removed, duplicated or added), is a one-line `BadInputError`."""
     where = display or str(path)
     entries: dict[str, str] = {}
+    counted: object = None
+    lines = 0
     with open(path, "rb") as handle:
         for number, raw in enumerate(handle, start=1):
             try:
@@ -454,6 +480,7 @@ def read_sidecar(path: str | Path, display: str | None = None) -> dict[str, str]
                         path=where,
                         hint=f"expected format {SIDECAR_TAG!r}",
                     )
+                counted = value.get("entries")
                 continue
             etag = value.get("etag") if isinstance(value, dict) else None
             payload = value.get("payload") if isinstance(value, dict) else None
@@ -462,6 +489,14 @@ def read_sidecar(path: str | Path, display: str | None = None) -> dict[str, str]
                     "recovery store lines must be {etag, payload} strings", path=where, line=number
                 )
             entries[etag] = payload
+            lines += 1
+    if counted is not None and (counted != lines or lines != len(entries)):
+        raise BadInputError(
+            f"the store's header counts {counted!r} entries, but it holds {lines} line(s) of "
+            f"{len(entries)} etag(s): lines removed, duplicated or added",
+            path=where,
+            hint="use the store written with the output, as it was written",
+        )
     return entries
 
 

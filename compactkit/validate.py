@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from .context import AgentContext, CollapsedBlock, ThinkingBlock, ToolResultBlock
 from .pins import broken
-from .recovery import markers, payload_etag
+from .recovery import context_copies, markers, payload_etag, unrecoverable
 from .recovery import verify as verify_entries
 
 RULES: dict[str, str] = {
@@ -153,12 +153,7 @@ def _markers(ctx: AgentContext, stash: Mapping[str, str] | None) -> list[Violati
             continue
         if isinstance(block, CollapsedBlock):
             if full_copies is None:
-                full_copies = {
-                    payload_etag(b.content)
-                    for m in ctx.messages
-                    for b in m.tool_results
-                    if not any(p.type in ("collapsed", "masked", "elided") for p in b.content)
-                }
+                full_copies = _full_copies(ctx)
             if block.etag in full_copies:
                 continue
         out.append(
@@ -222,4 +217,42 @@ def validate(
         if pins:
             out.extend(Violation("pin-broken", i, detail) for i, detail in broken(ctx, original))
     out.extend(_markers(ctx, stash))
+    if verify and not out:
+        out.extend(_nested_markers(ctx, stash))
+    return out
+
+
+def _full_copies(ctx: AgentContext) -> set[str]:
+    """Etags of the tool-result payloads the context holds in full (a collapsed marker may point
+    at one of them instead of the store)."""
+    return {
+        payload_etag(b.content)
+        for m in ctx.messages
+        for b in m.tool_results
+        if not any(p.type in ("collapsed", "masked", "elided") for p in b.content)
+    }
+
+
+def _nested_markers(ctx: AgentContext, stash: Mapping[str, str] | None) -> list[Violation]:
+    """Markers inside what the store holds (a summary of a summary, a collapse inside an omitted
+    window) whose own content is in no store: `expand` would leave them in place."""
+    out: list[Violation] = []
+    copies: dict[str, str] | None = None
+    for i, msg in enumerate(ctx.messages):
+        alone = ctx.model_copy(update={"messages": (msg,)})
+        top = {m.etag for _, m in markers(alone)}
+        if not top:
+            continue
+        if copies is None:  # what the whole context holds in full, for collapses inside
+            copies = {**context_copies(ctx), **(stash or {})}
+        nested = set(unrecoverable(alone, copies)) - top  # top-level ones: `_markers` judged them
+        for etag in sorted(nested):
+            out.append(
+                Violation(
+                    "dangling-marker",
+                    i,
+                    f"a marker (etag {etag}) inside what this message's markers stand for is "
+                    "neither in the context nor recoverable",
+                )
+            )
     return out

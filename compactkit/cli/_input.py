@@ -109,13 +109,20 @@ def sidecar_of(address: str) -> str | None:
 
 def with_sidecar(ctx: AgentContext, address: str) -> AgentContext:
     """`ctx` with the entries of the store beside its file added to its recovery store, so that
-    compacting a compacted output again keeps what the first run removed."""
-    from ..recovery import read_sidecar
+    compacting a compacted output again keeps what the first run removed. Each entry is checked
+    against its etag first (exit 2 naming the store and a tampered etag): a bad entry is never
+    copied into a new output's store."""
+    from ..recovery import read_sidecar, verify
 
     path = sidecar_of(address)
     if path is None:
         return ctx
-    return ctx.replace(recovery={**read_sidecar(path), **ctx.recovery})
+    entries = read_sidecar(path)
+    try:
+        verify(entries)
+    except BadInputError as exc:
+        raise BadInputError(exc.what, path=path) from None
+    return ctx.replace(recovery={**entries, **ctx.recovery})
 
 
 def read_entries(stash: str | None, address: str | None = None) -> dict[str, str]:

@@ -90,21 +90,21 @@ def expand(state: State, file: str, stash: str | None, to: str, output: str | No
       compactkit expand small.json --stash small.stash -o back.json
     """
     from ..recovery import expand as expand_context
-    from ..recovery import sidecar_path, unrecoverable
+    from ..recovery import left_over, sidecar_path
 
     check_one_stdin(file, stash)
     outputs = Outputs([file, stash or sidecar_of(file) or STDIO], output=output)
     ctx = load_single(state, file)
     entries = read_entries(stash, file)
-    missing = unrecoverable(ctx, entries)
+    expanded = expand_context(ctx, entries)
+    missing = left_over(expanded)  # nested markers too: every one resolved, or nothing written
     if missing:
         raise BadInputError(
-            f"{len(missing)} marker(s) cannot be restored (etag {missing[0]} ...)",
+            f"{len(missing)} marker(s) cannot be restored (etag {', '.join(missing[:3])}"
+            f"{' ...' if len(missing) > 3 else ''})",
             path=file,
             hint=f"keep {sidecar_path(split_address(file)[0])} beside it, or pass --stash "
             "with the store or stash written when it was compacted",
         )
     with outputs:
-        outputs.emit(
-            render(expand_context(ctx, entries), to, state.registry), output, verbatim=True
-        )
+        outputs.emit(render(expanded, to, state.registry), output, verbatim=True)
