@@ -45,6 +45,7 @@ PUBLIC_MODULES = {
     "compactkit",
     "compactkit.testing",
     "compactkit.integrations.langchain",
+    "compactkit.integrations.pydantic_ai",
     "compactkit.gateway",
 }
 

@@ -4,7 +4,6 @@ real `create_agent` loop driven by LangChain's fake chat model."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,7 +30,9 @@ from compactkit.integrations.langchain import (
     to_langchain,
 )
 
-from ..conftest import ROOT, every_conversation
+from ..conftest import every_conversation
+from . import scripted
+from .scripted import ANSWER, FILES, SYSTEM, TASK, assert_bounded, assert_nothing_lost, run_both
 
 
 def test_every_corpus_conversation_round_trips_through_langchain() -> None:
@@ -135,8 +136,6 @@ def test_a_rewritten_message_is_not_undone_by_what_was_recorded() -> None:
 
 # --------------------------------------------------------------------------- a real agent loop
 
-FILES = sorted((ROOT / "compactkit").glob("*.py"), key=lambda p: p.name)[:12]
-
 
 class ScriptedModel(GenericFakeChatModel):
     """LangChain's fake chat model, recording what it is sent, with tools bound (create_agent)."""
@@ -159,24 +158,16 @@ def _script() -> list[AIMessage]:
         )
         for n, p in enumerate(FILES)
     ]
-    return [*steps, AIMessage("The atomic write is in io.py; nothing else touches the disk.")]
+    return [*steps, AIMessage(ANSWER)]
 
 
-@tool
-def read_file(path: str) -> str:
-    """Read a file of the repository."""
-    return Path(path).read_text(encoding="utf-8")
+read_file = tool(scripted.read_file)
 
 
 def _run(middleware: list[Any]) -> tuple[dict[str, Any], list[list[BaseMessage]]]:
     model = ScriptedModel(messages=iter(_script()), seen=[])
-    agent = create_agent(
-        model, [read_file], system_prompt="You are a code reviewer.", middleware=middleware
-    )
-    state = agent.invoke(
-        {"messages": [HumanMessage("Where does compactkit write files? Read the modules.")]},
-        {"recursion_limit": 100},
-    )
+    agent = create_agent(model, [read_file], system_prompt=SYSTEM, middleware=middleware)
+    state = agent.invoke({"messages": [HumanMessage(TASK)]}, {"recursion_limit": 100})
     return state, model.seen
 
 
@@ -185,23 +176,13 @@ def _tokens(messages: list[BaseMessage]) -> int:
 
 
 def test_the_middleware_compacts_a_create_agent_loop() -> None:
-    total = sum(compactkit.count_tokens(p.read_text(encoding="utf-8")) for p in FILES)
-    trigger, target = total // 3, total // 6
-    plain_state, plain_calls = _run([])
-    middleware = CompactionMiddleware(trigger=trigger, target=target)
-    events: list[Any] = []
-    middleware.subscribe(events.append)
-    state, calls = _run([middleware])
-
-    assert len(calls) == len(plain_calls) == len(FILES) + 1
-    assert state["messages"][-1].text == plain_state["messages"][-1].text
-    sizes = [_tokens(c) for c in calls]
-    plain_sizes = [_tokens(c) for c in plain_calls]
-    assert max(plain_sizes) > 2 * trigger  # without it the prompt keeps growing
-    biggest_read = max(compactkit.count_tokens(p.read_text(encoding="utf-8")) for p in FILES)
-    assert max(sizes) <= trigger + biggest_read + 200  # with it, never far past the trigger
-    assert any(e.kind == "finished" for e in events)
-    for call in calls:
+    runs = run_both(_run, CompactionMiddleware)
+    state = runs.result
+    assert state["messages"][-1].text == runs.plain["messages"][-1].text
+    sizes = [_tokens(c) for c in runs.calls]
+    assert_bounded(sizes, [_tokens(c) for c in runs.plain_calls], runs.trigger)
+    assert any(e.kind == "finished" for e in runs.events)
+    for call in runs.calls:
         assert isinstance(call[0], SystemMessage)
         assert call[1].text.startswith("Where does compactkit write files?")  # the task stays
         answered: set[str] = set()
@@ -211,9 +192,7 @@ def test_the_middleware_compacts_a_create_agent_loop() -> None:
             if isinstance(m, ToolMessage):
                 assert m.tool_call_id in answered
     # nothing lost: the state keeps what compaction removed
-    whole = compactkit.expand(state_context(state))
-    texts = "\n".join(b.text for m in whole.messages for b in m.tool_results)
-    assert all(p.read_text(encoding="utf-8") in texts for p in FILES)
+    assert_nothing_lost(compactkit.expand(state_context(state)))
 
 
 def test_the_middleware_keeps_the_messages_it_does_not_compact() -> None:
