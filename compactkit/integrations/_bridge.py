@@ -106,6 +106,7 @@ class SessionOptions(TypedDict, total=False):
     target: int | None
     tokenizer: str
     registry: Registry | None
+    pins: Sequence[str]
 
 
 def live_session(pipeline: PipelineArg, options: SessionOptions) -> Session:
@@ -173,8 +174,8 @@ class LiveBridge(Generic[T]):
     def view(self, items: Sequence[T]) -> list[T]:
         new = self._new_items(items)
         if new is None:
-            messages = self._read(items)
-            self.session.restore(self.codec.context(messages))
+            ctx = self.codec.context(self._read(items))
+            self.session.restore(ctx.replace(pin_rules=self.session.context.pin_rules))
         elif new:
             self.session.append(*self._read(new))
         self._given = list(items)

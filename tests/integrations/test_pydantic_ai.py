@@ -242,3 +242,36 @@ def test_the_processor_starts_over_for_another_history() -> None:
     other = [pm.ModelRequest(parts=[pm.UserPromptPart("task two")])]
     assert processor(other) == other
     assert [m.text for m in processor.session.context.messages] == ["task two"]
+
+
+def _reading_history(n: int) -> list[pm.ModelMessage]:
+    history: list[pm.ModelMessage] = [pm.ModelRequest(parts=[pm.UserPromptPart(TASK)])]
+    for k, path in enumerate(FILES[:n]):
+        call = pm.ToolCallPart("read_file", {"path": str(path)}, tool_call_id=f"call_{k}")
+        history.append(pm.ModelResponse(parts=[call]))
+        ret = pm.ToolReturnPart("read_file", read_file(str(path)), f"call_{k}")
+        history.append(pm.ModelRequest(parts=[ret]))
+    return history
+
+
+def test_pinned_tool_output_is_never_compacted() -> None:
+    history = _reading_history(6)
+    size = compactkit.count_tokens(from_pydantic_ai(history))
+    options = {"trigger": size // 2, "target": size // 4}
+    plain = CompactionProcessor(["observation-mask:keep_last=1"], **options)(history)
+    pinned = CompactionProcessor(
+        ["observation-mask:keep_last=1"], pins=["tool=read_file"], **options
+    )
+    out = pinned(history)
+
+    def returned(items: list[pm.ModelMessage]) -> str:
+        return "\n".join(
+            p.model_response_str()
+            for m in items
+            for p in m.parts
+            if isinstance(p, pm.ToolReturnPart)
+        )
+
+    assert read_file(str(FILES[0])) not in returned(plain)  # masked without the pin
+    assert all(read_file(str(p)) in returned(out) for p in FILES[:6])
+    assert pinned.session.context.pin_rules == ("tool=read_file",)
