@@ -13,8 +13,8 @@ from ._app import State, command
 
 @command(
     "mcp-proxy",
-    exit_codes="0 the client closed the connection; 2 no command, the `mcp` extra missing, or an "
-    "upstream that cannot be started",
+    exit_codes="0 the client closed the connection; 2 no command or URL, the `mcp` extra missing, "
+    "an upstream that cannot be started, or a --state file that is not a serve-state database",
     context_settings={"help_option_names": ["-h", "--help"], "ignore_unknown_options": True},
 )
 @click.option(
@@ -40,13 +40,29 @@ from ._app import State, command
     type=click.FloatRange(min=0.1),
     help="Seconds to wait for the upstream's answer to one request; then the call fails.",
 )
-@click.argument("upstream", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.option(
+    "--url",
+    default=None,
+    metavar="URL",
+    help="Front the remote MCP server at this streamable HTTP endpoint instead of a command.",
+)
+@click.option(
+    "--http",
+    "listen",
+    default=None,
+    metavar="HOST:PORT",
+    help="Serve MCP over streamable HTTP at http://HOST:PORT/mcp instead of stdio (each client "
+    "session its own upstream connection and, without --session, its own serve state).",
+)
+@click.argument("upstream", nargs=-1, type=click.UNPROCESSED)
 @click.pass_obj
 def mcp_proxy(
     state: State,
     state_db: str | None,
     session: str | None,
     timeout: float,
+    url: str | None,
+    listen: str | None,
     upstream: tuple[str, ...],
 ) -> None:
     """Serve MCP on stdio in front of the MCP server COMMAND ARGS...: tools are listed as it lists
@@ -57,6 +73,8 @@ def mcp_proxy(
     Example:
       compactkit mcp-proxy -- npx -y @modelcontextprotocol/server-filesystem ~/src
       compactkit mcp-proxy --state ~/.cache/ck.db --session s1 -- uvx mcp-server-git
+      compactkit mcp-proxy --url https://mcp.example.com/mcp
+      compactkit mcp-proxy --http 127.0.0.1:8931 -- uvx mcp-server-git
     """
     try:
         import anyio
@@ -69,14 +87,33 @@ def mcp_proxy(
     from ..serve.store import MemoryServeStore, ServeStore, SqliteServeStore
 
     command_line = list(upstream[1:] if upstream[:1] == ("--",) else upstream)
-    if not command_line:
-        raise ConfigError("mcp-proxy needs the upstream server's command after --")
+    if bool(command_line) == bool(url):
+        raise ConfigError(
+            "mcp-proxy needs the upstream server's command after --, or --url (one of them)"
+        )
+    if url is not None and not url.startswith(("http://", "https://")):
+        raise ConfigError(f"--url {url!r}: not an http:// or https:// URL")
+    host, port = _listen(listen) if listen else ("", 0)
     store: ServeStore = SqliteServeStore(state_db) if state_db else MemoryServeStore()
+    named = session or os.environ.get("COMPACTKIT_SESSION")
     config = ProxyConfig(
-        command=command_line[0],
+        command=command_line[0] if command_line else "",
         args=command_line[1:],
         store=store,
-        session=session or os.environ.get("COMPACTKIT_SESSION") or uuid.uuid4().hex,
+        session=named or uuid.uuid4().hex,
         timeout=timeout,
+        url=url,
     )
+    if listen:
+        from ..serve.mcp_http import serve_http
+
+        anyio.run(lambda: serve_http(config, host, port, shared_session=named))
+        return
     anyio.run(run_proxy, config)
+
+
+def _listen(value: str) -> tuple[str, int]:
+    host, _, port = value.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"--http {value!r}: expected HOST:PORT, e.g. 127.0.0.1:8931")
+    return host, int(port)

@@ -77,9 +77,10 @@ UPSTREAM_ERROR = -32000
 
 @dataclass
 class ProxyConfig:
-    """What `run_proxy` needs: the upstream command line and where serve state lives."""
+    """What `run_proxy` needs: the upstream (a command line, or the URL of a streamable HTTP
+    server) and where serve state lives."""
 
-    command: str
+    command: str = ""
     args: list[str] = field(default_factory=list)
     store: ServeStore = field(default_factory=MemoryServeStore)
     session: str = field(default_factory=lambda: uuid.uuid4().hex)
@@ -89,6 +90,8 @@ class ProxyConfig:
     startup_timeout: float = 30.0
     env: dict[str, str] | None = None
     cwd: str | None = None
+    url: str | None = None
+    """A remote MCP server's streamable HTTP endpoint, used instead of `command`."""
 
 
 JSONRPCMessage = (
@@ -278,7 +281,13 @@ class _Relay:
 
 @asynccontextmanager
 async def upstream_streams(config: ProxyConfig) -> AsyncIterator[tuple[Any, Any]]:
-    """(read, write) streams of the upstream server, started."""
+    """(read, write) streams of the upstream server, started (or connected to, by URL)."""
+    if config.url is not None:
+        from mcp.client.streamable_http import streamable_http_client
+
+        async with streamable_http_client(config.url) as streams:
+            yield streams[0], streams[1]
+        return
     params = StdioServerParameters(
         command=config.command, args=list(config.args), env=config.env, cwd=config.cwd
     )

@@ -5,7 +5,8 @@ bench: `python sdk_server.py MODE ROOT`, MODE one of `plain` (an `MCPServer`, no
 Tools: `read_text_file(path)` (the file's text; `MCPServer` gives it an output schema
 `{"result": string}`), `stat(path)` (a typed object: every field required, the first lines in
 `head`), `notes(path)` (a free object, the file's lines by number), `big_text(path)` (the
-low-level server's only tool: text, no schema).
+low-level server's only tool: text, no schema). A third argument, PORT, serves the `MCPServer` over
+streamable HTTP at http://127.0.0.1:PORT/mcp instead of stdio.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ class Stat(TypedDict):
     head: str
 
 
-def mcpserver(root: Path, served: bool) -> None:
+def mcpserver(root: Path, served: bool, port: int | None = None) -> None:
     from mcp.server.mcpserver import MCPServer
 
     server = MCPServer("sdk-test")
@@ -53,7 +54,10 @@ def mcpserver(root: Path, served: bool) -> None:
 
     if served:
         serve_tools(server)
-    server.run()
+    if port is None:
+        server.run()
+    else:
+        server.run("streamable-http", host="127.0.0.1", port=port)
 
 
 def lowlevel(root: Path) -> None:
@@ -82,7 +86,8 @@ def lowlevel(root: Path) -> None:
 
 if __name__ == "__main__":
     mode, folder = sys.argv[1], Path(sys.argv[2])
+    http_port = int(sys.argv[3]) if len(sys.argv) > 3 else None
     if mode == "lowlevel":
         lowlevel(folder)
     else:
-        mcpserver(folder, served=mode == "mcpserver")
+        mcpserver(folder, served=mode == "mcpserver", port=http_port)

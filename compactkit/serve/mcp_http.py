@@ -1,0 +1,109 @@
+"""`compactkit mcp-proxy --http HOST:PORT`: the proxy serving MCP over streamable HTTP (the
+official SDK's `StreamableHTTPServerTransport`, one per client session, under uvicorn).
+
+Each client session (an `initialize` without an `mcp-session-id`) gets its own transport and its
+own upstream connection (a process started for it, or a session of the upstream URL), relayed as
+on stdio; its serve-state session is the proxy's `--session` when given, else its MCP session id.
+A DELETE, or the client's session ending, closes the upstream connection.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import uuid
+from typing import Any
+
+import anyio
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServerTransport
+from starlette.responses import PlainTextResponse
+from starlette.types import Receive, Scope, Send
+
+from .mcp_proxy import ProxyConfig, relay, upstream_streams
+
+
+class ProxyApp:
+    """The ASGI app: routes each request to its session's transport."""
+
+    def __init__(
+        self, config: ProxyConfig, path: str = "/mcp", shared_session: str | None = None
+    ) -> None:
+        self.config = config
+        self.path = path
+        self.sessions: dict[str, StreamableHTTPServerTransport] = {}
+        self.tg: anyio.abc.TaskGroup | None = None
+        self.shared_session = shared_session
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if scope["type"] != "http" or scope["path"].rstrip("/") != self.path.rstrip("/"):
+            await PlainTextResponse("not found", status_code=404)(scope, receive, send)
+            return
+        header = MCP_SESSION_ID_HEADER.encode()
+        session_id = next((v.decode() for k, v in scope["headers"] if k == header), None)
+        if session_id is not None:
+            transport = self.sessions.get(session_id)
+            if transport is None:
+                await PlainTextResponse("unknown session", status_code=404)(scope, receive, send)
+                return
+            await transport.handle_request(scope, receive, send)
+            return
+        if scope["method"] != "POST":
+            await PlainTextResponse("no session", status_code=400)(scope, receive, send)
+            return
+        transport = StreamableHTTPServerTransport(mcp_session_id=uuid.uuid4().hex)
+        assert self.tg is not None
+        await self.tg.start(self._run_session, transport)
+        await transport.handle_request(scope, receive, send)
+
+    async def _run_session(
+        self,
+        transport: StreamableHTTPServerTransport,
+        *,
+        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        sid = transport.mcp_session_id
+        assert sid is not None
+        config = dataclasses.replace(self.config, session=self.shared_session or sid)
+        self.sessions[sid] = transport
+        try:
+            async with transport.connect() as client, upstream_streams(config) as upstream:
+                task_status.started()
+                await relay(config, client, upstream)
+        except Exception as exc:  # one session's failure never ends the others
+            print(f"compactkit mcp-proxy: session {sid}: {exc}", file=sys.stderr)
+        finally:
+            self.sessions.pop(sid, None)
+            await transport.terminate()
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        async with anyio.create_task_group() as tg:
+            self.tg = tg
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    tg.cancel_scope.cancel()
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+
+
+async def serve_http(
+    config: ProxyConfig,
+    host: str,
+    port: int,
+    path: str = "/mcp",
+    shared_session: str | None = None,
+) -> None:
+    """Serve MCP over streamable HTTP at http://HOST:PORT/PATH in front of the upstream; every
+    client session is a serve-state session of its own unless `shared_session` names one."""
+    import uvicorn
+
+    app: Any = ProxyApp(config, path, shared_session)
+    server = uvicorn.Server(
+        uvicorn.Config(app, host=host, port=port, lifespan="on", log_level="warning")
+    )
+    await server.serve()

@@ -1,0 +1,129 @@
+"""Serving over streamable HTTP, against real servers on loopback: `mcp-proxy --url` in front of a
+remote MCP server, `mcp-proxy --http` serving clients over HTTP (in front of a stdio server and of
+an HTTP one), and `serve_tools` inside an `MCPServer` that serves HTTP. The clients are the
+official SDK's."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("mcp", reason="the mcp extra is not installed: pip install -e '.[test]'")
+
+from anyio.from_thread import start_blocking_portal
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+from compactkit.serve import text_etag
+
+from .servers import PROXY
+from .test_in_server import SERVER, TEXT
+from .test_mcp_proxy import Client, connect, served
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def listening(command: list[str], port: int) -> Iterator[str]:
+    """Start a server process that listens on `port`; its URL once it accepts connections."""
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    err = proc.stderr.read().decode() if proc.stderr else ""
+                    raise RuntimeError(f"{command} did not listen on {port}: {err}") from None
+                time.sleep(0.2)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@asynccontextmanager
+async def _http_session(url: str) -> AsyncIterator[ClientSession]:
+    async with (
+        streamable_http_client(url) as (read, write),
+        ClientSession(read, write, read_timeout_seconds=60) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+@contextmanager
+def connect_http(url: str) -> Iterator[Client]:
+    with (
+        start_blocking_portal() as portal,
+        portal.wrap_async_context_manager(_http_session(url)) as session,
+    ):
+        yield Client(portal, session)
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("http").resolve()
+    (folder / "app.py").write_text(TEXT)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def remote(root: Path) -> Iterator[str]:
+    """An MCPServer (no serve state) serving streamable HTTP on loopback."""
+    port = _free_port()
+    with listening([*SERVER, "plain", str(root), str(port)], port) as url:
+        yield url
+
+
+def _reads_then_marker(client: Client) -> None:
+    first = client.call("read_text_file", {"path": "app.py"})
+    assert first.content[0].text == TEXT and served(first)["full"]  # type: ignore[union-attr]
+    again = client.call("read_text_file", {"path": "app.py"})
+    assert not served(again)["full"] and served(again)["etag"] == text_etag(TEXT)
+    assert '"unchanged":true' in again.content[0].text  # type: ignore[union-attr]
+    assert again.structured_content == {"result": again.content[0].text}  # type: ignore[union-attr]
+
+
+def test_stdio_proxy_in_front_of_a_remote_server_by_url(remote: str) -> None:
+    with connect([*PROXY, "--url", remote]) as client:
+        assert {t.name for t in client.tools()} >= {"read_text_file", "stat", "notes"}
+        _reads_then_marker(client)
+
+
+@pytest.mark.parametrize("upstream", ["stdio", "url"])
+def test_proxy_serving_http_each_client_session_its_own_state(
+    upstream: str, root: Path, remote: str
+) -> None:
+    port = _free_port()
+    behind = ["--", *SERVER, "plain", str(root)] if upstream == "stdio" else ["--url", remote]
+    command = [*PROXY, "--http", f"127.0.0.1:{port}", *behind]
+    with listening(command, port) as url, connect_http(url) as one:
+        _reads_then_marker(one)
+        with connect_http(url) as two:  # a new conversation: sent in full, then a marker
+            _reads_then_marker(two)
+        assert not served(one.call("read_text_file", {"path": "app.py"}))["full"]
+
+
+def test_serve_tools_inside_a_server_that_serves_http(root: Path) -> None:
+    port = _free_port()
+    command = [*SERVER, "mcpserver", str(root), str(port)]
+    with listening(command, port) as url, connect_http(url) as one, connect_http(url) as two:
+        _reads_then_marker(one)
+        _reads_then_marker(two)  # each MCP session is a serve-state session
