@@ -7,7 +7,6 @@ holds a header or any content of a request.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hashlib
 import json
@@ -234,8 +233,8 @@ class Gateway:
         self.config = config
         self.policy = Policy(config, registry)
         self.counters = Counters()
-        self._locks = [asyncio.Lock() for _ in range(64)]
-        self._limiter = anyio.CapacityLimiter(1)
+        self._locks = [threading.Lock() for _ in range(64)]
+        self._limiter = anyio.CapacityLimiter(1)  # one plan at a time: counters stay exact
         self._client: httpx.AsyncClient | None = None
 
     @property
@@ -296,35 +295,11 @@ class Gateway:
         api = _ROUTES[request.url.path]
         raw = await request.body()
         self.counters.requests += 1
-        plan = Plan(raw)
-        stream = False
-        try:
-            parsed = json.loads(raw)
-            stream = isinstance(parsed, dict) and parsed.get("stream") is True
-        except ValueError:
-            parsed = None
-            self.counters.unreadable += 1
-        if parsed is not None and not (
-            api == "openai-responses"
-            and isinstance(parsed, dict)
-            and parsed.get("previous_response_id")
-        ):
-            plan = await self._plan(api, parsed, raw, request.headers.get(SESSION_HEADER))
-        elif parsed is not None:
-            self.counters.passed_through += 1
-        return await self.forward(request, api, plan, stream)
-
-    async def _plan(self, api: wire.Api, parsed: Any, raw: bytes, header: str | None) -> Plan:
-        try:
-            key = wire.conversation_key(api, parsed, header)
-            lock = self._locks[int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) % 64]
-            async with lock:
-                plan = await anyio.to_thread.run_sync(
-                    self.policy.plan, api, parsed, key, raw, limiter=self._limiter
-                )
-        except wire.Unreadable:
-            self.counters.unreadable += 1
-            return Plan(raw)
+        header = request.headers.get(SESSION_HEADER)
+        try:  # parsing and planning run off the event loop, beside other requests
+            stream, plan = await anyio.to_thread.run_sync(
+                self._plan, api, raw, header, limiter=self._limiter
+            )
         except Exception as exc:  # a failed compaction leaves the request as the client sent it
             self.counters.failed += 1
             log.warning(
@@ -332,12 +307,39 @@ class Gateway:
                 type(exc).__name__,
                 redact(str(exc))[:200],
             )
-            return Plan(raw)
+            stream, plan = _streamed(raw), Plan(raw)
+        return await self.forward(request, api, plan, stream)
+
+    def _plan(self, api: wire.Api, raw: bytes, header: str | None) -> tuple[bool, Plan]:
+        """Whether the client asked for a stream, and what to send (in a worker thread)."""
+        try:
+            parsed = json.loads(raw)
+        except ValueError:
+            self.counters.unreadable += 1
+            return False, Plan(raw)
+        stream = isinstance(parsed, dict) and parsed.get("stream") is True
+        if (
+            isinstance(parsed, dict)
+            and api == "openai-responses"
+            and parsed.get("previous_response_id")
+        ):
+            self.counters.passed_through += 1  # the server holds that history
+            return stream, Plan(raw)
+        try:
+            key = wire.conversation_key(api, parsed, header)
+            with self._conversation_lock(key):
+                plan = self.policy.plan(api, parsed, key, raw)
+        except wire.Unreadable:
+            self.counters.unreadable += 1
+            return stream, Plan(raw)
         if plan.body is raw:
             self.counters.passed_through += 1
         else:
             self.counters.compacted_requests += 1
-        return plan
+        return stream, plan
+
+    def _conversation_lock(self, key: str) -> threading.Lock:
+        return self._locks[int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) % len(self._locks)]
 
     async def relay(self, request: HttpRequest) -> Response:
         self.counters.relayed += 1
@@ -451,6 +453,14 @@ class Gateway:
             await response.aclose()
         if conv is not None and api is not None and response.status_code < 400:
             _add_usage(conv, usage_of_events(api, bytes(seen)))
+
+
+def _streamed(raw: bytes) -> bool:
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        return False
+    return isinstance(parsed, dict) and parsed.get("stream") is True
 
 
 def _add_usage(conv: Conversation, usage: Usage | None) -> None:
