@@ -1,4 +1,5 @@
-"""Plugin code cannot end compactkit's process with an exit status of its choosing.
+"""Plugin code cannot end compactkit's process with an exit status of its choosing, write into
+the command line's results on stdout, or hang it at import.
 
 `sys.exit` raises `SystemExit`, which every place that runs plugin code contains; `os._exit`
 ends the process at once, without output and with whatever status it is given (`os._exit(0)`
@@ -14,15 +15,25 @@ What this cannot stop: a reference to the real function taken before the guard w
 (`from os import _exit` at a plugin's import, when the import itself was not guarded), or C
 code calling `_exit(2)` directly; an isolated strategy (the default `--timeout`) is safe from
 both, since only its child process ends.
+
+`stdout_to_stderr()`: while the command line runs (`protect_stdout`), what plugin code writes to
+stdout (`print`, a C library, a process it starts) goes to stderr instead, so it never lands in
+the JSON or session the command prints; an isolated strategy's child process does the same.
+
+`time_limit()`: a plugin's import stops after `COMPACTKIT_PLUGIN_LOAD_TIMEOUT` seconds (default
+30) with `PluginLoadTimeout`, so an endless loop at import is a plugin in error, not a hang
+(main thread, POSIX timers: a loop in C code that never returns to Python is not stopped).
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stdout, suppress
+from types import FrameType
 from typing import NoReturn
 
 _REAL_EXIT = os._exit
@@ -80,3 +91,99 @@ def no_process_exit() -> Iterator[None]:
             _depth -= 1
             if _depth == 0:
                 _install(_REAL_EXIT)
+
+
+# --------------------------------------------------------------------------- stdout
+
+_protected = False
+
+
+def protect_stdout(on: bool) -> None:
+    """Whether this process's stdout carries results that plugin code must not write into (the
+    command line sets it while a command runs; forked workers inherit it)."""
+    global _protected
+    _protected = on
+
+
+def stdout_is_protected() -> bool:
+    return _protected
+
+
+@contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """While the body runs, stdout (Python's and file descriptor 1) is stderr, when stdout is
+    protected and this is the main thread; else nothing changes."""
+    if not _protected or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    for stream in (sys.stdout, sys.__stdout__):
+        with suppress(Exception):
+            if stream is not None:
+                stream.flush()
+    try:
+        saved = os.dup(1)
+        os.dup2(2, 1)
+    except OSError:  # no file descriptors to move (an embedded interpreter): Python's only
+        with redirect_stdout(sys.stderr):
+            yield
+        return
+    try:
+        with redirect_stdout(sys.stderr):
+            yield
+    finally:
+        for stream in (sys.stderr, sys.__stderr__):
+            with suppress(Exception):
+                if stream is not None:
+                    stream.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def stdout_to_stderr_for_good() -> None:
+    """In a strategy's child process: stdout is stderr from here on (when protected)."""
+    if _protected:
+        with suppress(OSError):
+            os.dup2(2, 1)
+        sys.stdout = sys.stderr
+
+
+# --------------------------------------------------------------------------- load time
+
+LOAD_TIMEOUT_ENV = "COMPACTKIT_PLUGIN_LOAD_TIMEOUT"
+DEFAULT_LOAD_TIMEOUT = 30.0
+
+
+class PluginLoadTimeout(BaseException):
+    """A plugin's import ran past its time limit."""
+
+
+def load_timeout() -> float:
+    raw = os.environ.get(LOAD_TIMEOUT_ENV)
+    try:
+        value = float(raw) if raw else DEFAULT_LOAD_TIMEOUT
+    except ValueError:
+        return DEFAULT_LOAD_TIMEOUT
+    return value if value == value and value > 0 else DEFAULT_LOAD_TIMEOUT  # not NaN
+
+
+@contextmanager
+def time_limit(seconds: float) -> Iterator[None]:
+    """Raise `PluginLoadTimeout` in the body once `seconds` have passed (main thread only)."""
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or not hasattr(signal, "setitimer")
+        or signal.getitimer(signal.ITIMER_REAL)[0] > 0  # someone else's timer: leave it
+    ):
+        yield
+        return
+
+    def expired(_signum: int, _frame: FrameType | None) -> None:
+        raise PluginLoadTimeout(f"it took longer than {seconds:g} s to load ({LOAD_TIMEOUT_ENV})")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

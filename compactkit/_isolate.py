@@ -22,6 +22,7 @@ from contextlib import contextmanager, suppress
 from types import FrameType
 from typing import Any
 
+from ._exitguard import stdout_to_stderr_for_good
 from .context import AgentContext, Message
 from .errors import CompactkitError, StrategyError, StrategyTimeout
 from .registry import use_registry
@@ -145,6 +146,7 @@ def _child(
 ) -> None:
     os.setpgid(0, 0)  # its own group: killing it takes what it started along
     _die_with(parent)
+    stdout_to_stderr_for_good()  # the caller's stdout carries its results
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # never the parent's cleanup handlers
     result = _child_result(strat, given, current, guarded, registry)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from typing import Any
 
-from ._exitguard import no_process_exit
+from ._exitguard import no_process_exit, stdout_to_stderr
 from ._isolate import CAN_ISOLATE, InterruptWatch, Returned, run_in_child, watch_interrupts
 from .context import AgentContext, Message, ToolCallBlock, ToolResultBlock
 from .errors import (
@@ -356,7 +356,8 @@ class Pipeline(Strategy):
         if _trusted(strat):
             out = strat.compact(given)
         else:
-            with no_process_exit():  # os._exit in plugin code is a failure, not a way out
+            # os._exit in plugin code is a failure, not a way out; its prints go to stderr
+            with no_process_exit(), stdout_to_stderr():
                 out = strat.compact(given)
         return out, guarded and given != current
 

@@ -24,7 +24,7 @@ from typing import Any, Generic, TypeVar
 import pluggy
 
 from . import hookspecs
-from ._exitguard import no_process_exit
+from ._exitguard import load_timeout, no_process_exit, stdout_to_stderr, time_limit
 from .errors import ConfigError, PluginError
 
 ENTRY_POINT_GROUP = "compactkit"
@@ -356,7 +356,8 @@ def _load_plugins_dir(pm: pluggy.PluginManager, folder: str) -> list[PluginInfo]
                 raise ImportError(f"cannot import {file}")
             module = importlib.util.module_from_spec(spec)
             sys.modules[module_name] = module  # pydantic resolves annotations through it
-            with no_process_exit():  # nor can it end the process with os._exit
+            # nor can it end the process with os._exit, print into results, or hang
+            with no_process_exit(), stdout_to_stderr(), time_limit(load_timeout()):
                 spec.loader.exec_module(module)
         except BaseException as exc:  # even SystemExit from a hostile import is contained
             sys.modules.pop(module_name, None)
@@ -417,7 +418,7 @@ def make_registry(
             )
             infos.append(info)
             try:
-                with no_process_exit():
+                with no_process_exit(), stdout_to_stderr(), time_limit(load_timeout()):
                     obj = ep.load()
             except BaseException as exc:  # even SystemExit from a hostile import is contained
                 if isinstance(exc, KeyboardInterrupt):

@@ -16,7 +16,7 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
-from .._exitguard import ProcessExitCalled, no_process_exit
+from .._exitguard import ProcessExitCalled, no_process_exit, protect_stdout
 from ..errors import (
     EXIT_BAD_INPUT,
     EXIT_INTERRUPTED,
@@ -190,7 +190,7 @@ class CompactkitGroup(click.Group):
         errors, Ctrl-C (130), SIGTERM (143, temporary files removed), a closed stdout (quiet)."""
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, False, **extra)
-        with _sigterm_raises(), no_process_exit():
+        with _sigterm_raises(), no_process_exit(), _stdout_protected():
             try:
                 code = super().main(args, prog_name, complete_var, False, **extra)
                 sys.stdout.flush()
@@ -212,6 +212,16 @@ class CompactkitGroup(click.Group):
                     raise
                 _quiet_broken_pipe()
         sys.exit(code if isinstance(code, int) else 0)
+
+
+@contextlib.contextmanager
+def _stdout_protected() -> Iterator[None]:
+    """While a command runs, plugin code writes to stderr, never into its results on stdout."""
+    protect_stdout(True)
+    try:
+        yield
+    finally:
+        protect_stdout(False)
 
 
 def _is_broken_pipe(exc: BaseException) -> bool:
