@@ -44,14 +44,18 @@ Mapping:
 
 from __future__ import annotations
 
+import json
 import re
+import uuid
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import JsonValue
 
 from ..context import (
     ORIGIN_KEY,
+    ORIGINS,
     AgentContext,
     Block,
     ContentPart,
@@ -63,6 +67,7 @@ from ..context import (
     ToolResultBlock,
 )
 from ..errors import BadInputError
+from ._chat import block_as_text
 from ._pairing import Turn, repair_pairing
 from ._util import (
     as_text,
@@ -75,7 +80,7 @@ from ._util import (
     parts_from_content,
     str_or_none,
 )
-from .base import Document, Format
+from .base import Document, Format, require_single
 
 _RECORD_TYPES = ("session_meta", "response_item", "turn_context", "event_msg", "compacted")
 _CALL_ITEMS = ("function_call", "custom_tool_call", "local_shell_call", "web_search_call")
@@ -111,6 +116,12 @@ class CodexRolloutFormat(Format):
     extension = ".jsonl"
     priority = 10
     malformed_lines = "skip"
+    can_write = True
+
+    def dump(self, contexts: Sequence[AgentContext]) -> str:
+        """A rollout `codex resume <id>` reads, once the file is
+        `$CODEX_HOME/sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl` (see `write_rollout`)."""
+        return write_rollout(require_single(contexts, self.name))
 
     def sniff(self, doc: Document) -> bool:
         if doc.kind != "jsonl" or not isinstance(doc.data, list):
@@ -216,7 +227,7 @@ class _Builder:
             elif role in ("developer", "system"):
                 self.plain("system", blocks, ts)
             else:
-                self.user_item(blocks, ts)
+                self.user_item(blocks, ts, str_or_none(payload.get(ORIGIN_FIELD)))
         elif kind == "reasoning":
             self.assistant(ts).blocks.append(_thinking(payload))
         elif kind in _CALL_ITEMS:
@@ -230,9 +241,14 @@ class _Builder:
     def close(self) -> None:
         self.current = None
 
-    def user_item(self, blocks: list[Block], timestamp: Any) -> None:
-        """A `response_item` user message (what the model got)."""
+    def user_item(self, blocks: list[Block], timestamp: Any, origin: str | None = None) -> None:
+        """A `response_item` user message (what the model got); `origin` is the one compactkit's
+        writer recorded for a user message that was not the human's words."""
         key = _user_key(blocks)
+        if origin in ORIGINS:
+            self.plain("user", blocks, timestamp, **{ORIGIN_KEY: origin})
+            self.unpaired = None
+            return
         harness = any(isinstance(b, TextBlock) and is_harness_text(b.text) for b in blocks)
         pending = self.unpaired
         if pending is not None and pending[0] == "event" and _same_input(pending[2], key):
@@ -510,4 +526,150 @@ def _thinking(payload: dict[str, Any]) -> ThinkingBlock:
     return ThinkingBlock(thinking=text, signature=signature, redacted=not text and bool(signature))
 
 
-__all__ = ["CodexRolloutFormat", "is_harness_text"]
+# --------------------------------------------------------------------------- writing
+
+ORIGIN_FIELD = "compactkit_origin"
+"""The field a written user message keeps its origin in (Codex's reader ignores fields it does not
+know; this loader reads it back, so a user-role message that was not the human's words stays so)."""
+
+WRITER_CLI_VERSION = "0.171.0"
+"""The Codex version whose resume of a written rollout is tested (tests/live/test_resume.py)."""
+
+
+def rollout_id_of(ctx: AgentContext) -> str:
+    """The id a written rollout takes: the context's session id when it is a UUID (a Codex thread
+    keeps its id), else one derived from the content."""
+    value = ctx.metadata.get("session_id")
+    if isinstance(value, str):
+        try:
+            return str(uuid.UUID(value))
+        except ValueError:
+            pass
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, "compactkit:" + ctx.to_json()))
+
+
+def write_rollout(ctx: AgentContext) -> str:
+    """`ctx` as a Codex rollout: a `session_meta` line (`id`, `cwd`, `cli_version`, the system
+    instruction as `base_instructions`), then one `response_item` per item the model is given,
+    which is all `codex resume` rebuilds its history from: system messages as `developer`
+    messages, user messages as `user` messages (`input_text`, images as `input_image`),
+    thinking as `reasoning` (its text as the summary, a signature as `encrypted_content`),
+    assistant text as `assistant` messages, calls as `function_call` (a string input as
+    `custom_tool_call`) and results as the matching `..._output`. Markers a strategy left are
+    written as the text a model is shown for them."""
+    rollout = rollout_id_of(ctx)
+    stamp = next(
+        (
+            m.metadata["timestamp"]
+            for m in ctx.messages
+            if isinstance(m.metadata.get("timestamp"), str)
+        ),
+        "1970-01-01T00:00:00.000Z",
+    )
+    meta: dict[str, Any] = {
+        "id": rollout,
+        "timestamp": stamp,
+        "cwd": ctx.metadata.get("cwd") if isinstance(ctx.metadata.get("cwd"), str) else "/",
+        "originator": "compactkit",
+        "cli_version": str_or_none(ctx.metadata.get("cli_version")) or WRITER_CLI_VERSION,
+        "source": "cli",
+    }
+    if ctx.system_instruction:
+        meta["base_instructions"] = {"text": ctx.system_instruction}
+    items: list[dict[str, Any]] = []
+    custom: set[str] = set()
+    for message in ctx.messages:
+        items.extend(_items(message, custom))
+    lines = [{"timestamp": stamp, "type": "session_meta", "payload": meta}]
+    lines += [{"timestamp": stamp, "type": "response_item", "payload": item} for item in items]
+    return "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
+
+
+def _items(message: Any, custom: set[str]) -> list[dict[str, Any]]:
+    if message.role in ("user", "system"):
+        role = "user" if message.role == "user" else "developer"
+        content = [
+            _input_part(b)
+            for b in message.content
+            if not isinstance(b, (ToolCallBlock, ToolResultBlock))
+        ]
+        if not content:
+            return []
+        item: dict[str, Any] = {"type": "message", "role": role, "content": content}
+        if role == "user" and message.origin is not None:
+            item[ORIGIN_FIELD] = message.origin  # Codex ignores it; the loader reads it back
+        return [item]
+    if message.role == "tool":
+        outputs: list[dict[str, Any]] = []
+        for block in message.tool_results:
+            kind = (
+                "custom_tool_call_output"
+                if block.tool_call_id in custom
+                else "function_call_output"
+            )
+            outputs.append({"type": kind, "call_id": block.tool_call_id, "output": block.text})
+        return outputs
+    out: list[dict[str, Any]] = []
+    text: list[str] = []
+    for block in message.content:
+        if isinstance(block, ThinkingBlock):
+            summary = [{"type": "summary_text", "text": block.thinking}] if block.thinking else []
+            out.append(
+                {
+                    "type": "reasoning",
+                    "summary": summary,
+                    "content": None,
+                    "encrypted_content": block.signature,
+                }
+            )
+        elif isinstance(block, ToolCallBlock):
+            if text:
+                out.append(_assistant_text(text))
+                text = []
+            if isinstance(block.input, str):
+                custom.add(block.id)
+                out.append(
+                    {
+                        "type": "custom_tool_call",
+                        "status": "completed",
+                        "call_id": block.id,
+                        "name": block.name,
+                        "input": block.input,
+                    }
+                )
+            else:
+                out.append(
+                    {
+                        "type": "function_call",
+                        "name": block.name,
+                        "arguments": json.dumps(block.input, ensure_ascii=False),
+                        "call_id": block.id,
+                    }
+                )
+        else:
+            text.append(block_as_text(block))
+    if text:
+        out.append(_assistant_text(text))
+    return out
+
+
+def _assistant_text(texts: list[str]) -> dict[str, Any]:
+    return {
+        "type": "message",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": t} for t in texts],
+    }
+
+
+def _input_part(block: Any) -> dict[str, Any]:
+    if isinstance(block, ImageBlock):
+        url = (
+            block.url
+            if block.data is None
+            else f"data:{block.media_type or 'image/png'};base64,{block.data}"
+        )
+        return {"type": "input_image", "image_url": url}
+    return {"type": "input_text", "text": block_as_text(block)}
+
+
+__all__ = ["CodexRolloutFormat", "is_harness_text", "rollout_id_of", "write_rollout"]

@@ -1,6 +1,7 @@
-"""A compacted session goes back into Claude Code: `compactkit run SESSION -s ... --to claude-code`
-writes a session the real CLI (npm, pinned in clis.py) resumes with `claude --resume ID`, and the
-request it then sends the (fake) model holds exactly the compacted history, then the new prompt."""
+"""A compacted session goes back into the agent it came from: `compactkit run SESSION -s ... --to
+claude-code` (`--to codex-rollout`) writes a session the real CLI (npm, pinned in clis.py) resumes
+(`claude --resume ID`, `codex exec resume ID`), and the request it then sends the (fake) model holds
+exactly the compacted history, in order, then the new prompt."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import compactkit
 from compactkit.cli import make_cli
 from compactkit.context import Message
 from compactkit.registry import make_registry
-from tests.live.clis import Sandbox, run_claude
+from tests.live.clis import Sandbox, run_claude, run_codex
 from tests.live.upstream import FakeUpstream, RecordedRequest, answer, call, last_tool_result
 
 pytestmark = pytest.mark.live
@@ -125,3 +126,87 @@ def test_claude_code_resumes_a_compacted_session_with_exactly_that_history(
     new_turn = sent[len(expected) :]
     assert new_turn and new_turn[-1][0] == "user"
     assert ("text", "How many lines does f.txt have?") in new_turn[-1][1]
+
+
+# --------------------------------------------------------------------------- Codex
+
+CODEX_SCRIPT = [
+    call("exec_command", cmd="seq 1 3000 > f.txt"),
+    call("exec_command", cmd="cat f.txt"),
+    answer("f.txt holds the numbers 1 to 3000."),
+]
+
+
+def shape_of_item(item: dict[str, Any]) -> tuple[str, ...]:
+    kind = item.get("type")
+    if kind == "message":
+        texts = [c.get("text", "") for c in item.get("content") or [] if isinstance(c, dict)]
+        return ("message", item["role"], "\n".join(texts))
+    if kind in ("function_call", "custom_tool_call"):
+        return ("call", item["call_id"], item["name"])
+    if kind in ("function_call_output", "custom_tool_call_output"):
+        output = item.get("output")
+        return (
+            "output",
+            item["call_id"],
+            output if isinstance(output, str) else json.dumps(output),
+        )
+    return (str(kind),)
+
+
+def shape_of_codex_message(message: Message) -> list[tuple[str, ...]]:
+    if message.role == "tool":
+        return [("output", r.tool_call_id, r.text) for r in message.tool_results]
+    if message.role == "assistant":
+        out: list[tuple[str, ...]] = []
+        if message.text:
+            out.append(("message", "assistant", message.text))
+        out += [("call", c.id, c.name) for c in message.tool_calls]
+        return out
+    role = "developer" if message.role == "system" else "user"
+    return [("message", role, message.text)]
+
+
+def test_codex_resumes_a_compacted_rollout_with_exactly_that_history(
+    codex_cli: Path, fake_upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    first = Sandbox.create(tmp_path / "first")
+    run = run_codex(
+        "Write the numbers 1 to 3000 to f.txt, then read it back.",
+        first,
+        upstream=fake_upstream,
+        script=CODEX_SCRIPT,
+        executable=codex_cli,
+    )
+    assert run.returncode == 0 and run.session_file is not None, run.describe()
+
+    second = Sandbox.create(tmp_path / "second")
+    day = second.codex_home / "sessions" / "2026" / "01" / "01"
+    day.mkdir(parents=True)
+    target = day / f"rollout-2026-01-01T00-00-00-{run.session_id}.jsonl"
+    result = CliRunner().invoke(
+        CLI, ["run", str(run.session_file), "-s", MASK, "--to", "codex-rollout", "-o", str(target)]
+    )
+    assert result.exit_code == 0, result.stderr
+    original = compactkit.load_one(run.session_file)
+    compacted = compactkit.load_one(target)
+    outputs = [r.text for m in original.messages for r in m.tool_results]
+    masked = [r.text for m in compacted.messages for r in m.tool_results]
+    assert any("2999" in text for text in outputs) and not any("2999" in t for t in masked)
+
+    resumed = run_codex(
+        "How many lines does f.txt have?",
+        second,
+        upstream=fake_upstream,
+        script=[answer("3000.")],
+        resume=run.session_id,
+        executable=codex_cli,
+    )
+    assert resumed.returncode == 0, resumed.describe()
+    sent = [shape_of_item(i) for i in resumed.turn_requests()[0].body["input"]]
+    expected = [shape for m in compacted.messages for shape in shape_of_codex_message(m)]
+    start = sent.index(expected[0])
+    # Codex puts its own instructions first (developer messages), then the rollout's history
+    assert all(item[:2] == ("message", "developer") for item in sent[:start]), sent[:start]
+    assert sent[start : start + len(expected)] == expected  # exactly the compacted history
+    assert ("message", "user", "How many lines does f.txt have?") in sent[start + len(expected) :]
