@@ -367,3 +367,18 @@ def sqlite_read_only(path: Path) -> Any:
 def sqlite_tables(db: Any) -> set[str]:
     """The names of the tables of an open database."""
     return {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+
+
+def session_uuid(ctx: Any) -> str:
+    """The id a session written back into its agent takes: the context's `session_id` when it is
+    a UUID (the agent finds a session by it), else a UUID derived from the content, so that the
+    same context always gives the same id."""
+    import uuid
+
+    value = ctx.metadata.get("session_id")
+    if isinstance(value, str):
+        try:
+            return str(uuid.UUID(value))
+        except ValueError:
+            pass
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, "compactkit:" + ctx.to_json()))

@@ -118,6 +118,7 @@ from ._util import (
     note_repairs,
     note_skipped,
     parts_from_content,
+    session_uuid,
 )
 from .base import BadLine, Document, Format, read_document, require_single
 
@@ -906,16 +907,8 @@ WRITER_VERSION = "2.1.332"
 """The Claude Code version whose session records the writer writes (its resume is tested)."""
 
 
-def session_id_of(ctx: AgentContext) -> str:
-    """The session id a written session takes: the context's own when it is a UUID (Claude Code
-    finds a session by its file name, `<id>.jsonl`), else one derived from the content."""
-    value = ctx.metadata.get("session_id")
-    if isinstance(value, str):
-        try:
-            return str(uuid.UUID(value))
-        except ValueError:
-            pass
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, "compactkit:" + ctx.to_json()))
+session_id_of = session_uuid
+"""The id a written session takes (see `_util.session_uuid`)."""
 
 
 def write_session(ctx: AgentContext) -> str:

@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import json
 import re
-import uuid
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -78,6 +77,7 @@ from ._util import (
     note_skipped,
     parse_arguments,
     parts_from_content,
+    session_uuid,
     str_or_none,
 )
 from .base import Document, Format, require_single
@@ -536,16 +536,8 @@ WRITER_CLI_VERSION = "0.171.0"
 """The Codex version whose resume of a written rollout is tested (tests/live/test_resume.py)."""
 
 
-def rollout_id_of(ctx: AgentContext) -> str:
-    """The id a written rollout takes: the context's session id when it is a UUID (a Codex thread
-    keeps its id), else one derived from the content."""
-    value = ctx.metadata.get("session_id")
-    if isinstance(value, str):
-        try:
-            return str(uuid.UUID(value))
-        except ValueError:
-            pass
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, "compactkit:" + ctx.to_json()))
+rollout_id_of = session_uuid
+"""The id a written session takes (see `_util.session_uuid`)."""
 
 
 def write_rollout(ctx: AgentContext) -> str:
