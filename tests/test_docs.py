@@ -46,6 +46,7 @@ PUBLIC_MODULES = {
     "compactkit.testing",
     "compactkit.integrations.langchain",
     "compactkit.integrations.pydantic_ai",
+    "compactkit.integrations.openai_agents",
     "compactkit.gateway",
 }
 

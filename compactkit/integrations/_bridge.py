@@ -92,6 +92,11 @@ def shown_text(blocks: Sequence[Block | ContentPart]) -> str:
     return "\n".join(shown(b) for b in blocks)
 
 
+def only_text(blocks: Sequence[Block]) -> str | None:
+    """The text of `blocks` when they are one text block (what a plain string content says)."""
+    return blocks[0].text if len(blocks) == 1 and isinstance(blocks[0], TextBlock) else None
+
+
 def sorted_json(value: Any) -> str:
     """`value` (any JSON-able Python value) as canonical JSON text."""
     from pydantic_core import to_jsonable_python
@@ -122,14 +127,15 @@ def tool_names(messages: Sequence[Message]) -> dict[str, str]:
 class Codec(Protocol[T]):
     """How a framework's items read as compactkit messages and are written back."""
 
-    def read(self, item: T) -> list[Message]:
-        """The compactkit messages of one item (with what blocks cannot say recorded)."""
+    def read(self, items: Sequence[T]) -> list[tuple[list[T], list[Message]]]:
+        """The compactkit messages of `items`, by group of items (what blocks cannot say
+        recorded on them)."""
 
     def group(self, messages: Sequence[Message], start: int) -> int:
         """How many messages from `start` on one item holds."""
 
-    def write(self, group: Sequence[Message], names: Mapping[str, str]) -> T:
-        """The item for a group of messages (`names`: call id -> tool name)."""
+    def write(self, group: Sequence[Message], names: Mapping[str, str]) -> list[T]:
+        """The items for a group of messages (`names`: call id -> tool name)."""
 
     def context(self, messages: list[Message]) -> AgentContext:
         """The context of the messages of a whole history (a system instruction lifted out)."""
@@ -146,14 +152,14 @@ def write_all(codec: Codec[T], ctx: AgentContext) -> list[T]:
     i = 0
     while i < len(messages):
         n = codec.group(messages, i)
-        out.append(codec.write(messages[i : i + n], names))
+        out.extend(codec.write(messages[i : i + n], names))
         i += n
     return out
 
 
 def read_all(codec: Codec[T], items: Sequence[T]) -> AgentContext:
     """The context of a whole history of items."""
-    return codec.context([m for item in items for m in codec.read(item)])
+    return codec.context([m for _, messages in codec.read(items) for m in messages])
 
 
 class LiveBridge(Generic[T]):
@@ -169,7 +175,7 @@ class LiveBridge(Generic[T]):
         self.session = session
         self._given: list[T] = []  # the history the framework gave last
         self._sent: list[T] = []  # the items it was handed last
-        self._items: dict[int, tuple[tuple[Message, ...], T]] = {}  # first message id -> group
+        self._items: dict[int, tuple[tuple[Message, ...], list[T]]] = {}  # first message id
 
     def view(self, items: Sequence[T]) -> list[T]:
         new = self._new_items(items)
@@ -195,36 +201,35 @@ class LiveBridge(Generic[T]):
 
     def _read(self, items: Sequence[T]) -> list[Message]:
         out: list[Message] = []
-        for item in items:
-            messages = self.codec.read(item)
+        for group, messages in self.codec.read(items):
             if messages:
-                self._items[id(messages[0])] = (tuple(messages), item)
+                self._items[id(messages[0])] = (tuple(messages), group)
             out.extend(messages)
         return out
 
     def _write(self, ctx: AgentContext) -> list[T]:
         messages = self.codec.messages(ctx)
         names = tool_names(messages)
-        kept: dict[int, tuple[tuple[Message, ...], T]] = {}
+        kept: dict[int, tuple[tuple[Message, ...], list[T]]] = {}
         out: list[T] = []
         i = 0
         while i < len(messages):
             known = self._items.get(id(messages[i]))
             if known is not None:
-                group, item = known
+                group, items = known
                 span = messages[i : i + len(group)]
                 if len(span) == len(group) and all(
                     a is b for a, b in zip(span, group, strict=True)
                 ):
                     kept[id(group[0])] = known
-                    out.append(item)
+                    out.extend(items)
                     i += len(group)
                     continue
             n = self.codec.group(messages, i)
             group = tuple(messages[i : i + n])
-            item = self.codec.write(group, names)
-            kept[id(group[0])] = (group, item)
-            out.append(item)
+            items = self.codec.write(group, names)
+            kept[id(group[0])] = (group, items)
+            out.extend(items)
             i += n
         self._items = kept
         return out

@@ -49,6 +49,7 @@ from ._bridge import (
     LiveBridge,
     SessionOptions,
     live_session,
+    only_text,
     read_all,
     record,
     restored,
@@ -195,7 +196,12 @@ def _response_blocks(part: Any) -> list[Block]:
 
 
 class _PydanticAICodec:
-    def read(self, item: pm.ModelMessage) -> list[Message]:
+    def read(
+        self, items: Sequence[pm.ModelMessage]
+    ) -> list[tuple[list[pm.ModelMessage], list[Message]]]:
+        return [([item], self.read_one(item)) for item in items]
+
+    def read_one(self, item: pm.ModelMessage) -> list[Message]:
         stashed = _stashed(item)
         if stashed is not None:
             return stashed
@@ -242,11 +248,11 @@ class _PydanticAICodec:
             n += 1
         return n
 
-    def write(self, group: Sequence[Message], names: Mapping[str, str]) -> pm.ModelMessage:
+    def write(self, group: Sequence[Message], names: Mapping[str, str]) -> list[pm.ModelMessage]:
         item = self._plain(group, names)
-        if self.read(item) != [_unlowered(m) for m in group]:
+        if self.read_one(item) != [_unlowered(m) for m in group]:
             item = _stash(item, group)
-        return item
+        return [item]
 
     def _plain(self, group: Sequence[Message], names: Mapping[str, str]) -> pm.ModelMessage:
         recs = [restored(m.metadata.get(PYDANTIC_AI_KEY), m.content) for m in group]
@@ -369,8 +375,9 @@ def _request_parts(msg: Message, names: Mapping[str, str]) -> list[Any]:
 
 
 def _user_prompt(blocks: Sequence[Block]) -> str | list[Any]:
-    if len(blocks) == 1 and isinstance(blocks[0], TextBlock):
-        return blocks[0].text
+    text = only_text(blocks)
+    if text is not None:
+        return text
     out: list[Any] = []
     for block in blocks:
         if isinstance(block, ImageBlock) and block.data is not None:
