@@ -1,5 +1,6 @@
 """The peers' compaction policies (peer-openhands, peer-claude-code, peer-codex, peer-langchain,
-peer-pi), registered exactly as a third-party strategy plugin would be."""
+peer-pi, peer-anthropic-clear, peer-anthropic-compact, peer-gemini-cli, peer-openai-agents,
+peer-adk), registered exactly as a third-party strategy plugin would be."""
 
 from __future__ import annotations
 
@@ -12,6 +13,6 @@ from ..strategies.peers import PEERS
 
 @hookimpl
 def register_strategies(register: Callable[[Any], None]) -> None:
-    """Register the five peer policies as strategies."""
+    """Register the peer policies as strategies."""
     for cls in PEERS:
         register(cls)

@@ -9,13 +9,40 @@ docs/bench.md ("The peers").
 
 from __future__ import annotations
 
+from .adk import PeerAdk
+from .anthropic import PeerAnthropicClear, PeerAnthropicCompact
 from .claude_code import PeerClaudeCode
 from .codex import PeerCodex
+from .gemini_cli import PeerGeminiCli
 from .langchain import PeerLangChain
+from .openai_agents import PeerOpenAIAgents
 from .openhands import PeerOpenHands
 from .pi import PeerPi
 
-PEERS = (PeerOpenHands, PeerClaudeCode, PeerCodex, PeerLangChain, PeerPi)
+PEERS = (
+    PeerOpenHands,
+    PeerClaudeCode,
+    PeerCodex,
+    PeerLangChain,
+    PeerPi,
+    PeerAnthropicClear,
+    PeerAnthropicCompact,
+    PeerGeminiCli,
+    PeerOpenAIAgents,
+    PeerAdk,
+)
 """The peer policies in the order the bench's peers table lists them."""
 
-__all__ = ["PEERS", "PeerClaudeCode", "PeerCodex", "PeerLangChain", "PeerOpenHands", "PeerPi"]
+__all__ = [
+    "PEERS",
+    "PeerAdk",
+    "PeerAnthropicClear",
+    "PeerAnthropicCompact",
+    "PeerClaudeCode",
+    "PeerCodex",
+    "PeerGeminiCli",
+    "PeerLangChain",
+    "PeerOpenAIAgents",
+    "PeerOpenHands",
+    "PeerPi",
+]

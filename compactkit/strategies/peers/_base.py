@@ -66,13 +66,14 @@ class PeerPolicy(Strategy):
         _keep_collapsed_recoverable(ctx, plan.start, plan.end, recovery)
         summary = self.summarize(ctx, plan, etag, counter)
         text = self.dress(summary, ctx, plan, counter)
+        kept = self.kept(ctx, plan, recovery, counter)
         replaced = len(flatten(window, ctx.recovery))
         block = SummaryBlock(
             text=text, etag=etag, summarized_messages=replaced, backend=self.options.backend
         )
         marker = Message(role="user", content=(block,), metadata={"compactkit_marker": MARKER_META})
         out = ctx.replace(
-            messages=(*ctx.messages[: plan.start], marker, *ctx.messages[plan.end :]),
+            messages=(*ctx.messages[: plan.start], marker, *kept),
             recovery=recovery,
         )
         return prune(restore_orphaned_collapses(out))
@@ -93,6 +94,18 @@ class PeerPolicy(Strategy):
         """The messages the summarizer reads (default: the whole window)."""
         return tuple(window)
 
+    def summary_context(self, ctx: AgentContext, plan: Plan) -> tuple[Message, ...]:
+        """Messages from before the window the summarizer reads first (default: none; Google
+        ADK's overlap with the previous summary)."""
+        return ()
+
+    def kept(
+        self, ctx: AgentContext, plan: Plan, recovery: dict[str, str], counter: TokenCounter
+    ) -> tuple[Message, ...]:
+        """The messages after the window as the model is shown them (default: as they are;
+        what a peer changes there goes into `recovery`)."""
+        return ctx.messages[plan.end :]
+
     # ----------------------------------------------------------------- shared steps
 
     @staticmethod
@@ -107,7 +120,9 @@ class PeerPolicy(Strategy):
 
     def summarize(self, ctx: AgentContext, plan: Plan, etag: str, counter: TokenCounter) -> str:
         opts = self.options
-        messages = self.summary_input(ctx.messages[plan.start : plan.end], counter)
+        window = self.summary_input(ctx.messages[plan.start : plan.end], counter)
+        before = self.summary_context(ctx, plan)
+        messages = (*before, *window)
         if not messages:
             return self.empty_summary
         request = SummaryRequest(
@@ -119,7 +134,7 @@ class PeerPolicy(Strategy):
             max_input_tokens=opts.max_input_tokens,
             summary_max_tokens=plan.summary_tokens,
             tokenizer=opts.tokenizer,
-            first_index=plan.start + (plan.end - plan.start - len(messages)),
+            first_index=plan.start + (plan.end - plan.start - len(window)) - len(before),
             user_message_chars=opts.user_message_chars,
             recovery_etag=etag,
         )
