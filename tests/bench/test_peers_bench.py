@@ -73,5 +73,42 @@ def test_peers_are_selectable_wherever_default_is(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert '"type":"summary"' in out.read_text(encoding="utf-8").replace(" ", "")
     listing = CliRunner().invoke(cli, ["strategies"])
-    for name in ("peer-openhands", "peer-claude-code", "peer-codex", "peer-langchain", "peer-pi"):
+    for name in (
+        "peer-openhands",
+        "peer-claude-code",
+        "peer-codex",
+        "peer-langchain",
+        "peer-pi",
+        "peer-anthropic-clear",
+        "peer-anthropic-compact",
+        "peer-gemini-cli",
+        "peer-openai-agents",
+        "peer-adk",
+    ):
         assert name in listing.output
+
+
+def test_the_newer_peers_trigger_on_their_own_numbers_in_a_replay() -> None:
+    # 144 messages, 92,409 tokens at the end: over Anthropic's clearing trigger at 30,000, under
+    # Gemini CLI's half of 1,048,576 and Anthropic's compaction trigger of 150,000
+    path = str(sample("pi-mono_before-compaction"))
+    names = [
+        "peer-anthropic-clear:trigger=30000",
+        "peer-anthropic-compact",
+        "peer-gemini-cli",
+        "peer-openai-agents",
+        "peer-adk",
+    ]
+    report = run_bench([path], [parse_pipeline(n, None) for n in names], trigger=30_000)
+    by_name = {p["name"]: p["totals"] for p in report["pipelines"]}
+    none = by_name["none"]
+    for name in ("peer-anthropic-compact", "peer-gemini-cli"):
+        assert by_name[name]["compactions"] == 0
+        assert by_name[name]["prompt_tokens"] == none["prompt_tokens"]
+        assert by_name[name]["cost"] == none["cost"]
+    for name in ("peer-anthropic-clear:trigger=30000", "peer-openai-agents", "peer-adk"):
+        assert by_name[name]["compactions"] >= 1, name
+        assert by_name[name]["prompt_tokens"] < none["prompt_tokens"], name
+        assert by_name[name]["violations"] == 0, name
+    rows = {r["pipeline"] for r in peer_rows(report)}
+    assert set(names) <= rows

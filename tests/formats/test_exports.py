@@ -59,6 +59,11 @@ PIPELINES: dict[str, list[str]] = {
     "peer-codex": ["peer-codex:context_window=10000,user_message_tokens=2000"],
     "peer-langchain": ["peer-langchain:trigger_tokens=6000,keep_messages=6"],
     "peer-pi": ["peer-pi:context_window=12000,reserve_tokens=2000,keep_recent_tokens=3000"],
+    "peer-anthropic-clear": ["peer-anthropic-clear:trigger=5000"],
+    "peer-anthropic-compact": ["peer-anthropic-compact:trigger=50000"],
+    "peer-gemini-cli": ["peer-gemini-cli:token_limit=20000"],
+    "peer-openai-agents": ["peer-openai-agents:recent_turns=1,max_output_chars=200"],
+    "peer-adk": ["peer-adk:compaction_interval=1"],
 }
 
 

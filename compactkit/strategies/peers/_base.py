@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+from pydantic import JsonValue
+
 from ...context import AgentContext, Message, SummaryBlock
 from ...errors import StrategyError
 from ...recovery import flatten, message_marker, prune, put
@@ -53,9 +55,15 @@ class PeerPolicy(Strategy):
     keeps_pins: ClassVar[bool] = False
     """A peer's policy is measured as the peer ships it: what it drops of the user's words counts
     against it in the bench's retention instead of failing the run."""
+    once_per_request: ClassVar[bool] = False
+    """The peer checks at fixed points (once per request, once per invocation) and may compact
+    again what it just kept: its summary records the history's length, and nothing is compacted
+    until the history has grown (so a compaction run on its own output changes nothing)."""
 
     def compact(self, ctx: AgentContext) -> AgentContext:
         counter = counter_for(self.options.tokenizer)
+        if self.once_per_request and unchanged_since_summary(ctx):
+            return ctx
         start = self.window_start(ctx)
         plan = self.plan(ctx, start, counter)
         if plan is None or nothing_new(ctx, plan.start, plan.end):
@@ -71,7 +79,10 @@ class PeerPolicy(Strategy):
         block = SummaryBlock(
             text=text, etag=etag, summarized_messages=replaced, backend=self.options.backend
         )
-        marker = Message(role="user", content=(block,), metadata={"compactkit_marker": MARKER_META})
+        meta: dict[str, JsonValue] = {"compactkit_marker": MARKER_META}
+        if self.once_per_request:
+            meta[LENGTH_KEY] = plan.start + 1 + len(kept)
+        marker = Message(role="user", content=(block,), metadata=meta)
         out = ctx.replace(
             messages=(*ctx.messages[: plan.start], marker, *kept),
             recovery=recovery,
@@ -149,6 +160,18 @@ class PeerPolicy(Strategy):
         return clip_tokens(raw, plan.summary_tokens, counter.tokenizer.count)
 
     empty_summary: ClassVar[str] = "(no summary available)"
+
+
+LENGTH_KEY = "compactkit_history_length"
+"""Metadata of a `once_per_request` peer's summary: the length of the history it was made in."""
+
+
+def unchanged_since_summary(ctx: AgentContext) -> bool:
+    """True when the newest summary was made in a history as long as this one."""
+    for msg in reversed(ctx.messages):
+        if message_marker(msg) is not None:
+            return msg.metadata.get(LENGTH_KEY) == len(ctx.messages)
+    return False
 
 
 def nothing_new(ctx: AgentContext, start: int, end: int) -> bool:

@@ -79,6 +79,7 @@ class PeerAdk(PeerPolicy):
     description = "Google ADK's events compaction: every 3 invocations, overlapping 1."
     Options = AdkOptions
     options: AdkOptions
+    once_per_request = True
 
     def plan(self, ctx: AgentContext, start: int, counter: TokenCounter) -> Plan | None:
         opts = self.options
@@ -98,6 +99,8 @@ class PeerAdk(PeerPolicy):
         starts = invocation_starts(ctx.messages, begin)
         if len(starts) - 1 < opts.compaction_interval:
             return None
+        if any(m.role == "assistant" for m in ctx.messages[starts[-1] :]):
+            return None  # ADK checks when an invocation has completed, before the next one runs
         return Plan(begin, starts[-1], opts.summary_max_tokens)
 
     def summary_context(self, ctx: AgentContext, plan: Plan) -> tuple[Message, ...]:

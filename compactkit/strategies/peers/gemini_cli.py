@@ -22,9 +22,6 @@ from .._common import counter_for
 from ._base import PeerOptions, PeerPolicy, Plan
 from ._results import Replacements, apply, editable, masked, results, shown_text
 
-LENGTH_KEY = "compactkit_history_length"
-"""Metadata of a peer-gemini-cli summary: the length of the history it was made in."""
-
 
 class GeminiCliOptions(PeerOptions):
     token_limit: int = Field(
@@ -77,6 +74,7 @@ class PeerGeminiCli(PeerPolicy):
     description = "Gemini CLI's chat compression: at 50% of the window, keep the newest 30%."
     Options = GeminiCliOptions
     options: GeminiCliOptions
+    once_per_request = True
 
     def compact(self, ctx: AgentContext) -> AgentContext:
         out = super().compact(ctx)
@@ -85,26 +83,12 @@ class PeerGeminiCli(PeerPolicy):
         counter = counter_for(self.options.tokenizer)
         if counter.context(out) > counter.context(ctx):
             return ctx  # COMPRESSION_FAILED_INFLATED_TOKEN_COUNT
-        # the summary remembers how long the history was, so that compressing again waits for a
-        # new request (Gemini CLI checks once per request)
-        start = self.window_start(out)
-        marker = out.messages[start]
-        stamped = Message(
-            role=marker.role,
-            content=marker.content,
-            name=marker.name,
-            metadata={**marker.metadata, LENGTH_KEY: len(out.messages)},
-        )
-        messages = (*out.messages[:start], stamped, *out.messages[start + 1 :])
-        return out.replace(messages=messages)
+        return out
 
     def plan(self, ctx: AgentContext, start: int, counter: TokenCounter) -> Plan | None:
         opts = self.options
         if counter.context(ctx) < opts.threshold * opts.token_limit:
             return None
-        first = ctx.messages[start] if start < len(ctx.messages) else None
-        if first is not None and first.metadata.get(LENGTH_KEY) == len(ctx.messages):
-            return None  # nothing came since the last compression
         shown = self.truncated(ctx.messages, {}, counter)
         split = split_point(shown, start, 1 - opts.preserve)
         if split <= start:
