@@ -179,7 +179,8 @@ class Format:
     subclass; one `_Builder` class, fed each record by `add` and turning it into `Turn`s, whose
     `context` method repairs pairing and writes the metadata; then private helpers (and, for
     writers, the writing functions). Nothing of one adapter is imported by another: what two
-    share lives in `_util.py`, `_pairing.py` or `_chat.py`.
+    share lives in `_util.py`, `_pairing.py`, `_chat.py` or `_marks.py` (the user's words
+    an agent stored outside user messages, pinned: each adapter passes `mark_words` a finder).
     """
 
     name: ClassVar[str] = ""

@@ -58,7 +58,11 @@ Where the user's words are, each loaded as one user message exactly once:
   a `queue-operation` `enqueue` later retired by `remove` (`metadata["queued_command"] = True`,
   placed before the next assistant message). The queue is replayed to know which prompt each
   `remove` retired; one that an attachment also holds (same text) is not added again. A queued
-  prompt retired by `dequeue` comes back as an ordinary `user` record and is read there.
+  prompt retired by `dequeue` comes back as an ordinary `user` record and is read there;
+* inside tool results, pinned where they are (`AgentContext.pins`, see `_users_words`): the
+  feedback typed when rejecting a call and the answers to AskUserQuestion; and a `<bash-input>`
+  command in a turn Claude Code marked as its own. An approval's text (`acceptFeedback`, a text
+  block after the `tool_result`) is a user message of its own.
 
 A user-role message that is not the user's words has `metadata["origin"]`: `"harness"` for what
 Claude Code wrote itself (`isMeta` records such as the local-command caveat and expanded
@@ -108,6 +112,7 @@ from ..context import (
 )
 from ..errors import BadInputError
 from ._chat import anthropic_block, block_as_text
+from ._marks import Span, Where, find_after, mark_words
 from ._pairing import NO_RESULT_TEXT, Turn, repair_pairing
 from ._util import (
     as_dict,
@@ -432,7 +437,9 @@ class _Builder:
         if self.queued_commands:
             meta["queued_commands"] = self.queued_commands
         note_skipped(meta, self.skipped)
-        return AgentContext(messages=tuple(repaired.messages), metadata=meta)
+        return mark_words(
+            AgentContext(messages=tuple(repaired.messages), metadata=meta), _users_words
+        )
 
 
 # --------------------------------------------------------------------------- the record tree
@@ -896,6 +903,45 @@ def _assistant_blocks(content: Any) -> list[Block]:
         else:  # server tool use/results and future block types: keep what the model produced
             blocks.append(TextBlock(text=as_text(item)))
     return blocks
+
+
+# --------------------------------------------------------------------------- the user's words
+
+
+_REJECTED = re.compile(
+    r"(?:The user doesn't want to proceed with this tool use\.|Permission for this tool use was "
+    r"denied\.)[^\n]{0,300}?(?:the user said|The user said):\n"
+)
+"""`REJECT_MESSAGE_WITH_REASON_PREFIX` / `SUBAGENT_REJECT_MESSAGE_WITH_REASON_PREFIX`
+(src/utils/messages.ts): a call the user rejected, then what the user typed."""
+_MEMORY_HINT = "\n\nNote: The user's next message may contain a correction or preference."
+"""`MEMORY_CORRECTION_HINT`, which `withMemoryCorrectionHint` may append after the user's text."""
+_ANSWERED = "User has answered your questions: "
+_ANSWERED_END = ". You can now continue with the user's answers in mind."
+"""AskUserQuestion's `mapToolResultToToolResultBlockParam`: the answers between the two."""
+_BASH_INPUT = re.compile(r"<bash-input>(.*?)</bash-input>", re.DOTALL)
+
+
+def _users_words(where: Where, text: str) -> list[Span]:
+    """Where the user's words are in a text block Claude Code wrote itself: the feedback typed
+    when rejecting a call, the answers to AskUserQuestion (in tool results), and a `!` command
+    in a user turn Claude Code marked as its own (`<bash-input>`)."""
+    if where.result is not None:
+        rejected = _REJECTED.match(text.lstrip())
+        if rejected is not None:
+            start = len(text) - len(text.lstrip()) + rejected.end()
+            end = text.find(_MEMORY_HINT, start)
+            end = len(text) if end < 0 else end
+            return [Span(start, end, "user-feedback")] if text[start:end].strip() else []
+        answered = find_after(text, _ANSWERED, (_ANSWERED_END,))
+        return [Span(*answered, "user-answer")] if answered is not None else []
+    if where.message.role == "user" and where.message.origin == "harness":
+        return [
+            Span(m.start(1), m.end(1), "user-command")
+            for m in _BASH_INPUT.finditer(text)
+            if m.group(1).strip()
+        ]
+    return []
 
 
 __all__ = ["NO_RESULT_TEXT", "ClaudeCodeFormat", "session_id_of", "write_session"]

@@ -32,7 +32,9 @@ Reading:
   notices are error results of such calls; native `tool_result` / `tool-result` blocks pair by id. A
   result is an error when recorded so, or when its text says the user denied it or the tool failed.
   What the user wrote inside a result (`<feedback>`, `<answer>`, `<user_message>`: Cline's
-  USER_CONTENT_TAGS) is split off into the user message, from the tag on;
+  USER_CONTENT_TAGS) is split off into the user message, from the tag on (also out of a harness
+  block such as `[TASK RESUMPTION] ...` holding it); what cannot be split off (Roo Code's JSON
+  feedback, the user's edits of a proposed file) is pinned in the result (`_users_words`);
 - `<environment_details>` (and Claude Dev's `<potentially_relevant_details>`) become a text block of
   their own, verbatim; the task, feedback, answers and plain text stay the human's words (no origin); a
   user message holding only harness text (environment details, `[TASK RESUMPTION]`, the "You did not
@@ -70,6 +72,7 @@ from ..context import (
 )
 from ..errors import BadInputError
 from ._chat import anthropic_block, anthropic_image, message_metadata, repair_chat_pairing
+from ._marks import Span, Where, find_after, mark_words
 from ._pairing import Turn
 from ._util import (
     as_text,
@@ -431,7 +434,9 @@ class _Builder:
             call_id = self.take_call(header.group("name"))
             body = head[header.end() :].removeprefix("\n")
             if call_id is None:
-                turn.add_text(text, "harness")
+                part, words = _split_user_words(text)
+                turn.add_text(part, "harness")
+                turn.add_text(words, "human")
                 turn.tool_output = True
                 return _Result(call_id="", orphan=True)
             return self.add_result(turn, call_id, body, False)
@@ -451,6 +456,13 @@ class _Builder:
                 current.parts.append(TextBlock(text=part))
             turn.add_text(words, "human")
             return current
+        if kind == "harness" and head.startswith(_HARNESS_PREFIXES):
+            # e.g. `[TASK RESUMPTION] ...` and the user's `<user_message>` in one block (Cline
+            # before 3.x, Roo Code's `resumeTaskFromHistory`)
+            part, words = _split_user_words(text)
+            turn.add_text(part, kind)
+            turn.add_text(words, "human")
+            return None
         turn.add_text(text, kind)
         return None
 
@@ -469,7 +481,9 @@ class _Builder:
         )
         note_repairs(meta, repaired)
         note_skipped(meta, self.skipped)
-        return AgentContext(messages=tuple(repaired.messages), metadata=meta)
+        return mark_words(
+            AgentContext(messages=tuple(repaired.messages), metadata=meta), _users_words
+        )
 
 
 # --------------------------------------------------------------------------- sniffing
@@ -615,6 +629,26 @@ def _split_user_words(text: str) -> tuple[str, str]:
         return text, ""
     at = min(found)
     return text[:at].rstrip("\n"), text[at:]
+
+
+_JSON_FEEDBACK = re.compile(r'\A\s*\{"status":\s*"(?:denied|approved|guidance)",\s*"feedback":\s*"')
+"""Roo Code's `formatResponse.toolDeniedWithFeedback` / `toolApprovedWithFeedback` /
+`tooManyMistakes` (src/core/prompts/responses.ts): JSON whose `feedback` the user typed."""
+_USER_EDITS = "The user made the following updates to your content:\n\n"
+_USER_EDITS_END = ("\n\nThe user's editor also applied", "\n\nThe updated content")
+"""Cline's `formatResponse.fileEditWithUserChanges` and Roo Code's write tools: the diff of what
+the user changed in the proposed file before approving it, then the saved file."""
+
+
+def _users_words(where: Where, text: str) -> list[Span]:
+    """The user's words left inside tool results (those in `USER_CONTENT_TAGS` are split off into
+    the user message while reading): Roo Code's JSON feedback, and the user's own edits."""
+    if where.result is None:
+        return []
+    if _JSON_FEEDBACK.match(text):
+        return [Span(0, len(text), "user-feedback")]
+    edits = find_after(text, _USER_EDITS, _USER_EDITS_END)
+    return [Span(*edits, "user-feedback")] if edits is not None else []
 
 
 def _text_kind(text: str) -> str:

@@ -37,6 +37,8 @@ Mapping:
   message metadata `{"synthesized": true}`, after the tool messages that follow its call), except
   the calls of the last assistant message when nothing but tool messages follows it (a run may
   end on a call);
+- the user's words in what Codex wrote itself are pinned (`AgentContext.pins`, see
+  `_users_words`): the command of a `!` shell command, the answers `request_user_input` returned;
 - every other record (UI events such as `event_msg/agent_message` or `exec_command_end`, ghost
   snapshots, encrypted `compaction` items, a resumed session's repeated `session_meta`, unknown
   future types) is counted in `metadata["skipped_records"]`.
@@ -67,6 +69,7 @@ from ..context import (
 )
 from ..errors import BadInputError
 from ._chat import block_as_text
+from ._marks import Span, Where, mark_words
 from ._pairing import Turn, repair_pairing
 from ._util import (
     as_text,
@@ -425,9 +428,10 @@ class _Builder:
         )
         note_repairs(meta, repaired)
         note_skipped(meta, self.skipped)
-        return AgentContext(
+        ctx = AgentContext(
             system_instruction=self.system, messages=tuple(repaired.messages), metadata=meta
         )
+        return mark_words(ctx, _users_words)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -524,6 +528,39 @@ def _thinking(payload: dict[str, Any]) -> ThinkingBlock:
     encrypted = payload.get("encrypted_content")
     signature = encrypted if isinstance(encrypted, str) and encrypted else None
     return ThinkingBlock(thinking=text, signature=signature, redacted=not text and bool(signature))
+
+
+# --------------------------------------------------------------------------- the user's words
+
+_SHELL_COMMAND = re.compile(
+    r"\A\s*<user_shell_command>\n(?:<command>\n(?P<command>.*?)\n</command>\n"
+    r"|(?P<legacy>.*?)\n</user_shell_command>)",
+    re.DOTALL,
+)
+"""A command the user ran with `!` (codex-rs/core/src/user_shell_command.rs: `<command>` inside
+`<user_shell_command>`; older versions: the command between the tags, then
+`<user_shell_command_output>`)."""
+ASK_TOOL = "request_user_input"
+"""The tool whose output is the user's answers (codex-rs/core/src/tools/handlers/
+request_user_input.rs: the `RequestUserInputResponse` as JSON, `{"answers": {...}}`)."""
+
+
+def _users_words(where: Where, text: str) -> list[Span]:
+    """The user's words in what Codex wrote itself: the command of a `!` shell command (a harness
+    user message) and the answers of `request_user_input` (a tool result)."""
+    if where.result is not None:
+        if where.tool == ASK_TOOL and '"answers"' in text and not where.result.is_error:
+            return [Span(0, len(text), "user-answer")]
+        return []
+    if where.message.role != "user" or where.message.origin != "harness":
+        return []
+    match = _SHELL_COMMAND.match(text)
+    if match is None:
+        return []
+    group = "command" if match.group("command") is not None else "legacy"
+    if not match.group(group).strip():
+        return []
+    return [Span(match.start(group), match.end(group), "user-command")]
 
 
 # --------------------------------------------------------------------------- writing

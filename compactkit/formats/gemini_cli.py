@@ -26,11 +26,14 @@ with the results of its calls. info / error / warning messages are shown in the 
 (never sent to the model): they are left out and counted in `metadata["skipped_records"]`, as are
 rewound messages (`"<type> (rewound)"`), unknown record types and `functionResponse` copies. A
 call with no result gets a synthesized error result (`"[no result recorded]"`), except the calls of
-a final gemini message.
+a final gemini message. The user's words inside tool results are pinned (`AgentContext.pins`,
+see `_users_words`): the answers `ask_user` returned and content the user rewrote before approving
+an edit.
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from typing import Any
 
@@ -48,6 +51,7 @@ from ..context import (
     ToolResultBlock,
 )
 from ..errors import BadInputError
+from ._marks import Span, Where, mark_words
 from ._pairing import Turn, repair_pairing
 from ._util import as_list, as_text, context_metadata, note_repairs, note_skipped, str_or_none
 from .base import Document, Format
@@ -214,7 +218,9 @@ class _Builder:
         )
         note_repairs(meta, repaired)
         note_skipped(meta, self.skipped)
-        return AgentContext(messages=tuple(repaired.messages), metadata=meta)
+        return mark_words(
+            AgentContext(messages=tuple(repaired.messages), metadata=meta), _users_words
+        )
 
 
 # --------------------------------------------------------------------------- helpers
@@ -351,6 +357,30 @@ def _replay(records: list[Any], skipped: Counter[str]) -> tuple[dict[str, Any], 
         else:
             skipped["unknown"] += 1
     return meta, list(messages.values())
+
+
+# --------------------------------------------------------------------------- the user's words
+
+ASK_TOOL = "ask_user"
+"""packages/core/src/tools/ask-user.ts (`AskUserInvocation.execute`): the answers as
+`{"answers": {...}}`; a dismissed dialog says so in plain text instead."""
+_USER_EDIT = re.compile(r"User modified the `\w+` (?:content )?to be: ")
+"""packages/core/src/tools/edit.ts and write-file.ts: when the user changed the proposed content
+in their editor before approving, the result ends with what they made it."""
+
+
+def _users_words(where: Where, text: str) -> list[Span]:
+    """The user's words in tool results: the answers to `ask_user`, and content the user rewrote
+    before approving an edit or a write."""
+    if where.result is None:
+        return []
+    if where.tool == ASK_TOOL and text.lstrip().startswith('{"answers"'):
+        return [Span(0, len(text), "user-answer")]
+    edit = _USER_EDIT.search(text)
+    if edit is not None and text[edit.end() :].strip():
+        end = len(text) - 1 if text.endswith(".") else len(text)
+        return [Span(edit.end(), max(end, edit.end() + 1), "user-feedback")]
+    return []
 
 
 __all__ = ["GeminiCliFormat"]

@@ -56,7 +56,8 @@ Mapping of the rest:
 - a V0 observation answering a call (by tool call id, by `cause`, or, without ids, in order) ->
   a tool result (`error` observations are errors); V1 `ObservationEvent` -> a tool result
   (`observation.content`, `is_error`), `UserRejectObservation` -> an error result
-  `"Action rejected: <reason>"` (tool message metadata `rejected_by`), `AgentErrorEvent` -> an
+  `"Action rejected: <reason>"` (tool message metadata `rejected_by`; a reason the user typed is
+  pinned, see `_users_words`), `AgentErrorEvent` -> an
   error result;
 - a call no observation answers gets a synthesized error result (`"[no result recorded]"`),
   except the calls of a final assistant message.
@@ -90,6 +91,7 @@ from ..context import (
     ToolResultBlock,
 )
 from ..errors import BadInputError
+from ._marks import Span, Where, find_after, mark_words
 from ._pairing import Turn, repair_pairing
 from ._util import (
     as_dict,
@@ -569,7 +571,7 @@ class _Builder:
         self.sdk_result(event, parts, error)
 
     def on_UserRejectObservation(self, event: dict[str, Any]) -> None:
-        reason = _text(event.get("rejection_reason")) or "User rejected the action"
+        reason = _text(event.get("rejection_reason")) or _DEFAULT_REJECTION
         source = _text(event.get("rejection_source")) or "user"
         self.sdk_result(
             event, [TextBlock(text=f"Action rejected: {reason}")], True, rejected_by=source
@@ -648,9 +650,10 @@ class _Builder:
         if self.tools:
             meta["tools"] = list(self.tools)
         note_skipped(meta, self.skipped)
-        return AgentContext(
+        ctx = AgentContext(
             system_instruction=self.system, messages=tuple(repaired.messages), metadata=meta
         )
+        return mark_words(ctx, _users_words)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -877,6 +880,23 @@ def _sdk_stamp(event: dict[str, Any]) -> dict[str, JsonValue]:
         if isinstance(event.get(key), str):
             meta[key] = event[key]
     return meta
+
+
+# --------------------------------------------------------------------------- the user's words
+
+_DEFAULT_REJECTION = "User rejected the action"
+"""openhands-sdk `UserRejectObservation.rejection_reason`'s default: no words of the user."""
+
+
+def _users_words(where: Where, text: str) -> list[Span]:
+    """The reason the user typed when rejecting an action in confirmation mode (V1
+    `UserRejectObservation` with `rejection_source` "user", read as "Action rejected: <reason>")."""
+    if where.result is None or where.message.metadata.get("rejected_by") != "user":
+        return []
+    span = find_after(text, "Action rejected: ")
+    if span is None or text[span[0] : span[1]].strip() == _DEFAULT_REJECTION:
+        return []
+    return [Span(*span, "user-feedback")]
 
 
 __all__ = ["OpenHandsEventsFormat"]

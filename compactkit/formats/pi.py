@@ -25,7 +25,8 @@ How a file becomes one context (mirroring pi's `buildSessionContext` and `conver
   message, each exactly once. `bashExecution` messages (`!cmd` run by the user) become user text
   exactly as pi renders them for the model; `custom` (v2 `hookMessage`) messages and
   `custom_message` entries, which extensions inject, become user messages. Both carry
-  `metadata["origin"] = "harness"`: they are not the user's words.
+  `metadata["origin"] = "harness"`: they are not the user's words, except the command of a
+  `bashExecution`, which is pinned (`AgentContext.pins`, see `_users_words`).
 * Each `compaction` entry becomes, at its position, a user message holding the text pi sent the
   model in its place (the summary in pi's `<summary>` framing) as a plain text block, with
   `metadata["origin"] = "summary"` and `metadata["pi_compaction"]`: `first_kept_message` (index of
@@ -65,6 +66,7 @@ from ..context import (
 )
 from ..errors import BadInputError
 from ..recovery import prune
+from ._marks import Span, Where, mark_words
 from ._pairing import NO_RESULT_TEXT, RepairCounts, Turn, synthesized_results
 from ._util import (
     as_text,
@@ -364,7 +366,8 @@ class _Builder:
         if self.skipped_empty_assistant:
             meta["skipped_empty_assistant"] = self.skipped_empty_assistant
         note_skipped(meta, self.skipped)
-        return AgentContext(messages=tuple(t.freeze() for t in self.turns), metadata=meta)
+        ctx = AgentContext(messages=tuple(t.freeze() for t in self.turns), metadata=meta)
+        return mark_words(ctx, _users_words)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -439,6 +442,20 @@ def bash_execution_text(message: dict[str, Any]) -> str:
     if message.get("truncated") is True and message.get("fullOutputPath"):
         text += f"\n\n[Output truncated. Full output: {message['fullOutputPath']}]"
     return text
+
+
+def _users_words(where: Where, text: str) -> list[Span]:
+    """The command of a `!command` the user ran (`bashExecution`, rendered by
+    `bash_execution_text`: "Ran `<command>`", then the output): harness text holding it."""
+    if where.result is not None or where.message.metadata.get("pi_role") != "bashExecution":
+        return []
+    if not text.startswith("Ran `"):
+        return []
+    ends = [text.find(tail, 5) for tail in ("`\n```\n", "`\n(no output)")]
+    end = min((e for e in ends if e >= 0), default=-1)
+    if end <= 5:
+        return []
+    return [Span(5, end, "user-command")]
 
 
 def _image(item: dict[str, Any]) -> ImageBlock:
