@@ -33,8 +33,10 @@ Reading:
   result is an error when recorded so, or when its text says the user denied it or the tool failed.
   What the user wrote inside a result (`<feedback>`, `<answer>`, `<user_message>`: Cline's
   USER_CONTENT_TAGS) is split off into the user message, from the tag on (also out of a harness
-  block such as `[TASK RESUMPTION] ...` holding it); what cannot be split off (Roo Code's JSON
-  feedback, the user's edits of a proposed file) is pinned in the result (`_users_words`);
+  block such as `[TASK RESUMPTION] ...` holding it, and from a slash command's
+  `<explicit_instructions>` put before them: `src/core/slash-commands/index.ts`); what cannot
+  be split off (Roo Code's JSON feedback, the user's edits of a proposed file) is pinned in the
+  result (`_users_words`);
 - `<environment_details>` (and Claude Dev's `<potentially_relevant_details>`) become a text block of
   their own, verbatim; the task, feedback, answers and plain text stay the human's words (no origin); a
   user message holding only harness text (environment details, `[TASK RESUMPTION]`, the "You did not
@@ -146,6 +148,7 @@ _ENV = re.compile(
     re.DOTALL,
 )
 _USER_TAGS = ("<feedback>", "<answer>", "<user_message>")
+_INSTRUCTIONS_END = "</explicit_instructions>"
 _HARNESS_PREFIXES = (
     "[TASK RESUMPTION]",
     "[ERROR] You did not use a tool",
@@ -457,9 +460,17 @@ class _Builder:
             turn.add_text(words, "human")
             return current
         if kind == "harness" and head.startswith(_HARNESS_PREFIXES):
-            # e.g. `[TASK RESUMPTION] ...` and the user's `<user_message>` in one block (Cline
-            # before 3.x, Roo Code's `resumeTaskFromHistory`)
+            # the user's words in one block with harness text: `[TASK RESUMPTION] ...` and the
+            # `<user_message>` (Cline before 3.x, Roo Code's `resumeTaskFromHistory`), or a slash
+            # command's `<explicit_instructions>` put before the `<task>` / `<feedback>` it was
+            # typed in (Cline's `parseSlashCommands`)
             part, words = _split_user_words(text)
+            closed = (
+                text.find(_INSTRUCTIONS_END) if head.startswith("<explicit_instructions") else -1
+            )
+            if closed >= 0 and text[closed + len(_INSTRUCTIONS_END) :].strip():
+                cut = closed + len(_INSTRUCTIONS_END)
+                part, words = text[:cut], text[cut:].strip("\n")
             turn.add_text(part, kind)
             turn.add_text(words, "human")
             return None

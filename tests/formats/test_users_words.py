@@ -238,6 +238,26 @@ def test_cline_feedback_edits_and_resumption_words(tmp_path: Path) -> None:
     ]
 
 
+NEW_TASK = (
+    '<explicit_instructions type="new_task">\nThe user has explicitly asked you to help them '
+    "create a new task with preloaded context.\n</explicit_instructions>\n"
+)
+
+
+def test_cline_slash_command_keeps_the_task_the_users(tmp_path: Path) -> None:
+    """src/core/slash-commands/index.ts (`parseSlashCommands`): the command's explicit
+    instructions are put before the `<task>` the user typed it in, in one text block."""
+    task = "<task>\n carry on with the parser rewrite\n</task>"
+    records = [
+        cline.user(cline.text(NEW_TASK + task), cline.text(cline.ENV_FIRST), ts=0),
+        cline.assistant(cline.text("Creating the task."), ts=1),
+    ]
+    ctx = cline.load(cline.write(tmp_path, records))
+    first = ctx.messages[0]
+    assert first.is_human and task in ctx.task  # was harness text: no task at all
+    assert [b.text for b in first.content][:2] == [NEW_TASK.removesuffix("\n"), task]
+
+
 def test_cline_every_strategy_keeps_the_users_words(tmp_path: Path) -> None:
     ctx = cline.load(cline.write(tmp_path, cline_task(filler=4)))
     words = "<user_message>\nnow also bump the version\n</user_message>"
