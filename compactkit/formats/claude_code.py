@@ -60,7 +60,8 @@ Where the user's words are, each loaded as one user message exactly once:
   `remove` retired; one that an attachment also holds (same text) is not added again. A queued
   prompt retired by `dequeue` comes back as an ordinary `user` record and is read there;
 * inside tool results, pinned where they are (`AgentContext.pins`, see `_users_words`): the
-  feedback typed when rejecting a call and the answers to AskUserQuestion; and a `<bash-input>`
+  feedback typed when rejecting a call, the answers to AskUserQuestion, a plan the user edited
+  before approving it (ExitPlanMode); and a `<bash-input>`
   command in a turn Claude Code marked as its own. An approval's text (`acceptFeedback`, a text
   block after the `tool_result`) is a user message of its own.
 
@@ -919,13 +920,17 @@ _MEMORY_HINT = "\n\nNote: The user's next message may contain a correction or pr
 _ANSWERED = "User has answered your questions: "
 _ANSWERED_END = ". You can now continue with the user's answers in mind."
 """AskUserQuestion's `mapToolResultToToolResultBlockParam`: the answers between the two."""
+_EDITED_PLAN = "\n## Approved Plan (edited by user):\n"
+"""ExitPlanModeV2Tool's result when the user edited the plan before approving it: the plan as the
+user left it follows."""
 _BASH_INPUT = re.compile(r"<bash-input>(.*?)</bash-input>", re.DOTALL)
 
 
 def _users_words(where: Where, text: str) -> list[Span]:
     """Where the user's words are in a text block Claude Code wrote itself: the feedback typed
-    when rejecting a call, the answers to AskUserQuestion (in tool results), and a `!` command
-    in a user turn Claude Code marked as its own (`<bash-input>`)."""
+    when rejecting a call, the answers to AskUserQuestion, a plan the user edited before approving
+    it (in tool results), and a `!` command in a user turn Claude Code marked as its own
+    (`<bash-input>`)."""
     if where.result is not None:
         rejected = _REJECTED.match(text.lstrip())
         if rejected is not None:
@@ -934,7 +939,12 @@ def _users_words(where: Where, text: str) -> list[Span]:
             end = len(text) if end < 0 else end
             return [Span(start, end, "user-feedback")] if text[start:end].strip() else []
         answered = find_after(text, _ANSWERED, (_ANSWERED_END,))
-        return [Span(*answered, "user-answer")] if answered is not None else []
+        if answered is not None:
+            return [Span(*answered, "user-answer")]
+        plan = text.find(_EDITED_PLAN)
+        if plan >= 0 and text[plan + len(_EDITED_PLAN) :].strip():
+            return [Span(plan + len(_EDITED_PLAN), len(text), "user-feedback")]
+        return []
     if where.message.role == "user" and where.message.origin == "harness":
         return [
             Span(m.start(1), m.end(1), "user-command")

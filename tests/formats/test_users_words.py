@@ -154,6 +154,32 @@ def test_claude_code_rejection_feedback_and_answers_are_pinned(tmp_path: Path) -
     assert any(p.reason == "last-request" and p.preview == CC_APPROVAL for p in resolve(ctx))
 
 
+EDITED_PLAN = "1. Add the retry\n2. Keep the old API (do not remove it)"
+
+
+def test_claude_code_plan_edited_by_the_user_is_pinned(tmp_path: Path) -> None:
+    """src/tools/ExitPlanModeTool/ExitPlanModeV2Tool.ts (mapToolResultToToolResultBlockParam):
+    the plan as the user edited it follows "## Approved Plan (edited by user):"."""
+    approved = (
+        "User has approved your plan. You can now start coding. Start with updating your todo "
+        "list if applicable\n\nYour plan has been saved to: /home/dev/.claude/plans/p.md\nYou "
+        "can refer back to it if needed during implementation.\n\n## Approved Plan"
+    )
+    s = cc._Session("2.1.88")
+    s.user("plan the retry")
+    for n, label in enumerate((" (edited by user):", ":")):
+        s.assistant(
+            {"type": "tool_use", "id": f"toolu_p{n}", "name": "ExitPlanMode", "input": {}},
+            stop="tool_use",
+        )
+        result = approved + f"{label}\n" + EDITED_PLAN
+        s.user([{"type": "tool_result", "tool_use_id": f"toolu_p{n}", "content": result}])
+    s.assistant(cc._text("Starting."))
+    (ctx,) = s.load(tmp_path)
+    assert marked(ctx) == [("user-feedback", EDITED_PLAN)]  # only the plan the user edited
+    assert result_texts(ctx)["toolu_p0"] == approved + " (edited by user):\n" + EDITED_PLAN
+
+
 def test_claude_code_bash_input_in_a_harness_turn_is_pinned(tmp_path: Path) -> None:
     """A `!` command in a record Claude Code marks as its own (isMeta): the command is pinned,
     not its output."""
