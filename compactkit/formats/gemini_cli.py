@@ -28,7 +28,8 @@ rewound messages (`"<type> (rewound)"`), unknown record types and `functionRespo
 call with no result gets a synthesized error result (`"[no result recorded]"`), except the calls of
 a final gemini message. The user's words inside tool results are pinned (`AgentContext.pins`,
 see `_users_words`): the answers `ask_user` returned and content the user rewrote before approving
-an edit.
+an edit, and the command of a shell-mode (`!`) turn, which is a user message holding the command
+and its output (`origin: "harness"`).
 """
 
 from __future__ import annotations
@@ -151,6 +152,8 @@ class _Builder:
             meta = _meta(msg, "id", "timestamp")
             if msg.get("_synthetic"):
                 meta[ORIGIN_KEY] = "summary"
+            elif all(isinstance(p, TextBlock) and _SHELL_MODE.match(p.text) for p in parts):
+                meta[ORIGIN_KEY] = "harness"  # a `!` command and its output: the command is pinned
             self.turns.append(Turn("user", list(parts), meta))
             added = True
         return added
@@ -369,11 +372,22 @@ _USER_EDIT = re.compile(r"User modified the `\w+` (?:content )?to be: ")
 in their editor before approving, the result ends with what they made it."""
 
 
+_SHELL_MODE = re.compile(
+    r"I ran the following shell command:\n```sh\n(.*?)\n```\n\nThis produced the following result:",
+    re.DOTALL,
+)
+"""packages/cli/src/ui/hooks/shellCommandProcessor.ts (`addShellCommandToGeminiHistory`): a command
+the user ran in shell mode (`!`) and its output, recorded as a user message."""
+
+
 def _users_words(where: Where, text: str) -> list[Span]:
     """The user's words in tool results: the answers to `ask_user`, and content the user rewrote
-    before approving an edit or a write."""
+    before approving an edit or a write; and the command of a shell-mode (`!`) turn."""
     if where.result is None:
-        return []
+        shell = _SHELL_MODE.match(text) if where.message.origin == "harness" else None
+        if shell is None or not shell.group(1).strip():
+            return []
+        return [Span(shell.start(1), shell.end(1), "user-command")]
     if where.tool == ASK_TOOL and text.lstrip().startswith('{"answers"'):
         return [Span(0, len(text), "user-answer")]
     edit = _USER_EDIT.search(text)

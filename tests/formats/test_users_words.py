@@ -386,6 +386,25 @@ def test_gemini_answers_and_user_edits_are_pinned(tmp_path: Path) -> None:
     assert result_texts(ctx)["edit"] == GEMINI_EDIT
 
 
+def test_gemini_shell_mode_command_is_pinned_not_its_output(tmp_path: Path) -> None:
+    """packages/cli/src/ui/hooks/shellCommandProcessor.ts (`addShellCommandToGeminiHistory`)."""
+    shell = (
+        "I ran the following shell command:\n```sh\nnpm ls --depth 0\n```\n\n"
+        "This produced the following result:\n```\napp@1.0.0\n└── express@4.19.2\n```"
+    )
+    messages = [
+        gemini._message("u0", "user", [{"text": shell}]),
+        gemini._message("u1", "user", [{"text": "upgrade express"}]),
+        gemini._gemini("g1", "Upgrading."),
+    ]
+    path = tmp_path / "session-1.json"
+    path.write_text(json.dumps({**gemini.HEADER, "messages": messages}), encoding="utf-8")
+    ctx = compactkit.load_one(path)
+    assert marked(ctx) == [("user-command", "npm ls --depth 0")]
+    assert ctx.messages[0].origin == "harness" and ctx.messages[0].text == shell
+    assert ctx.task == "upgrade express"  # the command's output is not the task
+
+
 def test_gemini_every_strategy_keeps_the_users_words(tmp_path: Path) -> None:
     path = tmp_path / "session-1.json"
     path.write_text(json.dumps(gemini_session(filler=4)), encoding="utf-8")
