@@ -10,10 +10,20 @@ before (`ToolResultBlock.text` is unchanged), and the part holding the words is 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass
+from typing import TypeVar
 
-from ..context import AgentContext, Block, ContentPart, Message, Pin, TextBlock, ToolResultBlock
+from ..context import (
+    AgentContext,
+    Block,
+    ContentPart,
+    Message,
+    Pin,
+    TextBlock,
+    ToolResultBlock,
+    etag_of,
+)
 from ..pins import mark, split_lines
 
 
@@ -38,6 +48,7 @@ class Where:
 
 
 Finder = Callable[[Where, str], Sequence[Span]]
+P = TypeVar("P", Block, ContentPart)
 
 
 def split_marked(text: str, spans: Sequence[Span]) -> list[tuple[str, str | None]]:
@@ -133,6 +144,46 @@ def _cut(block: TextBlock, where: Where, find: Finder, pins: list[Pin]) -> list[
     return [TextBlock(text=text) for text, _ in parts]
 
 
+def rejoin(parts: Sequence[P], pinned: Set[str], where: Where, find: Finder) -> list[P]:
+    """`parts` (text blocks of a message or of a tool result) with each pinned text joined back to
+    the neighbours `mark_words` cut it from, for a writer: a run of text blocks is joined (with
+    newlines) only when `find` and `split_marked` cut the joined text into exactly those blocks
+    again, so what was one block is written as one, and reads back cut and pinned the same.
+    `pinned` holds the etags of the pinned texts."""
+    out: list[P] = []
+    k = 0
+    while k < len(parts):
+        part = parts[k]
+        if isinstance(part, TextBlock) and etag_of(part.text) in pinned:
+            joined = _joinable(parts, k, out, where, find)
+            if joined is not None:
+                lo, hi, text = joined
+                if lo < k:
+                    out.pop()
+                out.append(TextBlock(text=text))
+                k = hi + 1
+                continue
+        out.append(part)
+        k += 1
+    return out
+
+
+def _joinable(
+    parts: Sequence[object], k: int, out: Sequence[object], where: Where, find: Finder
+) -> tuple[int, int, str] | None:
+    for lo, hi in ((k - 1, k + 1), (k - 1, k), (k, k + 1)):
+        if lo < 0 or hi >= len(parts) or (lo < k and (not out or out[-1] is not parts[lo])):
+            continue
+        window = parts[lo : hi + 1]
+        texts = [w.text for w in window if isinstance(w, TextBlock)]
+        if len(texts) != len(window):
+            continue
+        text = "\n".join(texts)
+        if [t for t, _ in split_marked(text, find(where, text))] == texts:
+            return lo, hi, text
+    return None
+
+
 def find_after(text: str, prefix: str, ends: Sequence[str] = ()) -> tuple[int, int] | None:
     """(start, end) of what follows `prefix` at the start of `text` (leading whitespace allowed)
     up to the first of `ends` after it, else to the end; None without the prefix or words."""
@@ -150,4 +201,4 @@ def find_after(text: str, prefix: str, ends: Sequence[str] = ()) -> tuple[int, i
     return start, end
 
 
-__all__ = ["Finder", "Span", "Where", "find_after", "mark_words", "split_marked"]
+__all__ = ["Finder", "Span", "Where", "find_after", "mark_words", "rejoin", "split_marked"]

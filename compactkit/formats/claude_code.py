@@ -106,6 +106,7 @@ from ..context import (
     Block,
     ContentPart,
     ImageBlock,
+    Message,
     TextBlock,
     ThinkingBlock,
     ToolCallBlock,
@@ -113,7 +114,7 @@ from ..context import (
 )
 from ..errors import BadInputError
 from ._chat import anthropic_block, block_as_text
-from ._marks import Span, Where, find_after, mark_words
+from ._marks import Span, Where, find_after, mark_words, rejoin
 from ._pairing import NO_RESULT_TEXT, Turn, repair_pairing
 from ._util import (
     as_dict,
@@ -988,6 +989,8 @@ def write_session(ctx: AgentContext) -> str:
     }
     lines: list[str] = []
     parent: str | None = None
+    pinned = {p.etag for p in ctx.pins}
+    names = {c.id: c.name for m in ctx.messages for c in m.tool_calls}
     for number, message in enumerate(ctx.messages):
         record_id = str(uuid.uuid5(uuid.UUID(session), f"{number}"))
         record: dict[str, Any] = {"parentUuid": parent, **base}
@@ -1009,10 +1012,13 @@ def write_session(ctx: AgentContext) -> str:
                 },
             )
         else:
+            # the user's words the reader cut out of a text block go back into it (`rejoin`)
             content = (
-                _result_content(message.content)
+                _result_content(_rejoined(message, number, pinned, names))
                 if message.role == "tool"
-                else _user_content(message.content)
+                else _user_content(
+                    rejoin(message.content, pinned, Where(number, message), _users_words)
+                )
             )
             record.update(type="user", message={"role": "user", "content": content})
             if message.origin == "summary":
@@ -1067,6 +1073,29 @@ def _assistant_content(blocks: Sequence[Block]) -> list[dict[str, Any]]:
         else:
             out.append(_part(block))
     return out
+
+
+def _rejoined(
+    message: Message, number: int, pinned: set[str], names: dict[str, str]
+) -> list[Block]:
+    """The blocks of a tool message, each result's parts as the reader found them (`rejoin`)."""
+    return [
+        b.model_copy(
+            update={
+                "content": tuple(
+                    rejoin(
+                        b.content,
+                        pinned,
+                        Where(number, message, b, names.get(b.tool_call_id)),
+                        _users_words,
+                    )
+                )
+            }
+        )
+        if isinstance(b, ToolResultBlock)
+        else b
+        for b in message.content
+    ]
 
 
 def _result_content(blocks: Sequence[Block]) -> list[dict[str, Any]]:

@@ -26,6 +26,9 @@ Messages are read in id order (OpenCode's ids ascend with time), parts in id ord
   ended in an error with nothing but step markers is left out, as OpenCode leaves it out;
 * `step-start`, `step-finish`, `snapshot`, `patch`, `agent`, `retry` parts never reach the model:
   counted by type in `skipped_records`.
+
+The user's words inside tool results are pinned (`AgentContext.pins`, see `_users_words`): the
+feedback typed when rejecting a call and the answers to the question tool.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from ..context import (
     ToolResultBlock,
 )
 from ..errors import BadInputError
+from ._marks import Span, Where, find_after, mark_words
 from ._pairing import Turn, repair_pairing
 from ._util import (
     as_dict,
@@ -217,7 +221,9 @@ class _Builder:
         )
         note_repairs(meta, repaired)
         note_skipped(meta, self.skipped)
-        return AgentContext(messages=tuple(repaired.messages), metadata=meta)
+        return mark_words(
+            AgentContext(messages=tuple(repaired.messages), metadata=meta), _users_words
+        )
 
 
 # --------------------------------------------------------------------------- reading the stores
@@ -346,6 +352,31 @@ def _tool(part: dict[str, Any]) -> tuple[ToolCallBlock, ToolResultBlock]:
     return call, ToolResultBlock(
         tool_call_id=call_id, content=(*content, *attachments), is_error=error
     )
+
+
+# --------------------------------------------------------------------------- the user's words
+
+_CORRECTED = (
+    "The user rejected permission to use this specific tool call with the following feedback: "
+)
+"""`PermissionNext.CorrectedError` (packages/opencode/src/permission/): a call the user rejected
+with a message, which the model is sent as the call's error."""
+_ANSWERED = "User has answered your questions: "
+_ANSWERED_END = ". You can now continue with the user's answers in mind."
+"""The question tool's output (packages/opencode/src/tool/question.ts): the answers between the
+two."""
+
+
+def _users_words(where: Where, text: str) -> list[Span]:
+    """The user's words in tool results: the feedback given when rejecting a call, and the
+    answers to the question tool."""
+    if where.result is None:
+        return []
+    corrected = find_after(text, _CORRECTED)
+    if corrected is not None:
+        return [Span(*corrected, "user-feedback")]
+    answered = find_after(text, _ANSWERED, (_ANSWERED_END,))
+    return [Span(*answered, "user-answer")] if answered is not None else []
 
 
 __all__ = ["OpenCodeFormat"]

@@ -153,13 +153,14 @@ MESSAGES = [
 ]
 
 
-def storage(folder: Path) -> Path:
+def storage(folder: Path, messages: list[Any] | None = None) -> Path:
+    """The storage/ folder holding `messages` ((info, parts) pairs; `MESSAGES` by default)."""
     root = folder / "storage"
     (root / "session" / SESSION["projectID"]).mkdir(parents=True)
     (root / "session" / SESSION["projectID"] / f"{SESSION['id']}.json").write_text(
         json.dumps(SESSION)
     )
-    for info, parts in MESSAGES:
+    for info, parts in MESSAGES if messages is None else messages:
         (root / "message" / SESSION["id"]).mkdir(parents=True, exist_ok=True)
         (root / "message" / SESSION["id"] / f"{info['id']}.json").write_text(json.dumps(info))
         (root / "part" / info["id"]).mkdir(parents=True, exist_ok=True)

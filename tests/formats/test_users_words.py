@@ -30,6 +30,7 @@ from . import test_claude_code as cc
 from . import test_cline as cline
 from . import test_codex as codex
 from . import test_gemini_cli as gemini
+from . import test_opencode as opencode
 from . import test_openhands as openhands
 from . import test_pi as pi
 
@@ -196,6 +197,28 @@ def test_claude_code_bash_input_in_a_harness_turn_is_pinned(tmp_path: Path) -> N
     assert harness.text == (
         "<bash-input>git log --oneline -3</bash-input>\n<bash-stdout>abc fix\n</bash-stdout>"
     )
+
+
+def test_claude_code_writer_puts_the_words_back_where_they_were(tmp_path: Path) -> None:
+    """`--to claude-code` writes each cut text block whole again, as Claude Code recorded it, and
+    the session reads back with the same words pinned (a fixed point)."""
+    from compactkit.formats.base import parse_text
+    from compactkit.registry import make_registry
+
+    writer = make_registry(entry_points=False).formats.get("claude-code")
+    ctx = claude_code_session(tmp_path, filler=1)
+    text = writer.dump([ctx])
+    records = [json.loads(line) for line in text.splitlines()]
+    contents = [
+        b["content"]
+        for r in records
+        for b in (r["message"]["content"] if isinstance(r["message"]["content"], list) else [])
+        if isinstance(b, dict) and b.get("type") == "tool_result"
+    ]
+    assert [{"type": "text", "text": CC_REJECT + CC_FEEDBACK + CC_HINT}] in contents
+    (back,) = writer.load(parse_text(text, "back.jsonl"))
+    assert marked(back) == marked(ctx)
+    assert writer.dump([back]) == text
 
 
 def test_claude_code_every_strategy_keeps_the_users_words(tmp_path: Path) -> None:
@@ -529,9 +552,67 @@ def test_openhands_every_strategy_keeps_the_users_words(tmp_path: Path) -> None:
     assert_every_strategy_keeps(ctx, ["Action rejected: never force-push, open a PR"])
 
 
+# --------------------------------------------------------------------------- OpenCode
+# packages/opencode/src/permission/ (`CorrectedError`), src/tool/question.ts (the answers)
+
+OC_FEEDBACK = "keep the old endpoint until v3\nand tell me before deleting files"
+OC_REJECTED = (
+    "The user rejected permission to use this specific tool call with the following feedback: "
+    + OC_FEEDBACK
+)  # the words start on the notice's line: the whole text is the pinned block
+OC_ANSWERS = (
+    'User has answered your questions: "Which store?"="SQLite". You can now continue with the '
+    "user's answers in mind."
+)
+
+
+def opencode_storage(folder: Path, filler: int) -> Path:
+    def tool(m: int, n: int, name: str, **state: Any) -> dict[str, Any]:
+        return opencode.part(m, n, "tool", callID=f"call_{m}_{n}", tool=name, state=state)
+
+    done = {"status": "completed", "input": {"command": "ls"}, "output": OUTPUT}
+    calls = [tool(2, n, "bash", **done) for n in range(filler)]
+    rejected = {
+        "status": "error",
+        "input": {"filePath": "api.ts"},
+        "error": OC_REJECTED,
+    }
+    calls.append(tool(2, 50, "edit", **rejected))
+    asked = {"status": "completed", "input": {"questions": []}, "output": OC_ANSWERS}
+    calls.append(tool(2, 51, "question", **asked))
+    calls += [tool(2, 60 + n, "bash", **done) for n in range(filler)]
+    messages = [
+        (opencode.msg(1, "user"), [opencode.part(1, 1, "text", text="drop the v1 API")]),
+        (opencode.msg(2, "assistant", **opencode.ASSISTANT), calls),
+        (
+            opencode.msg(3, "assistant", finish="stop", **opencode.ASSISTANT),
+            [opencode.part(3, 1, "text", text="Done.")],
+        ),
+    ]
+    return opencode.storage(folder, messages)
+
+
+def test_opencode_rejection_feedback_and_answers_are_pinned(tmp_path: Path) -> None:
+    ctx = compactkit.load_one(opencode_storage(tmp_path, filler=0))
+    assert marked(ctx) == [("user-feedback", OC_REJECTED), ("user-answer", OC_ANSWERS)]
+
+
+def test_opencode_every_strategy_keeps_the_users_words(tmp_path: Path) -> None:
+    ctx = compactkit.load_one(opencode_storage(tmp_path, filler=4))
+    assert_every_strategy_keeps(ctx, [OC_REJECTED, OC_ANSWERS])
+
+
 # --------------------------------------------------------------------------- the corpus
 
-FORMATS = ("claude-code", "cline", "codex-rollout", "gemini-cli", "pi-session", "openhands-events")
+FORMATS = (
+    "claude-code",
+    "cline",
+    "codex-rollout",
+    "gemini-cli",
+    "pi-session",
+    "openhands-events",
+    "opencode",
+)
 
 
 RAW_MARKERS = {
@@ -541,6 +622,7 @@ RAW_MARKERS = {
     "gemini-cli": ("User modified the `", '"ask_user"'),
     "pi-session": ('"role":"bashExecution"',),
     "openhands-events": ('"UserRejectObservation"',),
+    "opencode": ("with the following feedback: ", "User has answered your questions: "),
 }
 """What each upstream writes where the user's words sit outside a user message, as it appears in
 the raw file: a session the adapter marks words in must hold one of them."""
