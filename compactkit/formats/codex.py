@@ -69,7 +69,7 @@ from ..context import (
 )
 from ..errors import BadInputError
 from ._chat import block_as_text
-from ._marks import Span, Where, mark_words
+from ._marks import Span, Where, mark_words, rejoin
 from ._pairing import Turn, repair_pairing
 from ._util import (
     as_text,
@@ -607,7 +607,11 @@ def write_rollout(ctx: AgentContext) -> str:
         meta["base_instructions"] = {"text": ctx.system_instruction}
     items: list[dict[str, Any]] = []
     custom: set[str] = set()
-    for message in ctx.messages:
+    pinned = {p.etag for p in ctx.pins}
+    for number, message in enumerate(ctx.messages):
+        if message.role == "user" and pinned:  # the user's words the reader cut out go back
+            blocks = rejoin(message.content, pinned, Where(number, message), _users_words)
+            message = message.model_copy(update={"content": tuple(blocks)})
         items.extend(_items(message, custom))
     lines = [{"timestamp": stamp, "type": "session_meta", "payload": meta}]
     lines += [{"timestamp": stamp, "type": "response_item", "payload": item} for item in items]

@@ -360,6 +360,21 @@ def test_codex_shell_command_and_answers_are_pinned(tmp_path: Path) -> None:
     assert shell.text == SHELL  # the harness turn renders as recorded
 
 
+def test_codex_writer_puts_the_command_back_where_it_was(tmp_path: Path) -> None:
+    """`--to codex-rollout` writes the cut `<user_shell_command>` text as one `input_text` again:
+    the rollout reads back with the same pins, and is a fixed point."""
+    from compactkit.formats.base import parse_text
+    from compactkit.registry import make_registry
+
+    writer = make_registry(entry_points=False).formats.get("codex-rollout")
+    ctx = codex.load_records(tmp_path, codex_rollout(filler=1))
+    text = writer.dump([ctx])
+    assert json.dumps(SHELL)[1:-1] in text  # written whole
+    (back,) = writer.load(parse_text(text, "back.jsonl"))
+    assert marked(back) == marked(ctx)
+    assert writer.dump([back]) == text
+
+
 def test_codex_every_strategy_keeps_the_users_words(tmp_path: Path) -> None:
     ctx = codex.load_records(tmp_path, codex_rollout(filler=4))
     assert_every_strategy_keeps(ctx, ["cargo test -p core", ANSWERS])
