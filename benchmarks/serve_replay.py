@@ -180,15 +180,18 @@ async def replay(
                 t2 = time.perf_counter()
                 await relay.call_tool("read_text_file", args)
                 t3 = time.perf_counter()
-                await sdk.call_tool("read_text_file", args)
-                t4 = time.perf_counter()
-                in_server_result = await in_server.call_tool("read_text_file", args)
-                t5 = time.perf_counter()
+                # the SDK server without and with serve_tools, in turn first (the machine's load
+                # drifts; which goes first must not decide the ratio)
+                pair = [(sdk, row.sdk_seconds), (in_server, row.in_server_seconds)]
+                for client, seconds in pair if len(row.sdk_seconds) % 2 else pair[::-1]:
+                    start = time.perf_counter()
+                    answer = await client.call_tool("read_text_file", args)
+                    seconds.append(time.perf_counter() - start)
+                    if client is in_server:
+                        in_server_result = answer
                 row.direct_seconds.append(t1 - t0)
                 row.proxy_seconds.append(t2 - t1)
                 row.relay_seconds.append(t3 - t2)
-                row.sdk_seconds.append(t4 - t3)
-                row.in_server_seconds.append(t5 - t4)
                 row.in_server_tokens += counter.text(_text(in_server_result))
                 shown = _text(plain_result)
                 row.direct_tokens += counter.text(shown)
@@ -252,6 +255,10 @@ def summary(rows: Sequence[SessionReplay]) -> dict[str, Any]:
             "in_server_median": statistics.median(in_server) * 1000,
             "in_server_p99": percentile(in_server, 0.99) * 1000,
             "in_server_median_ratio": statistics.median(in_server) / statistics.median(sdk),
+            # each read's two times side by side (taken in turn first): what drift cannot move
+            "in_server_paired_median_ratio": statistics.median(
+                i / d for i, d in zip(in_server, sdk, strict=True)
+            ),
             "in_server_p99_ratio": percentile(in_server, 0.99) / percentile(sdk, 0.99),
         }
     return total

@@ -186,11 +186,14 @@ class ToolServing:
                 served = self.guarded(lambda: again(call.session, call.key, text, **options))
                 if served is None:
                     return dict(result), None
-        record = (
-            None
-            if call.superseded or recorded
-            else lambda: store.serve(call.session, call.key, text, **options)
-        )
+        record = None
+        if not (call.superseded or recorded):
+            peeked = served
+
+            def record() -> None:  # the peeked serve, unless another came in between
+                if not store.keep(call.session, call.key, peeked):
+                    store.serve(call.session, call.key, text, **options)
+
         note: dict[str, Any] = {"etag": served.etag, "full": served.full, "call": served.call}
         if served.fields:
             note["fields"] = dict(served.fields)

@@ -40,6 +40,11 @@ class ServeStore(Protocol):
         """What `serve` would send, without recording it."""
         ...
 
+    def keep(self, session: str, key: str, served: Served) -> bool:
+        """Record a `peek` result as served; False (nothing recorded) when the session served
+        anything since that peek: then `serve` again."""
+        ...
+
     def reset(self, session: str, etags: Iterable[str] | None = None) -> None:
         """`ServeState.reset` on the session's state."""
         ...
@@ -89,6 +94,14 @@ class MemoryServeStore:
             self._calls[session] = served.state.calls
             self._entries.setdefault(session, {})[key] = served.state.served[key]
             return served
+
+    def keep(self, session: str, key: str, served: Served) -> bool:
+        with self._lock:
+            if self._calls.get(session, 0) != served.call - 1:
+                return False
+            self._calls[session] = served.call
+            self._entries.setdefault(session, {})[key] = served.state.served[key]
+            return True
 
     def reset(self, session: str, etags: Iterable[str] | None = None) -> None:
         gone = None if etags is None else list(etags)
@@ -259,6 +272,16 @@ class SqliteServeStore:
 
         served: Served = self._transaction(change)
         return served
+
+    def keep(self, session: str, key: str, served: Served) -> bool:
+        def change(db: sqlite3.Connection) -> bool:
+            if self._calls(db, session) != served.call - 1:
+                return False
+            self._write(db, session, served.call, [(key, served.state.served[key])])
+            return True
+
+        kept: bool = self._transaction(change)
+        return kept
 
     def reset(self, session: str, etags: Iterable[str] | None = None) -> None:
         gone = None if etags is None else frozenset(etags)
