@@ -147,9 +147,11 @@ def _child(
     os.setpgid(0, 0)  # its own group: killing it takes what it started along
     _die_with(parent)
     stdout_to_stderr_for_good()  # the caller's stdout carries its results
+    _subreaper()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # never the parent's cleanup handlers
     result = _child_result(strat, given, current, guarded, registry)
+    _reap_own()  # nothing the strategy started outlives it (nor holds the result pipe open)
     try:
         data = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
     except Exception as exc:
@@ -160,6 +162,66 @@ def _child(
     view = memoryview(data)
     while view:
         view = view[os.write(write, view) :]
+
+
+def _descendants(root: int) -> list[int]:
+    """Every process below `root` (Linux: from /proc; elsewhere none known), deepest last."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in entries:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as handle:
+                stat = handle.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) > 1:
+            children.setdefault(int(fields[1]), []).append(int(name))
+    found: list[int] = []
+    queue = list(children.get(root, ()))
+    while queue:
+        pid = queue.pop()
+        found.append(pid)
+        queue.extend(children.get(pid, ()))
+    return found
+
+
+def _kill_descendants(root: int) -> None:
+    """SIGKILL whatever `root` started, sessions of their own (`setsid`) included."""
+    for pid in _descendants(root):
+        with suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _reap_own() -> None:
+    """In the child: end what the strategy started and collect it (orphans of its own children
+    come back to it, a subreaper), for at most a second."""
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline:
+        _kill_descendants(os.getpid())
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return  # nothing left
+        if pid == 0:
+            time.sleep(0.002)
+
+
+def _subreaper() -> None:
+    """Linux: orphans of what this process starts come back to it (not to init), so that a
+    `setsid` or double-forked grandchild can still be found and ended."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(36, 1)  # PR_SET_CHILD_SUBREAPER
+        except (OSError, AttributeError):
+            pass
 
 
 def _kill(pid: int) -> None:
@@ -225,6 +287,7 @@ def run_in_child(
                 "(see --timeout)"
             )
     except BaseException:
+        _kill_descendants(pid)  # what it started, in sessions of their own too
         _kill(pid)
         raise
     finally:

@@ -51,14 +51,16 @@ def work(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def program(work: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+def program(
+    work: Path, *args: str, timeout: float = 300, **env: str
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "compactkit", *args],
         capture_output=True,
         text=True,
         cwd=work,
         env={**os.environ, "COMPACTKIT_LOAD_PLUGINS": "", **env},
-        timeout=300,
+        timeout=timeout,
     )
 
 
@@ -111,3 +113,75 @@ def test_an_endless_loop_at_import_is_a_plugin_in_error_after_the_time_limit(wor
     )
     assert proc.returncode == 0, proc.stderr  # every other command still works
     assert json.loads(proc.stdout)["messages"]
+
+
+SPAWNER = '''
+"""A strategy that starts a process in a session of its own (as `setsid` does), which holds the
+caller's stdout and stderr, then returns, or runs past its time limit."""
+import os
+import subprocess
+import time
+
+from compactkit import Strategy, hookimpl
+
+
+class Spawner(Strategy):
+    name = "spawner"
+    description = "leaves a process behind"
+
+    def compact(self, ctx):
+        quiet = subprocess.DEVNULL if os.environ.get("SPAWN_QUIET") else None
+        child = subprocess.Popen(
+            ["sleep", "90"], start_new_session=True, stdout=quiet, stderr=quiet
+        )
+        with open(os.environ["SPAWNED_PID"], "w") as handle:
+            handle.write(str(child.pid))
+        if os.environ.get("SPAWNER_HANGS"):
+            time.sleep(120)
+        return ctx
+
+
+@hookimpl
+def register_strategies(register):
+    register(Spawner)
+'''
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2] != "Z"  # a zombie has ended (only its entry is left)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize(
+    ("hangs", "quiet"),
+    [("", "1"), ("1", "1"), ("", "")],
+    ids=["returns", "times-out", "holds-the-pipes"],
+)
+def test_what_a_strategy_starts_does_not_outlive_it(work: Path, hangs: str, quiet: str) -> None:
+    """The process it started is ended with it, on return and at the timeout; one holding the
+    caller's stdout and stderr would keep the command from ending until it exits (90 s)."""
+    (work / "plugins" / "spawner.py").write_text(SPAWNER)
+    pid_file = work / "spawned.pid"
+    proc = program(
+        work,
+        "--plugins-dir",
+        "plugins",
+        "run",
+        "B.json",
+        "-s",
+        "spawner",
+        "--timeout",
+        "5",
+        "-o",
+        "out.json",
+        timeout=60,
+        SPAWNED_PID=str(pid_file),
+        SPAWNER_HANGS=hangs,
+        SPAWN_QUIET=quiet,
+    )
+    assert proc.returncode == (3 if hangs else 0), proc.stderr
+    assert not _alive(int(pid_file.read_text()))
