@@ -47,6 +47,7 @@ PUBLIC_MODULES = {
     "compactkit.integrations.langchain",
     "compactkit.integrations.pydantic_ai",
     "compactkit.integrations.openai_agents",
+    "compactkit.integrations.adk",
     "compactkit.gateway",
 }
 

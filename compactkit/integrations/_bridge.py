@@ -144,6 +144,23 @@ class Codec(Protocol[T]):
         """The messages of `ctx` as the framework holds them (a system instruction put in)."""
 
 
+class OneToOne:
+    """What a codec whose items each give one message shares: a message per group, the system
+    instruction a leading `system` message."""
+
+    def group(self, messages: Sequence[Message], start: int) -> int:
+        return 1
+
+    def context(self, messages: list[Message]) -> AgentContext:
+        return AgentContext(messages=tuple(messages))
+
+    def messages(self, ctx: AgentContext) -> list[Message]:
+        if ctx.system_instruction is None:
+            return list(ctx.messages)
+        system = Message(role="system", content=(TextBlock(text=ctx.system_instruction),))
+        return [system, *ctx.messages]
+
+
 def write_all(codec: Codec[T], ctx: AgentContext) -> list[T]:
     """Every item for `ctx`."""
     messages = codec.messages(ctx)

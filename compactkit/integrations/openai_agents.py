@@ -107,7 +107,7 @@ def _part(part: Any) -> Block:
     return TextBlock(text=bridge.sorted_json(part))
 
 
-class _AgentsCodec:
+class _AgentsCodec(bridge.OneToOne):
     def read(self, items: Sequence[Item]) -> list[tuple[list[Item], list[Message]]]:
         out: list[tuple[list[Item], list[Message]]] = []
         run: list[Item] = []
@@ -128,24 +128,12 @@ class _AgentsCodec:
         meta = bridge.record(run, blocks)
         return Message(role=_side(run[0]), content=tuple(blocks), metadata={AGENTS_KEY: meta})
 
-    def group(self, messages: Sequence[Message], start: int) -> int:
-        return 1
-
     def write(self, group: Sequence[Message], names: Mapping[str, str]) -> list[Item]:
         msg = group[0]
         items = bridge.restored(msg.metadata.get(AGENTS_KEY), msg.content)
         if isinstance(items, list):
             return items
         return _plain(msg)
-
-    def context(self, messages: list[Message]) -> AgentContext:
-        return AgentContext(messages=tuple(messages))
-
-    def messages(self, ctx: AgentContext) -> list[Message]:
-        if ctx.system_instruction is None:
-            return list(ctx.messages)
-        system = Message(role="system", content=(TextBlock(text=ctx.system_instruction),))
-        return [system, *ctx.messages]
 
 
 def _plain(msg: Message) -> list[Item]:
