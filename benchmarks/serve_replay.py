@@ -41,10 +41,10 @@ from compactkit.context import (  # noqa: E402
     canonical_json,
     marker_text,
 )
+from compactkit.registry import get_counter  # noqa: E402
 from compactkit.serve.mcp_proxy import COMPACTED, META_SERVE  # noqa: E402
 from compactkit.serve.state import text_etag, view_arguments  # noqa: E402
 from compactkit.strategies.etag_collapse import EtagCollapse  # noqa: E402
-from compactkit.tokens import get_counter  # noqa: E402
 from compactkit.toolcall import payload_path, read_call  # noqa: E402
 from tests.serve.servers import PROXY, filesystem_server  # noqa: E402
 

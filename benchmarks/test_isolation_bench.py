@@ -9,8 +9,8 @@ from collections.abc import Callable
 
 from compactkit.context import AgentContext, Message, TextBlock
 from compactkit.pipeline import Pipeline, get_strategy
+from compactkit.registry import get_counter
 from compactkit.strategy import Strategy
-from compactkit.tokens import get_counter
 
 from .conftest import largest_context
 

@@ -22,9 +22,9 @@ from langchain_core.messages import (
 import compactkit
 from compactkit import AgentContext
 from compactkit.context import render_block
-from compactkit.registry import make_registry, use_registry
+from compactkit.registry import get_counter, make_registry, use_registry
 from compactkit.strategies.sliding_window import SlidingWindow
-from compactkit.tokens import TiktokenTokenizer, TokenCounter, get_counter
+from compactkit.tokens import TiktokenTokenizer, TokenCounter
 
 from .conftest import largest_context
 

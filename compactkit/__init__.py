@@ -1,6 +1,11 @@
 """compactkit: pluggable context-compaction strategies for LLM agents.
 
-The public API is what `__all__` lists; everything else is private and may change.
+The public API is what `__all__` lists, plus the modules the docs name for plugin and tool authors:
+`compactkit.testing` (the conformance kit), `compactkit.recovery` (`put`: the recovery store a
+strategy puts what it removes into), `compactkit.serve` (serve state for tool servers, `serve_key`),
+`compactkit.toolcall` (what a tool call did: `read_call`, `payload_path`, `error_line`),
+`compactkit.spec` (the spec language) and `compactkit.integrations.*`. Everything else is private and
+may change.
 """
 
 from __future__ import annotations
@@ -38,8 +43,10 @@ from .errors import (
     ConfigError,
     ContractViolation,
     PluginError,
+    RecoveryError,
     SessionLogBusy,
     StrategyError,
+    StrategyTimeout,
 )
 from .events import (
     Change,
@@ -56,9 +63,8 @@ from .io import dump, export, load, load_one, render
 from .observers import ProgressDisplay, StatsRecorder
 from .pipeline import Pipeline, RunResult, StepReport, build_pipeline, get_strategy
 from .recovery import expand, split_stash, unrecoverable
-from .recovery import put as put_recovery
-from .registry import Registry, get_registry, make_registry
-from .serve import MemoryServeStore, Served, ServeState, SqliteServeStore, serve_key, serve_tools
+from .registry import Registry, count_tokens, get_counter, get_registry, make_registry
+from .serve import MemoryServeStore, Served, ServeState, SqliteServeStore, serve_tools
 from .session import Session
 from .spec import PipelineSpec, parse_pipeline
 from .strategies.etag_collapse import EtagCollapse
@@ -67,8 +73,8 @@ from .strategies.observation_mask import ObservationMask
 from .strategies.sliding_window import SlidingWindow
 from .strategies.static_elision import StaticElision
 from .strategy import Strategy, StrategyOptions, strategy
-from .tokens import TiktokenTokenizer, TokenCounter, Tokenizer, count_tokens, get_counter
-from .toolcall import CallFacts, error_line, payload_path, read_call
+from .summarize import Summarizer, SummaryRequest
+from .tokens import TiktokenTokenizer, TokenCounter, Tokenizer
 from .validate import Violation, validate
 
 if TYPE_CHECKING:
@@ -99,7 +105,6 @@ __all__ = [
     "AgentContext",
     "BadInputError",
     "Block",
-    "CallFacts",
     "Change",
     "CollapsedBlock",
     "CompactionFailed",
@@ -128,6 +133,7 @@ __all__ = [
     "PipelineSpec",
     "PluginError",
     "ProgressDisplay",
+    "RecoveryError",
     "Registry",
     "RunResult",
     "ServeState",
@@ -143,7 +149,10 @@ __all__ = [
     "StrategyApplied",
     "StrategyError",
     "StrategyOptions",
+    "StrategyTimeout",
+    "Summarizer",
     "SummaryBlock",
+    "SummaryRequest",
     "TextBlock",
     "ThinkingBlock",
     "TiktokenTokenizer",
@@ -159,7 +168,6 @@ __all__ = [
     "default_pipeline",
     "diff",
     "dump",
-    "error_line",
     "expand",
     "export",
     "get_counter",
@@ -173,12 +181,8 @@ __all__ = [
     "marker_text",
     "message",
     "parse_pipeline",
-    "payload_path",
-    "put_recovery",
-    "read_call",
     "render",
     "run_bench",
-    "serve_key",
     "serve_tools",
     "split_stash",
     "strategy",

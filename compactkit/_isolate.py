@@ -25,7 +25,7 @@ from typing import Any
 from ._exitguard import stdout_to_stderr_for_good
 from .context import AgentContext, Message
 from .errors import CompactkitError, StrategyError, StrategyTimeout
-from .registry import use_registry
+from .registry import Registry, use_registry
 
 CAN_ISOLATE = hasattr(os, "fork")
 """Whether strategies can run in a child process here (POSIX); elsewhere timeouts are not
@@ -100,7 +100,11 @@ def _unpack(packed: dict[str, Any], current: AgentContext) -> AgentContext:
 
 
 def _child_result(
-    strat: Any, given: AgentContext, current: AgentContext, guarded: bool, registry: Any
+    strat: Any,
+    given: AgentContext,
+    current: AgentContext,
+    guarded: bool,
+    registry: Registry | None,
 ) -> tuple[Any, ...]:
     try:
         with use_registry(registry):
@@ -141,7 +145,7 @@ def _child(
     given: AgentContext,
     current: AgentContext,
     guarded: bool,
-    registry: Any,
+    registry: Registry | None,
     parent: int,
 ) -> None:
     os.setpgid(0, 0)  # its own group: killing it takes what it started along
@@ -256,7 +260,7 @@ def run_in_child(
     *,
     guarded: bool,
     timeout: float,
-    registry: Any = None,
+    registry: Registry | None = None,
 ) -> tuple[Any, bool]:
     """`strat.compact(given)` in a forked child stopped after `timeout` seconds: (the output, or a
     non-context placeholder, and whether the strategy mutated `given`). Raises `StrategyTimeout`

@@ -25,7 +25,7 @@ hookimpl = pluggy.HookimplMarker("compactkit")
 
 @hookspec
 def register_formats(register: Callable[[Any], None]) -> None:
-    """Register session formats (subclasses of `compactkit.formats.Format`).
+    """Register session formats (subclasses of `compactkit.Format`).
 
     :param register: call with a `Format` instance, e.g. ``register(MyFormat())``.
     """
@@ -33,7 +33,7 @@ def register_formats(register: Callable[[Any], None]) -> None:
 
 @hookspec
 def register_tokenizers(register: Callable[[Any], None]) -> None:
-    """Register tokenizers (objects implementing `compactkit.tokens.Tokenizer`).
+    """Register tokenizers (objects implementing `compactkit.Tokenizer`).
 
     :param register: call with a tokenizer instance, e.g. ``register(WordTokenizer())``.
     """
@@ -50,7 +50,7 @@ def register_strategies(register: Callable[[Any], None]) -> None:
 
 @hookspec
 def register_summarizers(register: Callable[[Any], None]) -> None:
-    """Register llm-summary backends (subclasses of `compactkit.summarize.Summarizer`).
+    """Register llm-summary backends (subclasses of `compactkit.Summarizer`).
 
     :param register: call with the backend class.
     """
@@ -66,7 +66,8 @@ def register_scorers(register: Callable[[Any], None]) -> None:
 
 @hookspec
 def compaction_event(event: Event) -> None:
-    """Observe every compaction event (started, strategy applied, finished, failed).
+    """Observe every compaction event (a `compactkit.Event`: started, strategy applied, finished,
+    failed).
 
     :param event: the event; read-only. Exceptions raised here are reported, never propagated.
     """

@@ -30,10 +30,10 @@ from .events import (
 )
 from .pins import parse_rule, with_rules
 from .recovery import is_marker, message_marker, verify
-from .registry import Registry, current_registry, use_registry
+from .registry import Registry, current_registry, get_counter, use_registry
 from .spec import PipelineSpec, one_pipeline
 from .strategy import Strategy, StrategyOptions
-from .tokens import DEFAULT_TOKENIZER, TokenCounter, get_counter
+from .tokens import DEFAULT_TOKENIZER, TokenCounter
 from .validate import validate
 
 
@@ -297,7 +297,7 @@ class Pipeline(Strategy):
         *,
         tokenizer: str = DEFAULT_TOKENIZER,
         check: bool = True,
-        registry: Any | None = None,
+        registry: Registry | None = None,
         name: str | None = None,
         timeout: float | None = None,
         pins: Sequence[str] = (),
@@ -339,139 +339,185 @@ class Pipeline(Strategy):
         with use_registry(self.registry), watch_interrupts() as watch:
             return self._run(ctx, counter or get_counter(self.tokenizer), watch)
 
-    def _call(
-        self, strat: Strategy, given: AgentContext, current: AgentContext, guarded: bool
-    ) -> tuple[Any, bool]:
-        """The strategy's output and whether it mutated `given`: in a child process stopped at the
-        timeout for a plugin strategy with a timeout, else in-process."""
-        if self.timeout and CAN_ISOLATE and type(strat) is not Pipeline and not _trusted(strat):
-            return run_in_child(
-                strat,
-                given,
-                current,
-                guarded=guarded,
-                timeout=self.timeout,
-                registry=self.registry,
-            )
-        if _trusted(strat):
-            out = strat.compact(given)
-        else:
-            # os._exit in plugin code is a failure, not a way out; its prints go to stderr
-            with no_process_exit(), stdout_to_stderr():
-                out = strat.compact(given)
-        return out, guarded and given != current
-
     def _run(
         self, ctx: AgentContext, counter: TokenCounter, interrupts: InterruptWatch
     ) -> RunResult:
         start = time.perf_counter()
         tokens_before = counter.context(ctx)
-        self._emit(
-            CompactionStarted(
-                pipeline=self.title,
-                strategies=tuple(s.label for s in self.strategies),
-                tokens=tokens_before,
-                messages=len(ctx.messages),
-            )
-        )
+        labels = tuple(s.label for s in self.strategies)
+        self._emit(CompactionStarted(self.title, labels, tokens_before, len(ctx.messages)))
         current, tokens = ctx, tokens_before
         steps: list[StepReport] = []
         for index, strat in enumerate(self.strategies):
-            t0 = time.perf_counter()
-            # code from outside compactkit gets a private copy: whatever it does to its input,
-            # the caller's context stays intact, and mutating it is reported as a violation;
-            # always, `check=False` (the bench validates outputs itself) included
-            guarded = not _trusted(strat)
-            given = _private_copy(current) if guarded else current
+            step = _Step(index, strat, current, tokens, interrupts, time.perf_counter())
             try:
-                out, mutated = self._call(strat, given, current, guarded)
-                if mutated:
-                    raise ContractViolation(
-                        f"strategy {strat.name!r} broke the contract: it mutated its input"
-                    )
-            except CompactkitError as exc:
-                if not _trusted(strat) and not _ours(exc):
-                    # a plugin's failure is exit 3 whatever it raised (never the code it picked)
-                    wrapped = _raised(strat, exc)
-                    self._fail(strat, wrapped)
-                    raise wrapped from exc
+                for check in _STEPS:
+                    check(self, step)
+            except CompactkitError as exc:  # the one failure path: reported, then raised
                 self._fail(strat, exc)
                 raise
-            except BaseException as exc:
-                if interrupts.signalled:
-                    raise  # Ctrl-C, or SIGTERM turned into an exception by the program
-                # anything else, SystemExit and KeyboardInterrupt included, came from the strategy
-                error = _raised(strat, exc)
-                self._fail(strat, error)
-                raise error from exc
-            if not isinstance(out, AgentContext):
-                kind = out.type_name if isinstance(out, Returned) else type(out).__name__
-                error2 = ContractViolation(
-                    f"strategy {strat.name!r} returned {kind}, not an AgentContext"
-                )
-                self._fail(strat, error2)
-                raise error2
-            if guarded:
-                out = (
-                    current
-                    if out is given or out == current
-                    else (_reuse_originals(out, given, current))
-                )
-            if self.check:
-                try:
-                    verify(
-                        {k: v for k, v in out.recovery.items() if current.recovery.get(k) != v}, out
-                    )
-                except RecoveryError as exc:
-                    error4 = ContractViolation(f"strategy {strat.name!r} broke the contract: {exc}")
-                    self._fail(strat, error4)
-                    raise error4 from None
-                # only compactkit's own reference policies of other tools are exempt from pins
-                pins = strat.keeps_pins or not _trusted(strat)
-                problems = validate(out, current, verify=False, pins=pins)
-                if problems:
-                    first = problems[0]
-                    more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
-                    error3 = ContractViolation(
-                        f"strategy {strat.name!r} broke the contract at {first}{more}"
-                    )
-                    self._fail(strat, error3)
-                    raise error3
-            seconds = time.perf_counter() - t0
-            after = counter.context(out)
-            found, etags = changes(current, out) if out is not current else ([], [])
-            note = ""
-            budget = (
-                getattr(strat.options, strat.budget_option, None) if strat.budget_option else None
-            )
-            if isinstance(budget, int) and after > budget:
-                note = f"over its budget of {budget:,} tokens by {after - budget:,}"
-            self._emit(
-                StrategyApplied(
-                    pipeline=self.title,
-                    strategy=strat.label,
-                    index=index,
-                    tokens_before=tokens,
-                    tokens_after=after,
-                    messages_before=len(current.messages),
-                    messages_after=len(out.messages),
-                    seconds=seconds,
-                    changes=tuple(found),
-                    elided=tuple(etags),
-                    note=note,
-                )
-            )
-            steps.append(StepReport(strat.label, tokens, after, seconds, found, note))
-            current, tokens = out, after
+            steps.append(self._report(step, counter))
+            current, tokens = step.out, steps[-1].tokens_after
         total = time.perf_counter() - start
         self._emit(CompactionFinished(self.title, tokens_before, tokens, total))
         return RunResult(current, tokens_before, tokens, steps, total)
+
+    def _report(self, step: _Step, counter: TokenCounter) -> StepReport:
+        """Count the step's output, say what changed and emit `StrategyApplied`."""
+        strat, current, out = step.strat, step.current, step.out
+        seconds = time.perf_counter() - step.started
+        after = counter.context(out)
+        found, etags = changes(current, out) if out is not current else ([], [])
+        note = _over_budget(strat, after)
+        self._emit(
+            StrategyApplied(
+                pipeline=self.title,
+                strategy=strat.label,
+                index=step.index,
+                tokens_before=step.tokens,
+                tokens_after=after,
+                messages_before=len(current.messages),
+                messages_after=len(out.messages),
+                seconds=seconds,
+                changes=tuple(found),
+                elided=tuple(etags),
+                note=note,
+            )
+        )
+        return StepReport(strat.label, step.tokens, after, seconds, found, note)
 
     def _fail(self, strat: Strategy, exc: CompactkitError) -> None:
         self._emit(CompactionFailed(self.title, strat.label, str(exc), exc.exit_code))
 
 
-def get_strategy(name: str, registry: Any | None = None, /, **options: Any) -> Strategy:
+@dataclass
+class _Step:
+    """One strategy's turn in `Pipeline.run`: its input, and its output once it has one."""
+
+    index: int
+    strat: Strategy
+    current: AgentContext
+    tokens: int
+    interrupts: InterruptWatch
+    started: float
+    guarded: bool = False
+    """Whether the strategy got a private copy (`given`) of `current`."""
+    given: AgentContext | None = None
+    out: Any = None
+
+
+def _isolated(pipeline: Pipeline, strat: Strategy) -> bool:
+    """A plugin strategy under a timeout runs in a child process."""
+    return (
+        bool(pipeline.timeout and CAN_ISOLATE)
+        and type(strat) is not Pipeline
+        and not _trusted(strat)
+    )
+
+
+def _call_strategy(pipeline: Pipeline, step: _Step) -> None:
+    """Run the strategy: code from outside compactkit gets a private copy (whatever it does to its
+    input, the caller's context stays intact), in a child process under a timeout; anything it
+    raises (SystemExit and KeyboardInterrupt included) is its failure, unless the user pressed
+    Ctrl-C or the program was sent SIGTERM."""
+    strat, current = step.strat, step.current
+    # always, `check=False` (the bench validates outputs itself) included
+    guarded = step.guarded = not _trusted(strat)
+    step.given = _private_copy(current) if guarded else current
+    try:
+        if _isolated(pipeline, strat):
+            step.out, mutated = run_in_child(
+                strat,
+                step.given,
+                current,
+                guarded=guarded,
+                timeout=pipeline.timeout or 0,
+                registry=pipeline.registry,
+            )
+        elif _trusted(strat):
+            step.out = strat.compact(step.given)
+            mutated = False
+        else:
+            # os._exit in plugin code is a failure, not a way out; its prints go to stderr
+            with no_process_exit(), stdout_to_stderr():
+                step.out = strat.compact(step.given)
+            mutated = guarded and step.given != current
+    except CompactkitError as exc:
+        if not _trusted(strat) and not _ours(exc):
+            # a plugin's failure is exit 3 whatever it raised (never the code it picked)
+            raise _raised(strat, exc) from exc
+        raise
+    except BaseException as exc:
+        if step.interrupts.signalled:
+            raise  # Ctrl-C, or SIGTERM turned into an exception by the program
+        raise _raised(strat, exc) from exc
+    if mutated:
+        raise ContractViolation(f"strategy {strat.name!r} broke the contract: it mutated its input")
+
+
+def _check_returned(pipeline: Pipeline, step: _Step) -> None:
+    """The output is an `AgentContext` (an isolated strategy's is a `Returned` placeholder)."""
+    out = step.out
+    if not isinstance(out, AgentContext):
+        kind = out.type_name if isinstance(out, Returned) else type(out).__name__
+        raise ContractViolation(
+            f"strategy {step.strat.name!r} returned {kind}, not an AgentContext"
+        )
+
+
+def _take_back_originals(pipeline: Pipeline, step: _Step) -> None:
+    """A guarded strategy's output shares the caller's objects again where it kept them."""
+    if step.guarded and step.given is not None:
+        out, current = step.out, step.current
+        unchanged = out is step.given or out == current
+        step.out = current if unchanged else _reuse_originals(out, step.given, current)
+
+
+def _check_recovery(pipeline: Pipeline, step: _Step) -> None:
+    """Every recovery entry the strategy added or changed holds what its etag says."""
+    if not pipeline.check:
+        return
+    out, current = step.out, step.current
+    try:
+        verify({k: v for k, v in out.recovery.items() if current.recovery.get(k) != v}, out)
+    except RecoveryError as exc:
+        raise ContractViolation(f"strategy {step.strat.name!r} broke the contract: {exc}") from None
+
+
+def _check_valid(pipeline: Pipeline, step: _Step) -> None:
+    """The output keeps every invariant against the strategy's input (`compactkit.validate`)."""
+    if not pipeline.check:
+        return
+    # only compactkit's own reference policies of other tools are exempt from pins
+    pins = step.strat.keeps_pins or not _trusted(step.strat)
+    problems = validate(step.out, step.current, verify=False, pins=pins)
+    if problems:
+        more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise ContractViolation(
+            f"strategy {step.strat.name!r} broke the contract at {problems[0]}{more}"
+        )
+
+
+_STEPS: tuple[Callable[[Pipeline, _Step], None], ...] = (
+    _call_strategy,
+    _check_returned,
+    _take_back_originals,
+    _check_recovery,
+    _check_valid,
+)
+"""What `Pipeline.run` does with each strategy, in order; any `CompactkitError` one raises fails
+the run (one `CompactionFailed` event, the caller's context untouched)."""
+
+
+def _over_budget(strat: Strategy, tokens: int) -> str:
+    option = strat.budget_option
+    budget = getattr(strat.options, option, None) if option else None
+    if isinstance(budget, int) and tokens > budget:
+        return f"over its budget of {budget:,} tokens by {tokens - budget:,}"
+    return ""
+
+
+def get_strategy(name: str, registry: Registry | None = None, /, **options: Any) -> Strategy:
     """An instance of the registered strategy `name` with `options` (validated)."""
     reg = registry or current_registry()
     cls = reg.strategies.get(name)

@@ -522,3 +522,6 @@ def write_stash(entries: Mapping[str, str], handle: TextIO) -> None:
             handle.write(json.dumps(payload[start : start + _SLICE], ensure_ascii=False)[1:-1])
         handle.write('"')
     handle.write("\n }\n}\n" if entries else "}\n}\n")
+
+
+__all__ = ["expand", "put", "split_stash", "unrecoverable"]

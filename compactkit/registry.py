@@ -25,7 +25,9 @@ import pluggy
 
 from . import hookspecs
 from ._exitguard import load_timeout, no_process_exit, stdout_to_stderr, time_limit
+from .context import AgentContext, Message
 from .errors import ConfigError, PluginError
+from .tokens import DEFAULT_TOKENIZER, TokenCounter, Tokenizer
 
 ENTRY_POINT_GROUP = "compactkit"
 LOAD_PLUGINS_ENV = "COMPACTKIT_LOAD_PLUGINS"
@@ -184,7 +186,7 @@ class Registry:
         self.pm = pm
         self.plugins = plugins
         self.tables: dict[str, Table[Any]] = {kind: Table(kind) for kind in KINDS.values()}
-        self._counters: dict[str, Any] = {}
+        self._counters: dict[str, TokenCounter] = {}
         self._observers: list[tuple[str, Any]] | None = None
         self.recipe: dict[str, Any] = {}
         """`make_registry` arguments that rebuild this registry in another process."""
@@ -289,13 +291,11 @@ class Registry:
 
     # ----------------------------------------------------------------- shared per registry
 
-    def counter(self, tokenizer: str) -> Any:
+    def counter(self, tokenizer: str) -> TokenCounter:
         """The caching `TokenCounter` for a tokenizer registered here (one per name)."""
         with self._counters_lock:
             counter = self._counters.get(tokenizer)
             if counter is None:
-                from .tokens import TokenCounter
-
                 counter = TokenCounter(self.tokenizers.get(tokenizer))
                 self._counters[tokenizer] = counter
             return counter
@@ -494,3 +494,24 @@ def use_registry(registry: Registry | None) -> Iterator[None]:
         yield
     finally:
         _active.reset(token)
+
+
+def get_counter(tokenizer: str | Tokenizer = DEFAULT_TOKENIZER) -> TokenCounter:
+    """The shared, caching counter for a tokenizer name, looked up in the current registry (the
+    running pipeline's, else the process-wide one)."""
+    if not isinstance(tokenizer, str):
+        return TokenCounter(tokenizer)
+    counter: TokenCounter = current_registry().counter(tokenizer)
+    return counter
+
+
+def count_tokens(
+    value: AgentContext | Message | str, tokenizer: str | Tokenizer = DEFAULT_TOKENIZER
+) -> int:
+    """Tokens in a context, a message or a string (see the module docs for the rendering)."""
+    counter = get_counter(tokenizer)
+    if isinstance(value, AgentContext):
+        return counter.context(value)
+    if isinstance(value, Message):
+        return counter.message(value)
+    return counter.text(value)

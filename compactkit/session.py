@@ -52,10 +52,10 @@ from .formats.session_log import (
 from .io import write_atomic
 from .pins import with_rules
 from .pipeline import Pipeline, RunResult, build_pipeline
-from .registry import Registry, use_registry
+from .registry import Registry, get_counter, use_registry
 from .spec import PipelineSpec, one_pipeline
 from .strategy import Strategy
-from .tokens import DEFAULT_TOKENIZER, TokenCounter, get_counter
+from .tokens import DEFAULT_TOKENIZER, TokenCounter
 
 PipelineArg: TypeAlias = (
     "str | Sequence[str] | PipelineSpec | Strategy | Callable[[AgentContext], AgentContext]"

@@ -353,26 +353,3 @@ class TokenCounter:
     def context(self, ctx: AgentContext) -> int:
         """Tokens of the whole context as it would be sent to a model."""
         return self.preamble(ctx) + sum(self.messages(ctx.messages))
-
-
-def get_counter(tokenizer: str | Tokenizer = DEFAULT_TOKENIZER) -> TokenCounter:
-    """The shared, caching counter for a tokenizer name, looked up in the current registry (the
-    running pipeline's, else the process-wide one)."""
-    if not isinstance(tokenizer, str):
-        return TokenCounter(tokenizer)
-    from .registry import current_registry
-
-    counter: TokenCounter = current_registry().counter(tokenizer)
-    return counter
-
-
-def count_tokens(
-    value: AgentContext | Message | str, tokenizer: str | Tokenizer = DEFAULT_TOKENIZER
-) -> int:
-    """Tokens in a context, a message or a string (see the module docs for the rendering)."""
-    counter = get_counter(tokenizer)
-    if isinstance(value, AgentContext):
-        return counter.context(value)
-    if isinstance(value, Message):
-        return counter.message(value)
-    return counter.text(value)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import re
 from pathlib import Path
@@ -33,23 +34,58 @@ def test_python_examples_in_docs_run(
     exec(compile(code, f"{page}[{n}]", "exec"), {"__name__": f"docs_{n}"})
 
 
-def test_every_hook_is_documented() -> None:
+def _hooks() -> dict[str, inspect.Signature]:
+    return {
+        name: inspect.signature(getattr(hookspecs, name))
+        for name in dir(hookspecs)
+        if name.startswith(("register_", "compaction_"))
+    }
+
+
+def test_every_hook_is_documented_with_its_full_signature() -> None:
+    """As datasette does: each hook has a heading `name(arg, ...)` naming every argument in order,
+    no heading names a hook that does not exist, and every argument has its `:param:` line."""
     text = (ROOT / "docs" / "plugins.md").read_text(encoding="utf-8")
-    hooks = [name for name in dir(hookspecs) if name.startswith(("register_", "compaction_"))]
+    documented = dict(re.findall(r"^### `(\w+)\(([^)]*)\)`", text, re.M))
+    hooks = _hooks()
     assert hooks
-    for name in hooks:
-        assert f"### `{name}(" in text, f"hook {name} is missing from docs/plugins.md"
+    for name, signature in hooks.items():
+        args = ", ".join(signature.parameters)
+        assert documented.get(name) == args, f"docs/plugins.md lacks ### `{name}({args})`"
+        doc = getattr(hookspecs, name).__doc__ or ""
+        for arg in signature.parameters:
+            assert f":param {arg}:" in doc, f"hook {name} does not describe {arg}"
+    hook_like = {n for n in documented if n.startswith(("register_", "compaction_"))}
+    assert hook_like <= set(hooks), f"documented hooks that do not exist: {hook_like - set(hooks)}"
+
+
+def test_what_the_hooks_name_is_public() -> None:
+    """Every `compactkit.NAME` a hook's docs point plugin authors to is in `compactkit.__all__`."""
+    import compactkit
+
+    named = {
+        found
+        for name in _hooks()
+        for found in re.findall(r"`compactkit\.(\w+)`", getattr(hookspecs, name).__doc__ or "")
+    }
+    assert named
+    assert sorted(named - set(compactkit.__all__)) == []
 
 
 PUBLIC_MODULES = {
     "compactkit",
     "compactkit.testing",
+    "compactkit.recovery",
+    "compactkit.serve",
+    "compactkit.spec",
+    "compactkit.toolcall",
     "compactkit.integrations.langchain",
     "compactkit.integrations.pydantic_ai",
     "compactkit.integrations.openai_agents",
     "compactkit.integrations.adk",
     "compactkit.gateway",
 }
+"""The root's `__all__` and the modules its docstring names for plugin and tool authors."""
 
 
 def _private_uses(code: str) -> list[str]:

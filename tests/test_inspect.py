@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import compactkit
 from compactkit.inspect import INSPECT_SCHEMA, inspect_context
-from compactkit.tokens import get_counter
+from compactkit.registry import get_counter
 
 from .conftest import corpus_file, sample
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from ..errors import EXIT_PLUGIN, ConfigError
 from ..registry import Registry, init_worker
-from .runner import Job, JobResult, describe, run_job
+from .jobs import Job, JobResult, describe, run_job
 
 EXECUTORS = ("local", "ray")
 RAY_INSTALL_HINT = "pip install 'compactkit[ray]'"

@@ -27,9 +27,9 @@ from pydantic import (
     field_validator,
 )
 
+from ..bench.jobs import SESSION_SUFFIXES
 from ..bench.pricing import PROFILES
 from ..bench.retention import FACT_KINDS
-from ..bench.runner import SESSION_SUFFIXES
 from ..errors import ConfigError
 from ..io import split_address
 

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from ..bench.executors import Executor, open_executor
-from ..bench.runner import JobResult, run_bench
+from ..bench.jobs import JobResult
+from ..bench.runner import run_bench
 from ..defaults import DEFAULT_TRIGGER
 from ..errors import EXIT_BAD_INPUT, EXIT_BUDGET, EXIT_PLUGIN, failure_code, redact_json
 from ..io import split_address

@@ -96,8 +96,9 @@ def bench(
           --json bench.json --markdown bench.md
       compactkit bench corpus/ --executor ray --workers 8
     """
+    from ..bench.jobs import collect_sessions
     from ..bench.report import render_html, render_markdown, render_terminal
-    from ..bench.runner import collect_sessions, nothing_loaded, plugin_failure, run_bench
+    from ..bench.runner import nothing_loaded, plugin_failure, run_bench
     from ..spec import parse_pipelines
 
     check_one_stdout(json=json_out, markdown=md_out, html=html_out)

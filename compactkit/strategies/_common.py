@@ -14,8 +14,9 @@ from ..context import (
     ToolResultBlock,
 )
 from ..recovery import payload_etag, prune
+from ..registry import get_counter
 from ..strategy import StrategyOptions
-from ..tokens import DEFAULT_TOKENIZER, TokenCounter, get_counter
+from ..tokens import DEFAULT_TOKENIZER, TokenCounter
 
 
 class TokenizerOption(StrategyOptions):

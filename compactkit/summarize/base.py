@@ -94,7 +94,7 @@ class SummaryRequest:
     @cached_property
     def transcript(self) -> str:
         """The window as plain text within `max_input_tokens` (long outputs lose their middle)."""
-        from ..tokens import get_counter
+        from ..registry import get_counter
 
         counter = get_counter(self.tokenizer)
         return render_transcript(

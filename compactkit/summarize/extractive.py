@@ -557,7 +557,7 @@ class ExtractiveSummarizer(Summarizer):
     cacheable = False  # cheap and deterministic: nothing to save
 
     def summarize(self, request: SummaryRequest) -> str:
-        from ..tokens import get_counter
+        from ..registry import get_counter
 
         counter = get_counter(request.tokenizer)
         facts = gather(request.messages, request.task, request.pinned)

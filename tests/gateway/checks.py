@@ -7,7 +7,7 @@ from typing import Any
 
 from compactkit.formats.provider_rules import anthropic_rule_problems, openai_rule_problems
 from compactkit.gateway import wire
-from compactkit.tokens import get_counter
+from compactkit.registry import get_counter
 
 
 def tokens(api: wire.Api, body: bytes) -> int:

@@ -20,7 +20,7 @@ from compactkit.formats.export import WriterOptions
 from compactkit.formats.openai_chat import to_openai_request
 from compactkit.gateway import wire
 from compactkit.gateway.record import _clean
-from compactkit.tokens import get_counter
+from compactkit.registry import get_counter
 
 PROFILES = ("anthropic", "openai")
 

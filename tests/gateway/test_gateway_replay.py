@@ -12,7 +12,7 @@ from compactkit.bench.pricing import get_profile
 from compactkit.bench.replay import run_session
 from compactkit.io import load_one
 from compactkit.pipeline import build_pipeline
-from compactkit.tokens import get_counter
+from compactkit.registry import get_counter
 
 from .replay import PROFILES, api_for, as_sent, price, replay
 from .upstream import FakeModel

@@ -22,11 +22,11 @@ from compactkit import (
 from compactkit.context import Message, TextBlock, ToolCallBlock, message
 from compactkit.pipeline import Pipeline
 from compactkit.recovery import expand, payload_etag, put
+from compactkit.registry import get_counter
 from compactkit.strategies.etag_collapse import EtagCollapse, field_etag
 from compactkit.strategies.sliding_window import SlidingWindow
 from compactkit.testing import check_strategy
 from compactkit.testing.generate import contexts
-from compactkit.tokens import get_counter
 from compactkit.validate import validate
 
 from ..conftest import ROOT, contract_failures, corpus_file, sample

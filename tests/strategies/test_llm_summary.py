@@ -12,13 +12,19 @@ import compactkit
 from compactkit import AgentContext, ConfigError, Message, SummaryBlock, TextBlock
 from compactkit.pipeline import build_pipeline
 from compactkit.recovery import expand, message_marker
-from compactkit.registry import DEFAULT_PLUGINS, make_registry, set_registry
+from compactkit.registry import (
+    DEFAULT_PLUGINS,
+    count_tokens,
+    get_counter,
+    make_registry,
+    set_registry,
+)
 from compactkit.strategies._common import head_end, units
 from compactkit.strategies.llm_summary import MIN_SUMMARY_TOKENS, LlmSummary
 from compactkit.summarize.extractive import parse_sections
 from compactkit.testing import check_strategy
 from compactkit.testing.generate import contexts
-from compactkit.tokens import MESSAGE_OVERHEAD, count_tokens, get_counter
+from compactkit.tokens import MESSAGE_OVERHEAD
 from compactkit.validate import validate
 
 from ..conftest import CORPUS, sample

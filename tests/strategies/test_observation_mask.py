@@ -13,11 +13,11 @@ from compactkit import AgentContext, ConfigError, MaskedBlock, ToolResultBlock
 from compactkit.context import Message, TextBlock, ToolCallBlock, message
 from compactkit.pipeline import Pipeline, build_pipeline, get_strategy
 from compactkit.recovery import expand, payload_etag
+from compactkit.registry import get_counter
 from compactkit.strategies.etag_collapse import EtagCollapse
 from compactkit.strategies.observation_mask import PLACEHOLDER_FIELDS, ObservationMask
 from compactkit.testing import check_strategy
 from compactkit.testing.generate import contexts
-from compactkit.tokens import get_counter
 from compactkit.validate import validate
 
 from ..conftest import ROOT, contract_failures, sample

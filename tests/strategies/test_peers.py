@@ -12,8 +12,8 @@ from compactkit import AgentContext, MaskedBlock, SummaryBlock, ToolResultBlock
 from compactkit.context import render_block
 from compactkit.pipeline import get_strategy
 from compactkit.recovery import expand, message_marker
+from compactkit.registry import get_counter
 from compactkit.strategies.peers.openhands import events
-from compactkit.tokens import get_counter
 
 from ..conftest import contract_failures, corpus_file
 

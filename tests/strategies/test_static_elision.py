@@ -27,10 +27,10 @@ from compactkit.context import (
 )
 from compactkit.errors import ConfigError
 from compactkit.recovery import expand, payload_etag
+from compactkit.registry import get_counter
 from compactkit.strategies.static_elision import StaticElision, split_paragraphs
 from compactkit.testing import check_strategy
 from compactkit.testing.generate import contexts
-from compactkit.tokens import get_counter
 from compactkit.validate import validate
 
 from ..conftest import ROOT, corpus_file, sample

@@ -21,11 +21,10 @@ import pytest
 import compactkit
 from compactkit import AgentContext, ConfigError, StrategyError, SummaryBlock
 from compactkit.recovery import expand
-from compactkit.registry import DEFAULT_PLUGINS, make_registry, set_registry
+from compactkit.registry import DEFAULT_PLUGINS, count_tokens, make_registry, set_registry
 from compactkit.strategies.llm_summary import LlmSummary
 from compactkit.summarize import CACHE, Summarizer
 from compactkit.testing import check_strategy
-from compactkit.tokens import count_tokens
 from compactkit.validate import validate
 
 from ..conftest import sample

@@ -17,8 +17,8 @@ from compactkit import (
     TextBlock,
     ToolResultBlock,
     get_counter,
-    put_recovery,
 )
+from compactkit.recovery import put as put_recovery
 
 __all__ = ["CapOutput", "CapOutputOptions"]
 
