@@ -88,15 +88,36 @@ _LAZY = {
 """Names imported on first use: the CLI and the bench pull in click, rich and process pools."""
 
 
+_MOVED = {
+    "CallFacts": ("compactkit.toolcall", "CallFacts"),
+    "error_line": ("compactkit.toolcall", "error_line"),
+    "payload_path": ("compactkit.toolcall", "payload_path"),
+    "read_call": ("compactkit.toolcall", "read_call"),
+    "put_recovery": ("compactkit.recovery", "put"),
+    "serve_key": ("compactkit.serve", "serve_key"),
+}
+"""Helpers that left the root for their own modules: still found here, with a DeprecationWarning."""
+
+
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'compactkit' has no attribute {name!r}")
     import importlib
 
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+    module = _LAZY.get(name)
+    if module is not None:
+        value = getattr(importlib.import_module(module), name)
+        globals()[name] = value
+        return value
+    if name in _MOVED:
+        import warnings
+
+        module, attr = _MOVED[name]
+        warnings.warn(
+            f"compactkit.{name} is deprecated: use {module}.{attr}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(importlib.import_module(module), attr)
+    raise AttributeError(f"module 'compactkit' has no attribute {name!r}")
 
 
 __all__ = [

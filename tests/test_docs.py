@@ -136,3 +136,18 @@ def test_every_public_name_resolves() -> None:
 
     missing = [name for name in compactkit.__all__ if not hasattr(compactkit, name)]
     assert missing == []
+
+
+def test_helpers_that_left_the_root_still_import_with_a_warning() -> None:
+    import compactkit
+    from compactkit.recovery import put
+    from compactkit.toolcall import read_call
+
+    for name in ("put_recovery", "read_call", "error_line", "serve_key", "payload_path"):
+        assert name not in compactkit.__all__
+    with pytest.warns(DeprecationWarning, match="compactkit.recovery.put"):
+        assert compactkit.put_recovery is put
+    with pytest.warns(DeprecationWarning, match="compactkit.toolcall.read_call"):
+        assert compactkit.read_call is read_call
+    with pytest.raises(AttributeError):
+        _ = compactkit.no_such_name

@@ -9,7 +9,7 @@ which calls may stay pending at the end, so those choices are parameters each ad
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -194,105 +194,220 @@ def repair_pairing(
     renamed = 0
     if rename_reused_ids:
         messages, renamed = _rename_reused_ids(messages)
-    repaired = Repaired(messages=[], renamed_calls=renamed)
-    out = repaired.messages
-    all_calls = {c.id for m in messages for c in m.tool_calls}
-    all_results = {r.tool_call_id for m in messages for r in m.tool_results}
-    remaining = Counter(
-        r.tool_call_id for m in messages if m.role == "tool" for r in m.tool_results
+    pairing = _Pairing(
+        messages,
+        due=_DUE[close],
+        may_synthesize=_SYNTHESIZE_CALL[synthesize_calls],
+        keep_orphans=orphan_results == "keep",
+        move_orphans=_MOVE_ORPHANS[orphan_results],
+        one_message_per_call=one_message_per_call,
+        unknown_tool_name=unknown_tool_name,
     )
-    last_assistant = max((i for i, m in enumerate(messages) if m.role == "assistant"), default=-1)
-    last_assistant_out = -1  # index in `out` of messages[last_assistant]
-    open_calls: dict[str, int] = {}  # id -> index in `out` of the message making the call
-    seen: set[str] = set()  # ids of the calls made so far and of results given a call
-    closed: set[str] = set()  # ids given a synthesized result
+    pairing.repaired.renamed_calls = renamed
+    return pairing.run(_FINISH[keep_pending])
 
-    def due(call_id: str) -> bool:
-        if close == "all":
-            return True
-        if close == "unless_answered_later":
-            return remaining[call_id] <= 0
-        return call_id not in all_results and call_id not in closed
 
-    def close_calls(pending: Iterable[int] = ()) -> None:
+class _Pairing:
+    """The state of one `repair_pairing` pass over `messages`, with its modes resolved."""
+
+    def __init__(
+        self,
+        messages: Sequence[Message],
+        *,
+        due: Callable[[_Pairing, str], bool],
+        may_synthesize: Callable[[_Pairing, str], bool],
+        keep_orphans: bool,
+        move_orphans: Callable[[Message, list[ToolResultBlock]], list[Message]],
+        one_message_per_call: bool,
+        unknown_tool_name: str,
+    ) -> None:
+        self.messages = messages
+        self.due = due
+        self.may_synthesize = may_synthesize
+        self.keep_orphans = keep_orphans
+        self.move_orphans = move_orphans
+        self.one_message_per_call = one_message_per_call
+        self.unknown_tool_name = unknown_tool_name
+        self.repaired = Repaired(messages=[])
+        self.out = self.repaired.messages
+        self.all_calls = {c.id for m in messages for c in m.tool_calls}
+        self.all_results = {r.tool_call_id for m in messages for r in m.tool_results}
+        self.remaining = Counter(
+            r.tool_call_id for m in messages if m.role == "tool" for r in m.tool_results
+        )
+        self.last_assistant = max(
+            (i for i, m in enumerate(messages) if m.role == "assistant"), default=-1
+        )
+        self.last_assistant_out = -1  # index in `out` of messages[last_assistant]
+        self.open_calls: dict[str, int] = {}  # id -> index in `out` of the message making it
+        self.seen: set[str] = set()  # ids of the calls made so far and of results given a call
+        self.closed: set[str] = set()  # ids given a synthesized result
+
+    def run(self, finish: Callable[[_Pairing], None]) -> Repaired:
+        for index, msg in enumerate(self.messages):
+            if msg.role == "tool":
+                self.tool_message(msg)
+            else:
+                self.call_message(index, msg)
+        if self.open_calls:
+            finish(self)
+        return self.repaired
+
+    def close_calls(self, pending: Iterable[int] = ()) -> None:
+        """Synthesized results for the open calls that are due, except those made by the
+        messages at the `pending` indexes of `out`."""
         keep = set(pending)
-        ids = [c for c, at in open_calls.items() if at not in keep and due(c)]
+        ids = [c for c, at in self.open_calls.items() if at not in keep and self.due(self, c)]
         if ids:
-            out.append(synthesized_results(ids))
-            repaired.synthesized_results += len(ids)
+            self.out.append(synthesized_results(ids))
+            self.repaired.synthesized_results += len(ids)
             for call_id in ids:
-                del open_calls[call_id]
-            closed.update(ids)
+                del self.open_calls[call_id]
+            self.closed.update(ids)
 
-    for index, msg in enumerate(messages):
-        if msg.role != "tool":
-            close_calls()
-            if index == last_assistant:
-                last_assistant_out = len(out)
-            for call in msg.tool_calls:
-                open_calls[call.id] = len(out)
-                seen.add(call.id)
-            out.append(msg)
-            continue
+    def call_message(self, index: int, msg: Message) -> None:
+        """A message that is not a tool message: due calls are closed before it, its calls open."""
+        self.close_calls()
+        if index == self.last_assistant:
+            self.last_assistant_out = len(self.out)
+        for call in msg.tool_calls:
+            self.open_calls[call.id] = len(self.out)
+            self.seen.add(call.id)
+        self.out.append(msg)
+
+    def tool_message(self, msg: Message) -> None:
+        """A tool message: results that close an open call stay, others get a synthesized call
+        or are orphans (kept, dropped or moved to user messages)."""
         kept: list[Block] = []
         new_calls: list[tuple[str, str]] = []
         orphans: list[ToolResultBlock] = []
         for block in msg.content:
-            if not isinstance(block, ToolResultBlock):
-                kept.append(block)
-                continue
-            call_id = block.tool_call_id
-            remaining[call_id] -= 1
-            if call_id in open_calls:
-                del open_calls[call_id]
-                kept.append(block)
-            elif call_id not in seen and (
-                synthesize_calls == "if_not_called_yet"
-                or (synthesize_calls == "if_never_called" and call_id not in all_calls)
+            if (
+                not isinstance(block, ToolResultBlock)
+                or self.answers(block, msg, new_calls)
+                or self.keep_orphans
             ):
-                seen.add(call_id)
-                new_calls.append((call_id, msg.name or unknown_tool_name))
-                kept.append(block)
-            elif orphan_results == "keep":
                 kept.append(block)
             else:
                 orphans.append(block)
-        if new_calls:
-            if one_message_per_call:
-                out.extend(synthesized_calls([call]) for call in new_calls)
-            else:
-                out.append(synthesized_calls(new_calls))
-            repaired.synthesized_calls += len(new_calls)
+        self.add_calls(new_calls)
         if kept:
-            out.append(msg if len(kept) == len(msg.content) else _with_content(msg, kept))
-        repaired.orphan_results += len(orphans)
-        if orphans and orphan_results == "user_message_each":
-            out.extend(
-                Message(
-                    role="user",
-                    content=block.content,
-                    metadata={"orphan_tool_result": block.tool_call_id, ORIGIN_KEY: "tool-output"},
-                )
-                for block in orphans
-            )
-        elif orphan_results == "user_message_joined":
-            joined = tuple(part for block in orphans for part in block.content)
-            if joined:
-                out.append(
-                    Message(
-                        role="user",
-                        content=joined,
-                        metadata={**msg.metadata, "orphan_result": True, ORIGIN_KEY: "tool-output"},
-                    )
-                )
-    if not open_calls:
-        return repaired
-    if keep_pending == "last_message":
-        if {c.id for c in out[-1].tool_calls} != set(open_calls):
-            close_calls()
-    elif keep_pending == "last_assistant":
-        close_calls(pending=[last_assistant_out])
-    else:
-        last_out = max((i for i, m in enumerate(out) if m.role == "assistant"), default=-1)
-        close_calls(pending=[last_out])
-    return repaired
+            self.out.append(msg if len(kept) == len(msg.content) else _with_content(msg, kept))
+        self.repaired.orphan_results += len(orphans)
+        self.out.extend(self.move_orphans(msg, orphans))
+
+    def answers(
+        self, block: ToolResultBlock, msg: Message, new_calls: list[tuple[str, str]]
+    ) -> bool:
+        """Whether a result pairs: it closes an open call, or gets a synthesized call."""
+        call_id = block.tool_call_id
+        self.remaining[call_id] -= 1
+        if call_id in self.open_calls:
+            del self.open_calls[call_id]
+            return True
+        if call_id not in self.seen and self.may_synthesize(self, call_id):
+            self.seen.add(call_id)
+            new_calls.append((call_id, msg.name or self.unknown_tool_name))
+            return True
+        return False
+
+    def add_calls(self, new_calls: list[tuple[str, str]]) -> None:
+        if not new_calls:
+            return
+        if self.one_message_per_call:
+            self.out.extend(synthesized_calls([call]) for call in new_calls)
+        else:
+            self.out.append(synthesized_calls(new_calls))
+        self.repaired.synthesized_calls += len(new_calls)
+
+
+# `close`: whether an open call is due a synthesized result
+def _due_always(pairing: _Pairing, call_id: str) -> bool:
+    return True
+
+
+def _due_unless_answered_later(pairing: _Pairing, call_id: str) -> bool:
+    return pairing.remaining[call_id] <= 0
+
+
+def _due_unless_answered(pairing: _Pairing, call_id: str) -> bool:
+    return call_id not in pairing.all_results and call_id not in pairing.closed
+
+
+_DUE = {
+    "all": _due_always,
+    "unless_answered_later": _due_unless_answered_later,
+    "unless_answered": _due_unless_answered,
+}
+
+
+# `synthesize_calls`: whether a result that pairs with no open call (and whose id was neither
+# called nor given a call before) gets a synthesized call
+def _never(pairing: _Pairing, call_id: str) -> bool:
+    return False
+
+
+def _if_never_called(pairing: _Pairing, call_id: str) -> bool:
+    return call_id not in pairing.all_calls
+
+
+_SYNTHESIZE_CALL = {
+    "never": _never,
+    "if_never_called": _if_never_called,
+    "if_not_called_yet": _due_always,
+}
+
+
+# `orphan_results`: what follows a tool message in place of its orphan results
+def _no_messages(msg: Message, orphans: list[ToolResultBlock]) -> list[Message]:
+    return []
+
+
+def _user_message_each(msg: Message, orphans: list[ToolResultBlock]) -> list[Message]:
+    return [
+        Message(
+            role="user",
+            content=block.content,
+            metadata={"orphan_tool_result": block.tool_call_id, ORIGIN_KEY: "tool-output"},
+        )
+        for block in orphans
+    ]
+
+
+def _user_message_joined(msg: Message, orphans: list[ToolResultBlock]) -> list[Message]:
+    joined = tuple(part for block in orphans for part in block.content)
+    if not joined:
+        return []
+    metadata = {**msg.metadata, "orphan_result": True, ORIGIN_KEY: "tool-output"}
+    return [Message(role="user", content=joined, metadata=metadata)]
+
+
+_MOVE_ORPHANS = {
+    "keep": _no_messages,
+    "drop": _no_messages,
+    "user_message_each": _user_message_each,
+    "user_message_joined": _user_message_joined,
+}
+
+
+# `keep_pending`: which calls still open at the end may stay pending
+def _pending_last_message(pairing: _Pairing) -> None:
+    if {c.id for c in pairing.out[-1].tool_calls} != set(pairing.open_calls):
+        pairing.close_calls()
+
+
+def _pending_last_assistant(pairing: _Pairing) -> None:
+    pairing.close_calls(pending=[pairing.last_assistant_out])
+
+
+def _pending_last_output_assistant(pairing: _Pairing) -> None:
+    out = pairing.out
+    last = max((i for i, m in enumerate(out) if m.role == "assistant"), default=-1)
+    pairing.close_calls(pending=[last])
+
+
+_FINISH = {
+    "last_message": _pending_last_message,
+    "last_assistant": _pending_last_assistant,
+    "last_output_assistant": _pending_last_output_assistant,
+}
