@@ -76,34 +76,8 @@ def inspect_context(
                 key = etag_of("\x1f".join(render_block(block)))
                 repeats[key].append((i, n))
                 labels.setdefault(key, _payload_label(block, names, calls))
-    blocks.sort(key=lambda item: (-item[0], item[1], item[2]))
-    largest = [
-        {
-            "message": i,
-            "block": j,
-            "role": ctx.messages[i].role,
-            "type": block.type,
-            "tokens": n,
-            "label": _payload_label(block, names, calls),
-            "preview": _preview(" ".join(render_block(block))),
-        }
-        for n, i, j, block in blocks[:top]
-    ]
-    repeated: list[dict[str, Any]] = sorted(
-        (
-            {
-                "etag": key,
-                "label": labels[key],
-                "count": len(hits),
-                "tokens_each": hits[0][1],
-                "redundant_tokens": hits[0][1] * (len(hits) - 1),
-                "messages": [i for i, _ in hits],
-            }
-            for key, hits in repeats.items()
-            if len(hits) > 1
-        ),
-        key=lambda r: (-int(r["redundant_tokens"]), str(r["etag"])),
-    )
+    largest = _largest_blocks(ctx, blocks, top, names, calls)
+    repeated = _repeated_payloads(repeats, labels)
     total = preamble + sum(per_message)
     return {
         "schema": INSPECT_SCHEMA,
@@ -130,3 +104,47 @@ def inspect_context(
         "redundant_tokens": sum(int(r["redundant_tokens"]) for r in repeated),
         "metadata": {k: v for k, v in ctx.metadata.items() if isinstance(v, (str, int, float))},
     }
+
+
+def _largest_blocks(
+    ctx: AgentContext,
+    blocks: list[tuple[int, int, int, Block]],
+    top: int,
+    names: dict[str, str],
+    calls: dict[str, ToolCallBlock],
+) -> list[dict[str, Any]]:
+    """The `top` largest blocks (tokens, message, block), largest first."""
+    blocks = sorted(blocks, key=lambda item: (-item[0], item[1], item[2]))
+    return [
+        {
+            "message": i,
+            "block": j,
+            "role": ctx.messages[i].role,
+            "type": block.type,
+            "tokens": n,
+            "label": _payload_label(block, names, calls),
+            "preview": _preview(" ".join(render_block(block))),
+        }
+        for n, i, j, block in blocks[:top]
+    ]
+
+
+def _repeated_payloads(
+    repeats: dict[str, list[tuple[int, int]]], labels: dict[str, str]
+) -> list[dict[str, Any]]:
+    """Payloads seen more than once, the most redundant tokens first."""
+    return sorted(
+        (
+            {
+                "etag": key,
+                "label": labels[key],
+                "count": len(hits),
+                "tokens_each": hits[0][1],
+                "redundant_tokens": hits[0][1] * (len(hits) - 1),
+                "messages": [i for i, _ in hits],
+            }
+            for key, hits in repeats.items()
+            if len(hits) > 1
+        ),
+        key=lambda r: (-int(r["redundant_tokens"]), str(r["etag"])),
+    )

@@ -87,7 +87,7 @@ def check(
     """
     from rich.console import Console
 
-    from ..check import changes, load_config, read_baseline, run_checks, write_baseline
+    from ..check import load_config, read_baseline, run_checks
     from ..check.report import (
         render_json,
         render_junit,
@@ -128,29 +128,34 @@ def check(
     )
     render_terminal(run, console)
     if update_baseline:
-        new = run.to_baseline()
-        moved = changes(baseline, new)
-        errors = max((c for ch in run.checks for _, c in ch.errors.values()), default=0)
-        if errors:
-            say(
-                "compactkit: error: baseline not written: some sessions did not load or run",
-                err=True,
-            )
-            sys.exit(errors)
-        write_baseline(baseline_file, new)
-        where = run.relative(baseline_file)
-        if baseline is None:
-            say(f"baseline written: {where} (checks: {', '.join(new.checks)})", err=to_stderr)
-        elif not moved:
-            say(f"baseline unchanged: {where}", err=to_stderr)
-        else:
-            say(f"baseline updated: {where}, {len(moved)} changes:", err=to_stderr)
-            for line in moved:
-                say(f"  {line}", err=to_stderr)
+        _update_baseline(run, baseline, baseline_file, to_stderr)
         return
     say(summary_line(run), err=True)
     if run.exit_code:
         sys.exit(run.exit_code)
+
+
+def _update_baseline(run: Any, baseline: Any, baseline_file: Path, to_stderr: bool) -> None:
+    """Write the run's figures as the new baseline and say what moved; a run where some session
+    did not load or run writes nothing and exits with that error's code."""
+    from ..check import changes, write_baseline
+
+    new = run.to_baseline()
+    errors = max((c for ch in run.checks for _, c in ch.errors.values()), default=0)
+    if errors:
+        say("compactkit: error: baseline not written: some sessions did not load or run", err=True)
+        sys.exit(errors)
+    moved = changes(baseline, new)
+    write_baseline(baseline_file, new)
+    where = run.relative(baseline_file)
+    if baseline is None:
+        say(f"baseline written: {where} (checks: {', '.join(new.checks)})", err=to_stderr)
+    elif not moved:
+        say(f"baseline unchanged: {where}", err=to_stderr)
+    else:
+        say(f"baseline updated: {where}, {len(moved)} changes:", err=to_stderr)
+        for line in moved:
+            say(f"  {line}", err=to_stderr)
 
 
 def _sessions(file: Any) -> list[str]:

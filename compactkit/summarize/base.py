@@ -427,53 +427,88 @@ def render_transcript(
     words = [k for k, (_, _, protected) in enumerate(pieces) if protected]
     fixed = sum(labels[k] + bodies[k] for k in words)
     if fixed > half:  # the user's words alone over half the room: each cut to the same size
-        cap = _water_level([bodies[k] for k in words], max(half - sum(labels[k] for k in words), 0))
-        for k in words:
-            if bodies[k] > cap:
-                label, body, _ = pieces[k]
-                pieces[k] = (label, _prefix_within(body, cap, count) + " [… cut]", True)
-                bodies[k] = count(pieces[k][1])
+        _cut_user_words(pieces, labels, bodies, words, half, count)
         fixed = sum(labels[k] + bodies[k] for k in words)
-    # labels alone over half the room: keep the first and last blocks, the user's words and as
-    # many blocks from both ends as fit; drop the rest
     if sum(labels) + fixed - sum(labels[k] for k in words) > half and len(pieces) > 2:
-        n = len(pieces)
-        keep: set[int] = set()
-        used = 0
+        pieces, labels, bodies = _keep_ends(pieces, labels, bodies, words, half, count)
+    return _trim_free(pieces, bodies, max_tokens - sum(labels), max_tokens, count)
 
-        def take(k: int) -> bool:
-            nonlocal used
-            size = labels[k] + (bodies[k] if pieces[k][2] else 0)
-            if used + size > half:
-                return False
-            keep.add(k)
-            used += size
-            return True
 
-        take(0)
-        take(n - 1)
-        for k in words:
-            take(k)
-        order = [k for pair in zip(range(n), reversed(range(n)), strict=True) for k in pair]
-        for k in dict.fromkeys(order):
-            if k not in keep and not take(k):
-                break
-        kept: list[int] = []
-        last = -1
-        for k in sorted(keep):
-            if k > last + 1:
-                kept.append(-(k - last - 1))  # a gap of that many blocks
-            kept.append(k)
-            last = k
-        if last < n - 1:
-            kept.append(-(n - 1 - last))
-        notes = {g: (f"[... {-g} blocks omitted ...]", "", False) for g in kept if g < 0}
-        pieces = [notes[k] if k < 0 else pieces[k] for k in kept]
-        labels = [count(notes[k][0]) + 1 if k < 0 else labels[k] for k in kept]
-        bodies = [0 if k < 0 else bodies[k] for k in kept]
+def _cut_user_words(
+    pieces: list[_Piece],
+    labels: list[int],
+    bodies: list[int],
+    words: list[int],
+    half: int,
+    count: Count,
+) -> None:
+    """Cut each of the user's words (the pieces at `words`) to the same size, so that they and
+    their labels fit `half` (in place)."""
+    cap = _water_level([bodies[k] for k in words], max(half - sum(labels[k] for k in words), 0))
+    for k in words:
+        if bodies[k] > cap:
+            label, body, _ = pieces[k]
+            pieces[k] = (label, _prefix_within(body, cap, count) + " [… cut]", True)
+            bodies[k] = count(pieces[k][1])
+
+
+def _keep_ends(
+    pieces: list[_Piece],
+    labels: list[int],
+    bodies: list[int],
+    words: list[int],
+    half: int,
+    count: Count,
+) -> tuple[list[_Piece], list[int], list[int]]:
+    """When the labels alone are over half the room: the first and last blocks, the user's words
+    and as many blocks from both ends as fit `half`; every run of dropped blocks becomes a note."""
+    n = len(pieces)
+    keep: set[int] = set()
+    used = 0
+
+    def take(k: int) -> bool:
+        nonlocal used
+        size = labels[k] + (bodies[k] if pieces[k][2] else 0)
+        if used + size > half:
+            return False
+        keep.add(k)
+        used += size
+        return True
+
+    take(0)
+    take(n - 1)
+    for k in words:
+        take(k)
+    order = [k for pair in zip(range(n), reversed(range(n)), strict=True) for k in pair]
+    for k in dict.fromkeys(order):
+        if k not in keep and not take(k):
+            break
+    kept: list[int] = []
+    last = -1
+    for k in sorted(keep):
+        if k > last + 1:
+            kept.append(-(k - last - 1))  # a gap of that many blocks
+        kept.append(k)
+        last = k
+    if last < n - 1:
+        kept.append(-(n - 1 - last))
+    notes = {g: (f"[... {-g} blocks omitted ...]", "", False) for g in kept if g < 0}
+    return (
+        [notes[k] if k < 0 else pieces[k] for k in kept],
+        [count(notes[k][0]) + 1 if k < 0 else labels[k] for k in kept],
+        [0 if k < 0 else bodies[k] for k in kept],
+    )
+
+
+def _trim_free(
+    pieces: list[_Piece], bodies: list[int], room: int, max_tokens: int, count: Count
+) -> str:
+    """The transcript with every piece that is not the user's words cut in its middle to one
+    cap, the largest that fits `room` (tokens after the labels), tightened until the whole text
+    fits `max_tokens`, else clipped."""
     free = [k for k, (_, _, protected) in enumerate(pieces) if not protected]
     words_size = sum(b for b, (_, _, p) in zip(bodies, pieces, strict=True) if p)
-    room = max_tokens - sum(labels) - words_size - 8
+    room = room - words_size - 8
     text = ""
     for _ in range(6):
         cap = _water_level([bodies[k] for k in free], max(room, 0))

@@ -457,91 +457,103 @@ def render(
     `USER_SOFT_FLOOR` characters), then the other lists lose their oldest items (each keeps its
     newest), then user messages are cut further (never below `USER_FLOOR`), then the text is
     clipped. `etag` names where cut messages are whole (the summary's recovery entry)."""
-    sections = facts.sections()
-    omitted = {title: facts.omitted.get(title, 0) for title, _ in sections}
-    droppable = [
-        k for k, (title, _) in enumerate(sections) if title not in ("Task", "User messages")
-    ]
-    costs = [
-        [0 if isinstance(item, UserWords) else count(f"- {item}") + 1 for item in items]
-        for _, items in sections
-    ]
-    heads = [count(f"## {title}") + 1 for title, _ in sections]
-    weights = [SECTION_WEIGHTS.get(title, 1.0) for title, _ in sections]
+    layout = _Layout(facts, count, etag)
+    cap = min(user_chars, max(layout.longest, 1))
+    if layout.words and layout.other_cost() + layout.user_cost(cap) > max_tokens:
+        share = int(max_tokens * USER_SHARE)
+        cap = layout.best_cap(share, min(cap, USER_SOFT_FLOOR), cap)
+    size = layout.user_cost(cap) if layout.words else 0
+    layout.drop_oldest(max_tokens - size, keep=1)
+    if layout.words and layout.other_cost() + size > max_tokens:
+        cap = layout.best_cap(max_tokens - layout.other_cost(), min(cap, USER_FLOOR), cap)
+        size = layout.user_cost(cap)
+    layout.drop_oldest(max_tokens - size, keep=0)  # user messages at their floor: any item goes
+    return clip_tokens(layout.text(cap), max_tokens, count)
 
+
+class _Layout:
+    """The summary's sections with their token costs, as `render` trims them to a budget."""
+
+    def __init__(self, facts: Facts, count: Callable[[str], int], etag: str) -> None:
+        self.count = count
+        self.sections = facts.sections()
+        self.omitted = {title: facts.omitted.get(title, 0) for title, _ in self.sections}
+        self.droppable = [
+            k
+            for k, (title, _) in enumerate(self.sections)
+            if title not in ("Task", "User messages")
+        ]
+        self.costs = [
+            [0 if isinstance(item, UserWords) else count(f"- {item}") + 1 for item in items]
+            for _, items in self.sections
+        ]
+        self.heads = [count(f"## {title}") + 1 for title, _ in self.sections]
+        self.weights = [SECTION_WEIGHTS.get(title, 1.0) for title, _ in self.sections]
+        self.words = [
+            item for _, items in self.sections for item in items if isinstance(item, UserWords)
+        ]
+        self.where = f"- {where_note(etag)}"
+        self.longest = max((len(w.text) for w in self.words), default=0)
+
+    @staticmethod
     def note(n: int) -> str:
         return f"- ({n} earlier item{'s' if n != 1 else ''} omitted)"
 
-    words = [item for _, items in sections for item in items if isinstance(item, UserWords)]
-    where = f"- {where_note(etag)}"
-    longest = max((len(w.text) for w in words), default=0)
+    def user_cost(self, cap: int) -> int:
+        size = sum(self.count(f"- {w.item(cap)}") + 1 for w in self.words)
+        cut = any(w.cut(cap) for w in self.words)
+        return size + (self.count(self.where) + 1 if cut else 0)
 
-    def user_cost(cap: int) -> int:
-        size = sum(count(f"- {w.item(cap)}") + 1 for w in words)
-        return size + (count(where) + 1 if any(w.cut(cap) for w in words) else 0)
-
-    def other_cost() -> int:
-        size = sum(heads)
-        for k, (title, items) in enumerate(sections):
-            size += sum(costs[k]) if items else 2
-            if omitted[title]:
-                size += count(note(omitted[title])) + 1
+    def other_cost(self) -> int:
+        size = sum(self.heads)
+        for k, (title, items) in enumerate(self.sections):
+            size += sum(self.costs[k]) if items else 2
+            if self.omitted[title]:
+                size += self.count(self.note(self.omitted[title])) + 1
         return size
 
-    def best_cap(room: int, low: int, high: int) -> int:
+    def best_cap(self, room: int, low: int, high: int) -> int:
         """The largest cap in [low, high] whose user items fit `room` (low when none does)."""
-        if user_cost(high) <= room:
+        if self.user_cost(high) <= room:
             return high
         lo, hi = low, high
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            if user_cost(mid) <= room:
+            if self.user_cost(mid) <= room:
                 lo = mid
             else:
                 hi = mid - 1
         return lo
 
-    cap = min(user_chars, max(longest, 1))
-    if words and other_cost() + user_cost(cap) > max_tokens:
-        share = int(max_tokens * USER_SHARE)
-        cap = best_cap(share, min(cap, USER_SOFT_FLOOR), cap)
-    size = user_cost(cap) if words else 0
-    while other_cost() + size > max_tokens:
-        # the section with the most tokens in droppable items (keeping at least one each) loses
-        # its oldest item
-        candidates = _first_to_go([k for k in droppable if len(sections[k][1]) > 1], sections)
-        if not candidates:
-            break
-        k = max(candidates, key=lambda j: (sum(costs[j]) / weights[j], -j))
-        sections[k][1].pop(0)
-        costs[k].pop(0)
-        omitted[sections[k][0]] += 1
-    if words and other_cost() + size > max_tokens:
-        cap = best_cap(max_tokens - other_cost(), min(cap, USER_FLOOR), cap)
-        size = user_cost(cap)
-    while other_cost() + size > max_tokens:  # user messages at their floor: any other item goes
-        candidates = _first_to_go([k for k in droppable if sections[k][1]], sections)
-        if not candidates:
-            break
-        k = max(candidates, key=lambda j: (sum(costs[j]) / weights[j], -j))
-        sections[k][1].pop(0)
-        costs[k].pop(0)
-        omitted[sections[k][0]] += 1
-    lines: list[str] = []
-    for title, items in sections:
-        lines.append(f"## {title}")
-        if omitted[title]:
-            lines.append(note(omitted[title]))
-        noted = title == "User messages" and any(w.cut(cap) for w in words)
-        if noted:
-            lines.append(where)
-        lines.extend(
-            f"- {item.item(cap) if isinstance(item, UserWords) else item}" for item in items
-        )
-        if not items and not omitted[title] and not noted:
-            lines.append("- none")
-    text = "\n".join(lines)
-    return clip_tokens(text, max_tokens, count)
+    def drop_oldest(self, room: int, keep: int) -> None:
+        """Until the other sections fit `room`: the section with the most tokens in droppable
+        items (weighted, keeping `keep` items each) loses its oldest item."""
+        while self.other_cost() > room:
+            candidates = _first_to_go(
+                [k for k in self.droppable if len(self.sections[k][1]) > keep], self.sections
+            )
+            if not candidates:
+                return
+            k = max(candidates, key=lambda j: (sum(self.costs[j]) / self.weights[j], -j))
+            self.sections[k][1].pop(0)
+            self.costs[k].pop(0)
+            self.omitted[self.sections[k][0]] += 1
+
+    def text(self, cap: int) -> str:
+        lines: list[str] = []
+        for title, items in self.sections:
+            lines.append(f"## {title}")
+            if self.omitted[title]:
+                lines.append(self.note(self.omitted[title]))
+            noted = title == "User messages" and any(w.cut(cap) for w in self.words)
+            if noted:
+                lines.append(self.where)
+            lines.extend(
+                f"- {item.item(cap) if isinstance(item, UserWords) else item}" for item in items
+            )
+            if not items and not self.omitted[title] and not noted:
+                lines.append("- none")
+        return "\n".join(lines)
 
 
 class ExtractiveSummarizer(Summarizer):

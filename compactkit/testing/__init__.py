@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from ..context import AgentContext
 from ..pipeline import builtin_strategies
 from ..recovery import expand
 from ..strategy import Strategy
 from ..validate import validate
-from .formats import check_format, pairing_problems
+from .formats import check_format, first_difference, pairing_problems
 
 __all__ = [
     "RUNS",
@@ -32,28 +31,6 @@ __all__ = [
 RUNS = 20
 """Runs of a strategy per check: a strategy whose output differs on half of its runs goes unnoticed
 with probability 2 * 0.5 ** (RUNS - 1), about one in half a million."""
-
-
-def first_difference(a: Any, b: Any, where: str = "") -> str | None:
-    """Where two JSON values first differ, as a path such as `messages[3].content[1].text`
-    (None when they are equal)."""
-    if type(a) is not type(b):
-        return where or "the value"
-    if isinstance(a, dict):
-        for key in sorted(set(a) | set(b)):
-            if key not in a or key not in b:
-                return f"{where}.{key}" if where else str(key)
-            found = first_difference(a[key], b[key], f"{where}.{key}" if where else str(key))
-            if found:
-                return found
-        return None
-    if isinstance(a, list):
-        for i, (x, y) in enumerate(zip(a, b, strict=False)):
-            found = first_difference(x, y, f"{where}[{i}]")
-            if found:
-                return found
-        return f"{where} (length {len(a)} vs {len(b)})" if len(a) != len(b) else None
-    return None if a == b else (where or "the value")
 
 
 def _differs(a: AgentContext, b: AgentContext) -> str:

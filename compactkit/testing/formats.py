@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 from ..context import (
     ORIGIN_KEY,
@@ -127,9 +127,29 @@ def _validity(ctx: AgentContext) -> list[str]:
     ]
 
 
-def _differs(a: AgentContext, b: AgentContext) -> str:
-    from . import first_difference  # the package imports this module
+def first_difference(a: Any, b: Any, where: str = "") -> str | None:
+    """Where two JSON values first differ, as a path such as `messages[3].content[1].text`
+    (None when they are equal)."""
+    if type(a) is not type(b):
+        return where or "the value"
+    if isinstance(a, dict):
+        for key in sorted(set(a) | set(b)):
+            if key not in a or key not in b:
+                return f"{where}.{key}" if where else str(key)
+            found = first_difference(a[key], b[key], f"{where}.{key}" if where else str(key))
+            if found:
+                return found
+        return None
+    if isinstance(a, list):
+        for i, (x, y) in enumerate(zip(a, b, strict=False)):
+            found = first_difference(x, y, f"{where}[{i}]")
+            if found:
+                return found
+        return f"{where} (length {len(a)} vs {len(b)})" if len(a) != len(b) else None
+    return None if a == b else (where or "the value")
 
+
+def _differs(a: AgentContext, b: AgentContext) -> str:
     return first_difference(a.to_native(), b.to_native()) or "the value"
 
 
