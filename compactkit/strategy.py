@@ -35,6 +35,9 @@ class Strategy:
     Only compactkit's own reference policies of other tools (the `peer-*` strategies, measured in
     the bench as those tools ship them) say False, and only they are believed: for any other class
     the pins are checked whatever it says."""
+    budget_required: ClassVar[bool] = False
+    """True when the strategy changes nothing until its budget option is set: a pipeline spec
+    that leaves it unset is refused (`ConfigError`) instead of silently doing nothing."""
 
     def __init__(self, options: StrategyOptions | Mapping[str, Any] | None = None, **kwargs: Any):
         if isinstance(options, StrategyOptions):

@@ -120,3 +120,47 @@ def test_session_takes_a_pipeline_spec_at_its_target() -> None:
 def test_a_bad_spec_is_a_config_error(text: str) -> None:
     with pytest.raises(compactkit.ConfigError):
         parse_pipeline(text).steps(REGISTRY)
+
+
+# ----------------------------------------------------------------------------- surprises
+
+
+def test_a_window_without_a_budget_is_refused_not_silently_idle(tmp_path: Path) -> None:
+    for args in (
+        ["run", str(SESSION), "-s", "sliding-window", "-o", str(tmp_path / "o.json")],
+        ["bench", str(SESSION), "-s", "sliding-window"],
+    ):
+        code, _, err = run(*args)
+        assert code == 2, err
+        assert "'sliding-window' has no budget and would change nothing" in err
+        assert "sliding-window:max_tokens=N" in err
+    assert not (tmp_path / "o.json").exists()
+    # with one, from either place, it runs
+    assert run("run", str(SESSION), "-s", "sliding-window", "--budget", "11000")[0] in (0, 1)
+
+
+def test_a_strategy_budget_and_budget_follow_one_rule(tmp_path: Path) -> None:
+    """Over `--budget N` or over `sliding-window:max_tokens=N`: the output is written, exit 1."""
+    tight = 500  # below the system prompt and task the window always keeps
+    outs = {}
+    for name, args in {
+        "flag": ["-s", "sliding-window", "--budget", str(tight)],
+        "option": ["-s", f"sliding-window:max_tokens={tight}"],
+    }.items():
+        out = tmp_path / f"{name}.json"
+        code, _, err = run("run", str(SESSION), *args, "-o", str(out))
+        assert code == 1, err
+        assert "over budget" in err and f"of {tight:,}" in err
+        outs[name] = compactkit.load_one(out)
+    assert outs["flag"] == outs["option"]
+    roomy = ["-s", "sliding-window:max_tokens=100000", "-o", str(tmp_path / "r.json")]
+    assert run("run", str(SESSION), *roomy)[0] == 0
+
+
+def test_run_says_the_summary_is_the_offline_extractive_one(tmp_path: Path) -> None:
+    out = str(tmp_path / "o.json")
+    code, stdout, err = run("run", str(SESSION), "--budget", "10800", "-o", out)
+    assert code in (0, 1), err
+    assert "llm-summary: summaries by the offline extractive backend, no model called" in stdout
+    code, stdout, _ = run("run", str(SESSION), "-s", "etag-collapse", "-o", out)
+    assert code == 0 and "extractive" not in stdout

@@ -161,7 +161,11 @@ def _md_row(cells: list[str]) -> str:
 
 
 def _summary(run: CheckRun) -> list[str]:
-    head = ["check", "result", "sessions", "failing", "tokens", "savings", "retention"]
+    modes = {c.config.mode for c in run.checks}
+    # replay sums the prompt tokens of every model call; oneshot counts the compacted context
+    tokens = {"replay": "prompt tokens", "oneshot": "tokens after"}
+    head = ["check", "result", "sessions", "failing"]
+    head += [tokens[next(iter(modes))] if len(modes) == 1 else "tokens", "savings", "retention"]
     profiles = list(dict.fromkeys(p for c in run.checks for p in c.config.pricing))
     head += [f"cost {p}" for p in profiles]
     lines = [_md_row(head), _md_row(["---"] * 2 + ["---:"] * (len(head) - 2))]
@@ -174,7 +178,8 @@ def _summary(run: CheckRun) -> list[str]:
                     f"**{_result(c)}**" if _result(c) == "FAIL" else _result(c),
                     str(len(c.sessions) + len(c.errors)),
                     str(sum(1 for r in c.failures if r.status == "fail")),
-                    fmt_value("tokens", t.get("prompt_tokens", t.get("tokens"))),
+                    fmt_value("tokens", t.get("prompt_tokens", t.get("tokens")))
+                    + ("" if len(modes) == 1 else f" ({tokens[c.config.mode]})"),
                     fmt_value("savings", t.get("savings")),
                     fmt_value("retention", t.get("retention")),
                     *(fmt_value(f"cost.{p}", t.get(f"cost.{p}")) for p in profiles),

@@ -116,7 +116,8 @@ def run(
         result = pipeline.run(ctx, state.counter(tokenizer))
         context = _stashed(result.context, stash, sidecar, to, outputs)
         outputs.emit(render(context, to, state.registry), output, verbatim=True)
-        over = result.tokens_after - budget if budget is not None else 0
+        limit, whose = _limit(budget, pipeline)
+        over = result.tokens_after - limit if limit is not None else 0
         if json_out:
             report = stats.report()
             report.update({"input": file, "budget": budget, "output": output, "format": to})
@@ -127,10 +128,19 @@ def run(
             os.unlink(sidecar)  # an older run's store: this output has nothing recoverable
     to_stderr = output in (None, STDIO) or json_out == STDIO
     print_summary(stats, result.tokens_before, result.tokens_after, explain, to_stderr)
-    if budget is not None and over > 0:
+    extractive = [
+        s.name for s in pipeline.strategies if getattr(s.options, "backend", None) == "extractive"
+    ]
+    if extractive:
+        say(
+            f"  ({', '.join(dict.fromkeys(extractive))}: summaries by the offline extractive "
+            "backend, no model called; backend=openai or backend=anthropic asks a model)",
+            err=to_stderr,
+        )
+    if limit is not None and over > 0:
         say(
             f"compactkit: over budget: {result.tokens_after:,} tokens, "
-            f"{over:,} over the budget of {budget:,}",
+            f"{over:,} over {whose} of {limit:,}",
             err=True,
         )
         sys.exit(EXIT_BUDGET)
@@ -190,3 +200,16 @@ def _ranges(changes: Sequence[Any]) -> list[tuple[str, int, int, str]]:
         else:
             out.append((c.action, c.message, c.message, c.reason))
     return out
+
+
+def _limit(budget: int | None, pipeline: Any) -> tuple[int | None, str]:
+    """The budget the output must fit, and whose it is: `--budget`, and every budget option a
+    strategy was given (`sliding-window:max_tokens=N`); the smallest holds, one rule for both."""
+    limits = [(budget, "the budget")] if budget is not None else []
+    for strat in pipeline.strategies:
+        value = getattr(strat.options, strat.budget_option or "", None)
+        if isinstance(value, int) and not isinstance(value, bool):
+            limits.append((value, f"{strat.name}'s {strat.budget_option}"))
+    if not limits:
+        return None, ""
+    return min(limits, key=lambda item: item[0])

@@ -53,6 +53,7 @@ class SlidingWindow(Strategy):
     )
     Options = SlidingWindowOptions
     budget_option = "max_tokens"
+    budget_required = True
     options: SlidingWindowOptions
 
     def compact(self, ctx: AgentContext) -> AgentContext:

@@ -70,6 +70,19 @@ def test_markdown_summary_first_failures_next_cells_escaped(check_run: CheckRun)
     assert "| mask\\|pipe | **FAIL** |" in text  # a pipe in a name cannot break the table
     assert "`examples/sessions/testdata_gpt4_test-repo-i1.traj`" in text  # relative paths
     assert "/tmp" not in text and str(Path.cwd()) not in text
+    # both checks are oneshot: the column holds the compacted context's tokens, named so
+    assert "| check | result | sessions | failing | tokens after | savings |" in text
+
+
+def test_markdown_names_prompt_tokens_as_prompt_tokens(check_run: CheckRun) -> None:
+    replay = copy.deepcopy(check_run)
+    replay.checks[0].config = replay.checks[0].config.model_copy(update={"mode": "replay"})
+    text = render_markdown(replay)
+    assert "| failing | tokens | savings |" in text  # one oneshot check, one replay check
+    assert " (prompt tokens) |" in text and " (tokens after) |" in text
+    for check in replay.checks:
+        check.config = check.config.model_copy(update={"mode": "replay"})
+    assert "| failing | prompt tokens | savings |" in render_markdown(replay)
 
 
 def test_markdown_fits_a_pr_comment_whatever_the_corpus_size(check_run: CheckRun) -> None:

@@ -94,7 +94,9 @@ def test_s_is_one_pipeline_spec_in_run_and_bench(tmp_path: Path) -> None:
 
 
 def test_bench_json_to_stdout_moves_the_table_to_stderr() -> None:
-    code, out, err = run("bench", str(SESSION), "-s", "sliding-window", "--json", "-")
+    code, out, err = run(
+        "bench", str(SESSION), "-s", "sliding-window:max_tokens=4000", "--json", "-"
+    )
     assert code == 0, err
     assert json.loads(out)["schema"] == "compactkit.bench/1"
     assert "compactkit bench" in err

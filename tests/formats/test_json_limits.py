@@ -90,8 +90,10 @@ def test_a_deep_file_in_a_bench_is_reported_like_any_unreadable_file(tmp_path: P
     broken.write_text("this is not json\nat all\n")
     deep = tmp_path / "deep.json"
     deep.write_text(nested(100_000))
-    base_code, base_out, base_err = run("bench", str(good), str(broken), "-s", "sliding-window")
-    code, out, err = run("bench", str(good), str(deep), "-s", "sliding-window")
+    base_code, base_out, base_err = run(
+        "bench", str(good), str(broken), "-s", "sliding-window:max_tokens=4000"
+    )
+    code, out, err = run("bench", str(good), str(deep), "-s", "sliding-window:max_tokens=4000")
     # the same treatment as a file that is not JSON: same exit code, listed in the same stream
     assert code == base_code and "unexpected error" not in err
     assert (str(broken) in base_out, str(broken) in base_err) == (
