@@ -128,15 +128,7 @@ def run(
             os.unlink(sidecar)  # an older run's store: this output has nothing recoverable
     to_stderr = output in (None, STDIO) or json_out == STDIO
     print_summary(stats, result.tokens_before, result.tokens_after, explain, to_stderr)
-    extractive = [
-        s.name for s in pipeline.strategies if getattr(s.options, "backend", None) == "extractive"
-    ]
-    if extractive:
-        say(
-            f"  ({', '.join(dict.fromkeys(extractive))}: summaries by the offline extractive "
-            "backend, no model called; backend=openai or backend=anthropic asks a model)",
-            err=to_stderr,
-        )
+    say_extractive(pipeline, to_stderr)
     if limit is not None and over > 0:
         say(
             f"compactkit: over budget: {result.tokens_after:,} tokens, "
@@ -144,6 +136,19 @@ def run(
             err=True,
         )
         sys.exit(EXIT_BUDGET)
+
+
+def say_extractive(pipeline: Any, to_stderr: bool) -> None:
+    """Name the strategies whose summaries the offline extractive backend wrote."""
+    names = [
+        s.name for s in pipeline.strategies if getattr(s.options, "backend", "") == "extractive"
+    ]
+    if names:
+        say(
+            f"  ({', '.join(dict.fromkeys(names))}: summaries by the offline extractive backend, "
+            "no model called; backend=openai or backend=anthropic asks a model)",
+            err=to_stderr,
+        )
 
 
 def _stashed(ctx: Any, stash: str | None, sidecar: str | None, to: str, outputs: Outputs) -> Any:
