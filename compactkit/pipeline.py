@@ -510,10 +510,13 @@ the run (one `CompactionFailed` event, the caller's context untouched)."""
 
 
 def _over_budget(strat: Strategy, tokens: int) -> str:
+    """The step's note on its budget: over it, or (for a strategy that needs one) none given."""
     option = strat.budget_option
     budget = getattr(strat.options, option, None) if option else None
     if isinstance(budget, int) and tokens > budget:
         return f"over its budget of {budget:,} tokens by {tokens - budget:,}"
+    if budget is None and option and strat.budget_required:
+        return f"no budget, so nothing to do: give --budget N or {strat.name}:{option}=N"
     return ""
 
 

@@ -67,11 +67,6 @@ class PipelineSpec:
             option = cls.budget_option
             if self.budget is not None and option and option not in options:
                 options[option] = self.budget
-            if cls.budget_required and option and options.get(option) is None:
-                raise ConfigError(
-                    f"strategy {name!r} has no budget and would change nothing: give it one "
-                    f"({name}:{option}=N, or --budget N)"
-                )
             out.append((cls, options))
         return out
 

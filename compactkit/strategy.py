@@ -36,8 +36,8 @@ class Strategy:
     the bench as those tools ship them) say False, and only they are believed: for any other class
     the pins are checked whatever it says."""
     budget_required: ClassVar[bool] = False
-    """True when the strategy changes nothing until its budget option is set: a pipeline spec
-    that leaves it unset is refused (`ConfigError`) instead of silently doing nothing."""
+    """True when the strategy changes nothing until its budget option is set: a pipeline run
+    without one says so in the strategy's step note (`run` prints it) instead of staying silent."""
 
     def __init__(self, options: StrategyOptions | Mapping[str, Any] | None = None, **kwargs: Any):
         if isinstance(options, StrategyOptions):

@@ -55,7 +55,7 @@ def test_bad_stdin_is_one_line_with_exit_2() -> None:
 def test_dash_writes_stdout_and_two_results_on_stdout_are_refused(tmp_path: Path) -> None:
     out = tmp_path / "o.json"
     code, stdout, err = run(
-        "run", str(SESSION), "-s", "sliding-window:max_tokens=6000", "-o", str(out), "--json", "-"
+        "run", str(SESSION), "-s", "sliding-window:max_tokens=10800", "-o", str(out), "--json", "-"
     )
     assert code == 0, err
     report = json.loads(stdout)
@@ -81,7 +81,7 @@ def test_stdin_is_read_once() -> None:
 
 def test_s_is_one_pipeline_spec_in_run_and_bench(tmp_path: Path) -> None:
     joined, repeated = tmp_path / "joined.json", tmp_path / "repeated.json"
-    spec = ["observation-mask:keep_last=1", "sliding-window:max_tokens=4000"]
+    spec = ["observation-mask:keep_last=1", "sliding-window:max_tokens=10800"]
     assert run("run", str(SESSION), "-s", "+".join(spec), "-o", str(joined))[0] == 0
     assert run("run", str(SESSION), "-s", spec[0], "-s", spec[1], "-o", str(repeated))[0] == 0
     assert compactkit.load_one(joined) == compactkit.load_one(repeated)
