@@ -15,7 +15,7 @@ import pytest
 
 from compactkit.formats.provider_rules import anthropic_rule_problems
 from compactkit.gateway import GatewayConfig, create_app, wire
-from compactkit.tokens import get_counter
+from compactkit.registry import get_counter
 from tests.live.clis import CLAUDE_CODE, CODEX, Sandbox, codex_final_message, run_claude, run_codex
 from tests.live.upstream import FakeUpstream, RecordedRequest, answer, call
 
