@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 
 import click
 
-from .. import __version__
+from .._version import __version__
 from ..errors import EXIT_BAD_INPUT, CompactkitError
 from ..registry import Registry, make_registry
 from ._app import EXIT_CODES, CompactkitGroup, State, fail

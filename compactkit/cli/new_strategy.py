@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from .. import __version__
+from .._version import __version__
 from ..errors import ConfigError
 from ._app import command
 from ._output import say
