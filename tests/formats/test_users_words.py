@@ -23,7 +23,7 @@ from compactkit.context import etag_of as etag
 from compactkit.defaults import default_pipeline
 from compactkit.pins import resolve
 from compactkit.pipeline import build_pipeline
-from compactkit.tokens import count_tokens
+from compactkit.registry import count_tokens
 
 from ..conftest import CORPUS, corpus_files
 from . import test_claude_code as cc
