@@ -30,8 +30,9 @@ from ._app import State, command
     "--session",
     default=None,
     metavar="ID",
-    help="Serve-state session id (default: $COMPACTKIT_SESSION, else a new one per proxy process, "
-    "so a new conversation never inherits what an old one was sent).",
+    help="Serve-state session id (default: $COMPACTKIT_SESSION, else the $CLAUDE_CODE_SESSION_ID "
+    "Claude Code gives the servers it starts, else a new one per proxy process, so a new "
+    "conversation never inherits what an old one was sent).",
 )
 @click.option(
     "--timeout",
@@ -95,7 +96,11 @@ def mcp_proxy(
         raise ConfigError(f"--url {url!r}: not an http:// or https:// URL")
     host, port = _listen(listen) if listen else ("", 0)
     store: ServeStore = SqliteServeStore(state_db) if state_db else MemoryServeStore()
-    named = session or os.environ.get("COMPACTKIT_SESSION")
+    # Claude Code (2.1.154+) gives a stdio MCP server its session id: the id the gateway names a
+    # conversation by (`metadata.user_id`), so a shared --state follows the same conversation
+    named = (
+        session or os.environ.get("COMPACTKIT_SESSION") or os.environ.get("CLAUDE_CODE_SESSION_ID")
+    )
     config = ProxyConfig(
         command=command_line[0] if command_line else "",
         args=command_line[1:],

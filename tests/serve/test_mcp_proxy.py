@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -58,8 +59,10 @@ class Client:
 
 
 @asynccontextmanager
-async def _session(command: list[str], log: Any) -> AsyncIterator[ClientSession]:
-    params = StdioServerParameters(command=command[0], args=command[1:])
+async def _session(
+    command: list[str], log: Any, env: dict[str, str] | None = None
+) -> AsyncIterator[ClientSession]:
+    params = StdioServerParameters(command=command[0], args=command[1:], env=env)
     async with (
         stdio_client(params, errlog=log) as (read, write),
         ClientSession(read, write, read_timeout_seconds=60) as session,
@@ -69,11 +72,11 @@ async def _session(command: list[str], log: Any) -> AsyncIterator[ClientSession]
 
 
 @contextmanager
-def connect(command: list[str]) -> Iterator[Client]:
+def connect(command: list[str], env: dict[str, str] | None = None) -> Iterator[Client]:
     with (
         tempfile.TemporaryFile("w+") as log,
         start_blocking_portal() as portal,
-        portal.wrap_async_context_manager(_session(command, log)) as session,
+        portal.wrap_async_context_manager(_session(command, log, env)) as session,
     ):
         yield Client(portal, session)
 
@@ -168,6 +171,23 @@ def test_state_db_carries_a_session_across_proxy_restarts(tmp_path: Path, worksp
         assert served(first.call("read_text_file", {"path": path}))["full"]
     with connect(command) as restarted:
         assert not served(restarted.call("read_text_file", {"path": path}))["full"]
+
+
+@needs_node
+def test_claude_code_s_session_id_names_the_session_of_a_shared_state(
+    tmp_path: Path, workspace: Path
+) -> None:
+    db = str(tmp_path / "serve.db")
+    path = str(workspace / "conf.py")
+    command = proxied([*filesystem_server(), str(workspace)], "--state", db)
+    env = {k: v for k, v in os.environ.items() if k != "COMPACTKIT_SESSION"}
+    claude = {**env, "CLAUDE_CODE_SESSION_ID": "7f9c0b1e-claude-session"}
+    with connect(command, claude) as first:
+        assert served(first.call("read_text_file", {"path": path}))["full"]
+    with connect(command, claude) as second:  # another proxy of the same Claude Code session
+        assert not served(second.call("read_text_file", {"path": path}))["full"]
+    with connect(command, {**env, "CLAUDE_CODE_SESSION_ID": "another-session"}) as other:
+        assert served(other.call("read_text_file", {"path": path}))["full"]
 
 
 # --------------------------------------------------------------------------- mcp-server-git (PyPI)
