@@ -9,12 +9,14 @@ written twice from the same code is byte-identical (time is kept for the total o
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import BadInputError, redact_json
+from ..formats.base import loads
 from ..io import write_atomic
 
 BASELINE_SCHEMA = "compactkit.check-baseline/1"
@@ -63,9 +65,15 @@ def read_baseline(path: str | Path) -> Baseline | None:
     """The baseline at `path`, or None when there is no such file."""
     file = Path(path)
     try:
-        data = json.loads(file.read_text(encoding="utf-8"))
+        raw = file.read_bytes()
     except FileNotFoundError:
         return None
+    try:
+        data = loads(raw.decode("utf-8"), str(path))  # depth and digit limits: one line, exit 2
+    except UnicodeDecodeError as exc:
+        raise BadInputError(
+            f"baseline is not UTF-8 text (bad byte at offset {exc.start})", path=str(path)
+        ) from None
     except json.JSONDecodeError as exc:
         raise BadInputError(
             f"baseline is not JSON: {exc.msg}", path=str(path), line=exc.lineno
@@ -78,7 +86,7 @@ def read_baseline(path: str | Path) -> Baseline | None:
             hint="rewrite it with: compactkit check --update-baseline",
         )
     try:
-        return Baseline(
+        baseline = Baseline(
             {
                 name: CheckBaseline(
                     entry.get("pipeline"),
@@ -89,8 +97,19 @@ def read_baseline(path: str | Path) -> Baseline | None:
                 for name, entry in data["checks"].items()
             }
         )
-    except (KeyError, TypeError, AttributeError) as exc:
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise BadInputError(f"malformed baseline ({exc})", path=str(path)) from None
+    for name, check in baseline.checks.items():
+        for session, figures in [("(total)", check.total), *check.sessions.items()]:
+            for metric, value in figures.items():
+                if type(value) not in (int, float) or not math.isfinite(value):
+                    raise BadInputError(
+                        f"malformed baseline: {name}: {session}: {metric} is {value!r}, not a "
+                        "finite number",
+                        path=str(path),
+                        hint="rewrite it with: compactkit check --update-baseline",
+                    )
+    return baseline
 
 
 def write_baseline(path: str | Path, baseline: Baseline) -> None:
