@@ -179,6 +179,12 @@ Absent means the human typed (or attached) it. Adapters set one of `ORIGINS` on 
 message, so summaries, retention and the validator can tell the user's words from what an agent
 harness put in a user turn."""
 
+HARNESS_BLOCKS_KEY = "harness_blocks"
+"""Message metadata on a message in the human's words that also holds text the agent harness
+added to the same turn (Cline's `<environment_details>`, say): the indexes of those content blocks.
+They are not the user's words, so they are not pinned (`compactkit.pins`); the rest of the message
+is."""
+
 COMMAND_KEY = "command"
 """Message metadata on a human message that is only a command to the agent program (a bare `/clear`,
 `/init`): the user's words, but the task is looked for after it."""

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .context import (
+    HARNESS_BLOCKS_KEY,
     MARKER_META_KEY,
     ORIGINS,
     AgentContext,
@@ -239,8 +240,9 @@ def _derived(ctx: AgentContext) -> Iterator[Resolved]:
     last = human[-1] if human else None
     for i in human:
         reason = "task" if i == task else "last-request" if i == last else "user"
-        for block in messages[i].content:
-            if isinstance(block, TextBlock) and block.text.strip():
+        harness = _harness_blocks(messages[i])
+        for j, block in enumerate(messages[i].content):
+            if isinstance(block, TextBlock) and block.text.strip() and j not in harness:
                 yield _text_pin(block.text, reason, i)
     if task is not None and not messages[task].is_human:
         for block in messages[task].content:
@@ -252,6 +254,12 @@ def _derived(ctx: AgentContext) -> Iterator[Resolved]:
                 if isinstance(block, TextBlock) and block.text.strip():
                     yield _text_pin(block.text, "carried", i)
     yield from _pending(messages)
+
+
+def _harness_blocks(msg: Message) -> set[int]:
+    """Indexes of the blocks an agent harness added to a message in the human's words."""
+    value = msg.metadata.get(HARNESS_BLOCKS_KEY)
+    return {v for v in value if isinstance(v, int)} if isinstance(value, list) else set()
 
 
 def _pending(messages: Sequence[Message]) -> Iterator[Resolved]:

@@ -62,6 +62,7 @@ from typing import Any
 from pydantic import JsonValue
 
 from ..context import (
+    HARNESS_BLOCKS_KEY,
     ORIGIN_KEY,
     AgentContext,
     Block,
@@ -384,6 +385,8 @@ class _Builder:
             user_meta: dict[str, JsonValue] = {} if turn.results else dict(meta)
             if raw.get("isTruncationMarker") is True or not turn.human:
                 user_meta[ORIGIN_KEY] = "tool-output" if turn.tool_output else "harness"
+            elif turn.harness:  # the user's words, with environment details beside them
+                user_meta[HARNESS_BLOCKS_KEY] = list(turn.harness)
             self.turns.append(Turn("user", turn.blocks, user_meta))
 
     def take_call(self, name: str) -> str | None:
@@ -707,10 +710,14 @@ class _UserTurn:
     blocks: list[Block] = field(default_factory=list)
     human: bool = False
     tool_output: bool = False
+    harness: list[int] = field(default_factory=list)
+    """Indexes in `blocks` of harness text (environment details, resumption notes)."""
 
     def add_text(self, text: str, kind: str) -> None:
         if not text:
             return
+        if kind == "harness":
+            self.harness.append(len(self.blocks))
         self.blocks.append(TextBlock(text=text))
         if kind in ("human", "plain"):
             self.human = True
