@@ -22,8 +22,9 @@ run: $(STAMP)
 	$(BIN)/compactkit expand out/demo.compact.json -o out/demo.expanded.json
 	$(BIN)/compactkit diff $(SAMPLE) out/demo.expanded.json
 
-test: $(STAMP)
-	$(BIN)/python -m pytest -q -p no:langsmith_plugin
+TEST_WORKERS ?= auto
+test: $(STAMP)  # in parallel (pytest-xdist; TEST_WORKERS=0 for one process), a module per worker
+	$(BIN)/python -m pytest -q -p no:langsmith_plugin -n $(TEST_WORKERS) --dist loadscope
 
 lint: $(STAMP)
 	$(BIN)/ruff check compactkit tests benchmarks plugins fuzz
