@@ -301,8 +301,10 @@ class Session:
         session = cls(
             state.state,
             pipeline=pipeline if pipeline is not None else (saved.get("pipeline") or "default"),
-            trigger=trigger if trigger is not None else int(saved.get("trigger", DEFAULT_TRIGGER)),
-            target=target if target is not None else saved.get("target"),
+            trigger=trigger
+            if trigger is not None
+            else (_saved_count(file, saved, "trigger", DEFAULT_TRIGGER) or DEFAULT_TRIGGER),
+            target=target if target is not None else _saved_count(file, saved, "target", None),
             tokenizer=tokenizer or saved.get("tokenizer") or DEFAULT_TOKENIZER,
             registry=registry,
         )
@@ -469,6 +471,19 @@ def _read_log(fd: int, path: Path) -> tuple[list[Any], int, int]:
             "empty session log (no start line)", path=str(path), hint="save a session first"
         )
     return records, good, torn
+
+
+def _saved_count(file: Path, saved: dict[str, Any], key: str, default: int | None) -> int | None:
+    """A token count the log's start record holds (`trigger`, `target`), checked: a value that
+    is not a positive whole number is bad input naming the log."""
+    value = saved.get(key, default)
+    if value is None or (type(value) is int and value > 0):
+        return value
+    raise BadInputError(
+        f"the start record's {key} is {str(value)[:40]!r}, not a positive whole number of tokens",
+        path=str(file),
+        hint=f"give {key}= to Session.load, or fix the log",
+    )
 
 
 def _sync_directory(path: Path) -> None:

@@ -138,7 +138,12 @@ def parse_pipeline(
     text = text.strip()
     if not text:
         raise ConfigError("empty pipeline (use NAME[:key=value,...], 'default' or 'none')")
-    parts = [p.strip() for p in text.split("+") if p.strip()]
+    parts = [p.strip() for p in text.split("+")]
+    if not all(parts):
+        raise ConfigError(
+            f"empty step in pipeline {redact(text)!r}: '+' joins two strategies (a+b), "
+            "none may be empty"
+        )
     name = text if text in (NONE, DEFAULT) else redact(" + ".join(parts))
     if defaults is not None:  # what `default` stands for, given by the caller
         parts = [s for p in parts for s in (defaults if p == DEFAULT else [p])]

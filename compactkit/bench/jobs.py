@@ -10,14 +10,13 @@ from pathlib import Path
 
 from ..errors import EXIT_PLUGIN, CompactkitError
 from ..io import load_document, pick, read_session, split_address
+from ..paths import session_files
 from ..pipeline import Pipeline, build_pipeline
 from ..registry import Registry, get_registry
 from ..spec import PipelineSpec
 from ..tokens import TokenCounter
 from .pricing import get_profile
 from .replay import Mode, SessionResult, run_session
-
-SESSION_SUFFIXES = (".json", ".jsonl", ".traj")
 
 
 def collect_sessions(paths: Iterable[str]) -> list[str]:
@@ -27,11 +26,7 @@ def collect_sessions(paths: Iterable[str]) -> list[str]:
         file, index = split_address(raw)
         p = Path(file)
         if index is None and p.is_dir():
-            out.extend(
-                str(f)
-                for f in sorted(p.rglob("*"))
-                if f.is_file() and f.name.endswith(SESSION_SUFFIXES)
-            )
+            out.extend(session_files(p))
         else:
             out.append(raw)
     return out

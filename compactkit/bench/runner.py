@@ -6,11 +6,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import EXIT_PLUGIN, failure_code, redact
+from ..paths import SESSION_SUFFIXES
 from ..registry import Registry, get_registry
 from ..spec import PipelineSpec
 from ..tokens import DEFAULT_TOKENIZER
 from .executors import Executor, open_executor
-from .jobs import SESSION_SUFFIXES, Job, JobResult, build, collect_sessions
+from .jobs import Job, JobResult, build, collect_sessions
 from .pricing import get_profile
 from .replay import Mode, SessionResult
 

@@ -22,16 +22,17 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    StrictBool,
     ValidationError,
     ValidationInfo,
     field_validator,
 )
 
-from ..bench.jobs import SESSION_SUFFIXES
 from ..bench.pricing import PROFILES
 from ..bench.retention import FACT_KINDS
 from ..errors import ConfigError
 from ..io import split_address
+from ..paths import SESSION_SUFFIXES, glob_paths, session_files
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -59,7 +60,10 @@ def parse_tokens(value: Any) -> int:
     if isinstance(value, str):
         match = _TOKENS.match(value.replace(",", "").replace("_", ""))
         if match:
-            return round(float(match.group(1)) * _UNITS[match.group(2).lower()])
+            count = float(match.group(1)) * _UNITS[match.group(2).lower()]
+            if count != int(count):
+                raise ValueError(f"a token count is a whole number, got {value!r}")
+            return int(count)
     raise ValueError(f"expected a token count like 8000, '8k' or '1.2M', got {value!r}")
 
 
@@ -169,17 +173,19 @@ class CheckConfig(_Model):
 
     name: str = Field(description="The check's name (unique; the key in the baseline).")
     sessions: list[str] = Field(
+        min_length=1,
         description="Globs of saved sessions relative to the file (`FILE#N` picks one "
         "conversation; a folder means every session file under it). A check matching no file "
-        "fails."
+        "fails.",
     )
-    pipeline: list[str] | Literal["default"] = Field(
+    pipeline: Annotated[list[str], Field(min_length=1)] | Literal["default"] = Field(
         "default",
         description="Strategy specs in the syntax of `run -s` (`observation-mask:keep_last=5`), "
         "run in order, or `'default'` (the default pipeline).",
     )
     budget: Tokens | None = Field(
         None,
+        ge=1,
         description="Token budget: fills each strategy's budget option (and the default "
         "pipeline's); in replay, history past it triggers compaction. Default 30k.",
     )
@@ -218,7 +224,7 @@ class CheckConfig(_Model):
         "are shown, not gated.",
     )
     message: str | None = Field(None, description="Printed under the check's failures.")
-    informational: bool = Field(
+    informational: StrictBool = Field(
         False, description="Report the check without ever failing (exit 0 for it)."
     )
     pins: list[str] = Field(
@@ -431,17 +437,16 @@ def expand_sessions(check: CheckConfig, root: Path) -> list[str]:
     out: list[str] = []
     for pattern in check.sessions:
         file, index = split_address(str(root / pattern))
-        matches = sorted(glob.glob(file, recursive=True)) if glob.has_magic(file) else [file]
+        magic = glob.has_magic(file)
+        matches = glob_paths(file) if magic else [file]
         found: list[str] = []
         for match in matches:
             p = Path(match)
             if p.is_dir():
-                found.extend(
-                    str(f)
-                    for f in sorted(p.rglob("*"))
-                    if f.is_file() and f.name.endswith(SESSION_SUFFIXES)
-                )
-            elif p.is_file():
+                if not file.endswith("**"):  # a trailing ** has listed what is inside already
+                    found.extend(session_files(p))
+            elif p.is_file() and (not magic or p.name.endswith(SESSION_SUFFIXES)):
+                # a glob picks session files only (`**` also names /proc's endless files)
                 found.append(str(p) if index is None else f"{p}#{index}")
         if not found:
             raise ConfigError(

@@ -121,13 +121,35 @@ def workers_option(fn: F) -> F:
     )(fn)
 
 
+class _Seconds(click.ParamType[float]):
+    """A finite number of seconds, 0 or more (nan and inf are refused)."""
+
+    name = "seconds"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        import math
+
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        if not math.isfinite(seconds) or seconds < 0:
+            self.fail(f"{value!r} is not a finite number of seconds, 0 or more", param, ctx)
+        return seconds
+
+
+_SECONDS = _Seconds()
+
+
 def timeout_option(fn: F) -> F:
     """`--timeout SECONDS`: how long each plugin strategy may run before it is stopped."""
     from ..pipeline import PLUGIN_TIMEOUT
 
     return click.option(
         "--timeout",
-        type=click.FloatRange(min=0),
+        type=_SECONDS,
         default=PLUGIN_TIMEOUT,
         show_default=True,
         metavar="SECONDS",

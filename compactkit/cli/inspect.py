@@ -20,7 +20,13 @@ from ._output import emit
 )
 @click.argument("files", nargs=-1, required=True)
 @json_flag
-@click.option("--top", default=5, show_default=True, help="How many largest/repeated to list.")
+@click.option(
+    "--top",
+    default=5,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="How many largest/repeated to list.",
+)
 @format_option
 @tokenizer_option
 @click.pass_obj

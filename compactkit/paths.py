@@ -1,0 +1,86 @@
+"""Finding session files under folders and globs without following symlinked folders.
+
+A folder's walk and a glob's `**` do not enter a symlink to a folder: a link to `..` would list
+every session again, and `/proc/self/**` would never end.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+SESSION_SUFFIXES = (".json", ".jsonl", ".traj")
+"""The file names a folder of sessions is searched for."""
+
+_MAGIC = re.compile(r"[*?\[]")
+
+
+def walk_files(folder: Path) -> Iterator[Path]:
+    """Every file under `folder`, in a stable order; symlinked folders are not entered."""
+    for root, dirs, files in os.walk(folder, followlinks=False):
+        dirs.sort()
+        for name in sorted(files):
+            yield Path(root) / name
+
+
+def session_files(folder: Path) -> list[str]:
+    """The session files under `folder` (by `SESSION_SUFFIXES`)."""
+    return [str(f) for f in walk_files(folder) if f.name.endswith(SESSION_SUFFIXES)]
+
+
+def _segment(part: str) -> str:
+    """The regex of one glob path segment (`*`, `?` and `[...]` never match a `/`)."""
+    out, i = [], 0
+    while i < len(part):
+        c = part[i]
+        if c == "*":
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        elif c == "[" and "]" in part[i + 1 :]:
+            end = part.index("]", i + 2 if part[i + 1 : i + 2] in ("!", "]") else i + 1)
+            body = part[i + 1 : end].replace("\\", "\\\\")
+            out.append("[^" + body[1:] + "]" if body.startswith("!") else "[" + body + "]")
+            i = end
+        else:
+            out.append(re.escape(c))
+        i += 1
+    return "".join(out)
+
+
+def glob_paths(pattern: str) -> list[str]:
+    """Files and folders matching `pattern` (`**` for any depth), sorted; symlinked folders are
+    not entered (unlike `glob.glob(recursive=True)`)."""
+    parts = pattern.replace(os.sep, "/").split("/")
+    fixed = 0
+    while fixed < len(parts) and not _MAGIC.search(parts[fixed]):
+        fixed += 1
+    if fixed == len(parts):
+        return [pattern] if Path(pattern).exists() else []
+    base = "/".join(parts[:fixed]) or ("/" if pattern.startswith("/") else ".")
+    rest = parts[fixed:]
+    pieces = []
+    for k, part in enumerate(rest):
+        last = k == len(rest) - 1
+        if part == "**":
+            pieces.append(".*" if last else "(?:[^/]+/)*")
+        else:
+            pieces.append(_segment(part) + ("" if last else "/"))
+    regex = re.compile("".join(pieces) + r"\Z", re.S)
+    root = Path(base)
+    if not root.is_dir():
+        return []
+    found: list[str] = []
+    for current, dirs, files in os.walk(root, followlinks=False):
+        dirs.sort()
+        rel = os.path.relpath(current, root)
+        prefix = "" if rel == "." else rel.replace(os.sep, "/") + "/"
+        for name in [*dirs, *files]:
+            if regex.match(prefix + name):
+                found.append(os.path.join(current, name))
+    return sorted(found)
+
+
+__all__ = ["SESSION_SUFFIXES", "glob_paths", "session_files", "walk_files"]

@@ -1,0 +1,102 @@
+"""Bad values are exit 2 in one line (issue: hardening of what is new, item 7)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import compactkit
+from compactkit import BadInputError, message
+from compactkit.cli import make_cli
+from compactkit.registry import make_registry
+
+from ..conftest import sample
+
+CLI = make_cli(lambda: make_registry(entry_points=False))
+SESSION = str(sample("sphinx-doc"))
+
+
+def _one_line_exit_2(args: list[str]) -> str:
+    result = CliRunner().invoke(CLI, args)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("compactkit: error: ")
+    assert result.stderr.count("\n") == 1
+    return result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["run", SESSION, "--timeout", "nan"], "'nan' is not a finite number of seconds"),
+        (["run", SESSION, "--timeout", "inf"], "'inf' is not a finite number of seconds"),
+        (["bench", SESSION, "--timeout", "-1"], "'-1' is not a finite number of seconds"),
+        (["inspect", SESSION, "--top", "-1"], "--top"),
+        (["run", SESSION, "-s", "a++b"], "empty step in pipeline 'a++b'"),
+        (["run", SESSION, "-s", "etag-collapse+"], "empty step in pipeline"),
+    ],
+)
+def test_bad_option_values_are_refused(args: list[str], said: str) -> None:
+    assert said in _one_line_exit_2(args)
+
+
+def _check(tmp_path: Path, body: str) -> list[str]:
+    (tmp_path / "pyproject.toml").write_text(
+        f'[project]\nname = "x"\n\n[[tool.compactkit.check]]\nname = "c"\n{body}\n', "utf-8"
+    )
+    return ["check", "--config", str(tmp_path / "pyproject.toml")]
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        ("sessions = []", "sessions: List should have at least 1 item"),
+        ('sessions = ["a.json"]\ninformational = "yes"', "informational: Input should be a valid"),
+        ('sessions = ["a.json"]\nbudget = "1.5"', "budget: a token count is a whole number"),
+        ('sessions = ["a.json"]\nbudget = 0', "budget: Input should be greater than or equal to 1"),
+        ('sessions = ["a.json"]\npipeline = []', "pipeline"),
+    ],
+)
+def test_bad_check_values_are_refused(tmp_path: Path, body: str, said: str) -> None:
+    assert said in _one_line_exit_2(_check(tmp_path, body))
+
+
+def test_a_log_whose_trigger_is_not_a_count_is_bad_input_naming_the_log(tmp_path: Path) -> None:
+    log = tmp_path / "s.log"
+    with compactkit.Session(trigger=4_000) as live:
+        live.save(log)
+        live.append(message("user", "hi"))
+    start = json.loads(log.read_text("utf-8").splitlines()[0])
+    start["options"]["trigger"] = "1e999"
+    log.write_text(json.dumps(start) + "\n", "utf-8")
+    with pytest.warns(RuntimeWarning), pytest.raises(BadInputError) as bad:
+        compactkit.Session.load(log)
+    assert "trigger is '1e999', not a positive whole number" in str(bad.value)
+    assert str(log) in str(bad.value)
+
+
+def test_a_symlink_to_a_parent_folder_is_not_followed(tmp_path: Path) -> None:
+    from compactkit.bench.jobs import collect_sessions
+
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    (folder / "a.json").write_bytes(sample("sphinx-doc").read_bytes())
+    (folder / "up").symlink_to("..")
+    assert collect_sessions([str(folder)]) == [str(folder / "a.json")]
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "x"\n\n[[tool.compactkit.check]]\nname = "c"\n'
+        'sessions = ["sessions/**/*.json"]\nmode = "oneshot"\n',
+        "utf-8",
+    )
+    from compactkit.check import load_config
+    from compactkit.check.config import expand_sessions
+
+    (check,) = load_config(str(tmp_path / "pyproject.toml")).checks
+    assert expand_sessions(check, tmp_path) == [str(folder / "a.json")]
+
+
+def test_a_glob_over_proc_ends_and_matches_no_session(tmp_path: Path) -> None:
+    said = _one_line_exit_2(_check(tmp_path, 'sessions = ["/proc/self/**"]'))
+    assert "matches no file" in said
