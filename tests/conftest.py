@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -17,6 +18,15 @@ from compactkit.testing import check_strategy
 from compactkit.tokens import TiktokenTokenizer
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # pytest-xdist workers ignore SIGINT and a program started from one inherits that: the tests
+    # that send a real Ctrl-C to a program they start need the default back
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 SAMPLES = ROOT / "examples" / "sessions"
 
 
