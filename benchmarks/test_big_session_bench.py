@@ -136,7 +136,9 @@ def test_run_sliding_window_peak_rss(big_session: Path, fixed_cost: int) -> None
     size = big_session.stat().st_size
     args = ["run", big_session.name, "-s", "sliding-window", "--budget", "30000", "-o", "out.json"]
     rss, done = peak_rss(args, big_session.parent)
-    assert done.returncode == 0, done.stderr
+    # 1: the user's words of a session this long do not all fit 30,000 tokens; they are pinned,
+    # so the output is written over the budget and says so
+    assert done.returncode in (0, 1), done.stderr
     output = big_session.parent / "out.json"
     store = big_session.parent / "out.json.recovery.jsonl"
     print(
