@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import BeforeValidator, Field
 
 from ..context import (
     AgentContext,
@@ -17,6 +18,17 @@ from ..recovery import payload_etag, prune
 from ..registry import get_counter
 from ..strategy import StrategyOptions
 from ..tokens import DEFAULT_TOKENIZER, TokenCounter
+
+
+def _tool_names(value: Any) -> Any:
+    """Tool names as the command line gives them: one string, names separated by '|' or spaces."""
+    if isinstance(value, str):
+        return tuple(n for n in value.replace("|", " ").split() if n)
+    return value
+
+
+ToolNames = Annotated[tuple[str, ...], BeforeValidator(_tool_names)]
+"""An option naming tools: a list, or on the command line one string (`Read|TodoWrite`)."""
 
 
 class TokenizerOption(StrategyOptions):

@@ -36,7 +36,7 @@ from ..recovery import payload_etag, prune, put
 from ..strategy import Strategy
 from ..tokens import TokenCounter
 from ..toolcall import command_arg, payload_path
-from ._common import TokenizerOption, counter_for
+from ._common import TokenizerOption, ToolNames, counter_for
 from .etag_collapse import field_etag, json_object
 
 DEFAULT_PLACEHOLDER = "{tool}{target} output omitted ({tokens} tokens, {lines} lines){error}"
@@ -117,19 +117,11 @@ class ObservationMaskOptions(TokenizerOption):
         description="Template of the label shown in place of an output (str.format syntax). "
         "Fields: " + "; ".join(f"{{{k}}}: {v}" for k, v in PLACEHOLDER_FIELDS.items()) + ".",
     )
-    exclude_tools: tuple[str, ...] = Field(
+    exclude_tools: ToolNames = Field(
         default=(),
         description="Names of tools whose outputs are never masked (e.g. a memory or todo tool); "
         "on the command line one string with names separated by '|'.",
     )
-
-    @field_validator("exclude_tools", mode="before")
-    @classmethod
-    def _names(cls, value: Any) -> Any:
-        # one string from the command line: names separated by '|' or spaces
-        if isinstance(value, str):
-            return tuple(n for n in value.replace("|", " ").split() if n)
-        return value
 
     @field_validator("placeholder")
     @classmethod

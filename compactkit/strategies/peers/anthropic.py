@@ -32,7 +32,7 @@ libs/langchain_v1/langchain/agents/middleware/context_editing.py @ 03373459 (DEF
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from pydantic import Field, field_validator
 
@@ -40,7 +40,7 @@ from ...context import AgentContext, MaskedBlock
 from ...recovery import expand, prune
 from ...strategy import Strategy
 from ...tokens import TokenCounter
-from .._common import TokenizerOption, counter_for
+from .._common import TokenizerOption, ToolNames, counter_for
 from ._base import PeerOptions, PeerPolicy, Plan
 from ._results import Replacements, apply, calls_by_id, editable, masked, results
 
@@ -64,7 +64,7 @@ class ClearToolUsesOptions(TokenizerOption):
         description="Tokens that must be cleared for the edit to apply (`clear_at_least`; unset: "
         "any amount).",
     )
-    exclude_tools: tuple[str, ...] = Field(
+    exclude_tools: ToolNames = Field(
         default=(),
         description="Tools whose results are never cleared (`exclude_tools`); on the command line "
         "names separated by '|'.",
@@ -74,13 +74,6 @@ class ClearToolUsesOptions(TokenizerOption):
         description="`clear_tool_inputs`: only false (the API's default) is modelled, since a "
         "call's input has no recoverable marker here.",
     )
-
-    @field_validator("exclude_tools", mode="before")
-    @classmethod
-    def _names(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            return tuple(n for n in value.replace("|", " ").split() if n)
-        return value
 
     @field_validator("clear_tool_inputs")
     @classmethod

@@ -12,14 +12,14 @@ preview]\\n{preview}...", skipped when that is not shorter than the output), `tr
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from ...context import AgentContext
 from ...recovery import prune
 from ...strategy import Strategy
-from .._common import TokenizerOption
+from .._common import TokenizerOption, ToolNames
 from ._results import Replacements, apply, calls_by_id, editable, masked, results, shown_text
 
 
@@ -41,18 +41,11 @@ class ToolOutputTrimmerOptions(TokenizerOption):
         ge=0,
         description="Characters of the output kept as a preview (`preview_chars`).",
     )
-    trimmable_tools: tuple[str, ...] | None = Field(
+    trimmable_tools: ToolNames | None = Field(
         default=None,
         description="Only these tools' outputs are trimmed (`trimmable_tools`; unset: every "
         "tool); on the command line names separated by '|'.",
     )
-
-    @field_validator("trimmable_tools", mode="before")
-    @classmethod
-    def _names(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            return tuple(n for n in value.replace("|", " ").split() if n)
-        return value
 
 
 class PeerOpenAIAgents(Strategy):
