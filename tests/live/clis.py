@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.live.terminal import Terminal
 from tests.live.upstream import FakeUpstream, RecordedRequest, Script, Turn
 
 
@@ -278,6 +279,54 @@ def run_claude(
         run.session_id = run.output["session_id"]
         run.session_file = claude_session_file(sandbox, run.output["session_id"])
     return run
+
+
+# The interactive UI (`claude`, no -p) in a fresh HOME needs onboarding done, the workspace trusted
+# and the API key of the environment approved, else it asks first (see start_claude_tui). A short
+# system prompt, not recorded (`--system-prompt-snapshot off`), keeps the session file small.
+CLAUDE_TUI_ARGS = (
+    "--permission-mode",
+    "default",  # ask before an edit (the default, auto mode, would decide alone)
+    "--strict-mcp-config",
+    "--system-prompt-snapshot",
+    "off",
+    "--system-prompt",
+    "You are a coding agent. Use the tools to do what the user asks.",
+)
+
+
+def start_claude_tui(
+    sandbox: Sandbox,
+    *,
+    upstream: FakeUpstream | None = None,
+    script: Script | Sequence[Turn] | None = None,
+    base_url: str | None = None,
+    tools: Sequence[str] = ("Bash", "Read", "Edit"),
+    allowed_tools: Sequence[str] = ("Bash", "Read"),
+    extra_args: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    executable: Path | None = None,
+) -> Terminal:
+    """`claude` in its interactive UI under a pty in `sandbox`, against `base_url` (default: the
+    upstream's), offering `tools` and asking before any tool outside `allowed_tools`. Agents run
+    in the foreground (`CLAUDE_CODE_DISABLE_BACKGROUND_TASKS`), so each turn ends in order.
+    `--bare` (in `extra_args`) offers Bash, Read and Edit only."""
+    url = _base_url(upstream, script, base_url)
+    key = CLAUDE_ENV["ANTHROPIC_API_KEY"]
+    state = {
+        "hasCompletedOnboarding": True,
+        "theme": "dark",
+        "numStartups": 2,
+        "customApiKeyResponses": {"approved": [key[-20:]], "rejected": []},
+        "projects": {str(sandbox.workspace): {"hasTrustDialogAccepted": True, "allowedTools": []}},
+    }
+    (sandbox.home / ".claude.json").write_text(json.dumps(state))
+    args = [str(executable or install(CLAUDE_CODE)), *CLAUDE_TUI_ARGS]
+    args += ["--tools", ",".join(tools), "--allowedTools", ",".join(allowed_tools), *extra_args]
+    run_env = _base_env(sandbox) | CLAUDE_ENV | {"ANTHROPIC_BASE_URL": url}
+    run_env |= {"TERM": "xterm-256color", "CLAUDE_CODE_DISABLE_BACKGROUND_TASKS": "1"}
+    run_env.pop("NO_COLOR")
+    return Terminal(args, run_env | dict(env or {}), sandbox.workspace)
 
 
 def claude_session_file(sandbox: Sandbox, session_id: str) -> Path | None:

@@ -3,9 +3,12 @@ the scripted fake model, each checked with compactkit before it is saved.
 
     python -m tests.live.make_sessions          # from the repository root
 
-Each recipe runs a task, then resumes the session with a follow-up, in a fresh sandbox at a fixed
-path (so regenerated files differ only where the CLI writes ids and times). Run it after bumping a
-pinned CLI version; tests/live/test_sessions.py fails until the saved files match the pins.
+A headless recipe runs a task with `claude -p` / `codex exec`, then resumes the session with each
+follow-up; the interactive one types its tasks into Claude Code's terminal UI (tests/live/terminal.py),
+where only a user can reject a call with feedback, interrupt a turn with Esc and type `/compact`.
+Each runs in a fresh sandbox at a fixed path (so regenerated files differ only where the CLI writes
+ids and times). Run it after bumping a pinned CLI version; tests/live/test_sessions.py fails until
+the saved files match the pins, and its live test runs every recipe again with the pinned CLIs.
 """
 
 from __future__ import annotations
@@ -16,11 +19,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.live.clis import CLAUDE_CODE, CODEX, CliRun, NpmCli, Sandbox, run_claude, run_codex
-from tests.live.sessioncheck import load_checked
+from tests.live.clis import (
+    CLAUDE_CODE,
+    CODEX,
+    NpmCli,
+    Sandbox,
+    run_claude,
+    run_codex,
+    start_claude_tui,
+)
+from tests.live.sessioncheck import load_all_checked
 from tests.live.upstream import (
     FakeUpstream,
     RecordedRequest,
+    Script,
     ToolCall,
     Turn,
     answer,
@@ -31,16 +43,29 @@ from tests.live.upstream import (
 SESSIONS = Path(__file__).resolve().parent / "sessions"
 WORKDIR = Path(tempfile.gettempdir()) / "compactkit-live-sessions"
 
-Scripts = Callable[[Sandbox], tuple[list[Turn], list[Turn]]]
+Scripts = Callable[[Sandbox], Sequence[Script | Sequence[Turn]]]
+Interactive = Callable[[Sandbox, FakeUpstream, Path | None], Path]
 
 
 @dataclass(frozen=True)
 class Recipe:
-    file: str  # the name under sessions/
+    file: str  # the name under sessions/ (its subagents' files: <stem>/subagents/)
     cli: NpmCli
-    tasks: tuple[str, str]  # what the user typed: the task, then the follow-up after resuming
-    scripts: Scripts  # the model's turns for each, given the sandbox (for absolute paths)
+    tasks: tuple[str, ...]  # what the user typed, in order
+    scripts: Scripts | None = None  # headless: the model's turns for the task and each follow-up
+    interactive: Interactive | None = None  # or: types the tasks into the UI, returns the file
     extra_args: Sequence[str] = ()
+    allowed_tools: Sequence[str] = ("Bash", "Read")
+    feedback: tuple[str, ...] = ()  # what the user typed when rejecting a call
+    subagents: int = 0  # subagent transcripts the session brings
+
+    @property
+    def path(self) -> Path:
+        return SESSIONS / self.file
+
+    @property
+    def subagent_folder(self) -> Path:
+        return SESSIONS / Path(self.file).stem / "subagents"
 
 
 def _results_summary(request: RecordedRequest) -> str:
@@ -89,6 +114,130 @@ def codex_scripts(sandbox: Sandbox) -> tuple[list[Turn], list[Turn]]:
     return task, follow_up
 
 
+def _last_line(prefix: str) -> Callable[[RecordedRequest], str]:
+    """A final answer quoting the last line of the last tool result the model saw."""
+    return lambda request: (
+        f"{prefix} {(last_tool_result(request).strip().splitlines() or [''])[-1]}"
+    )
+
+
+SUBAGENT_PROMPT = "Count the words of notes.txt with wc -w and report the number."
+
+
+def subagent_scripts(sandbox: Sandbox) -> tuple[Script, list[Turn]]:
+    task = Script(
+        [
+            call("Bash", command="printf 'alpha beta\\ngamma\\n' > notes.txt", description="Write"),
+            call(
+                "Agent",
+                description="Count words",
+                prompt=SUBAGENT_PROMPT,
+                subagent_type="general-purpose",
+                run_in_background=False,  # the default runs it in the background, out of order
+            ),
+            answer(_last_line("The subagent reports:")),
+        ],
+        threads={
+            SUBAGENT_PROMPT: [
+                call("Bash", command="wc -w notes.txt", description="Count words"),
+                answer(_last_line("Words:")),
+            ]
+        },
+    )
+    follow_up = [
+        call("Bash", command="tail -n 1 notes.txt", description="Show the last line"),
+        answer(_last_line("The last line is")),
+    ]
+    return task, follow_up
+
+
+# --- the interactive session -----------------------------------------------------------------
+
+FEEDBACK = "No, keep beta and add gamma as a third line instead."
+SLOW_COMMAND = "touch build.started && sleep 60 && ls"  # the file says the tool is running
+COMPACT_PROMPT = "CRITICAL: Respond with TEXT ONLY. Do NOT call any tools."  # /compact's request
+SUMMARY = (
+    "<analysis>The user wrote notes.txt, rejected an edit and interrupted a build.</analysis>\n"
+    "<summary>1. notes.txt holds alpha, beta and gamma (the user asked to keep beta).\n"
+    "2. notes.bak does not exist.\n3. The user interrupted the slow build.</summary>"
+)
+INTERACTIVE_TASKS = (
+    "Put alpha and beta on two lines in notes.txt, then change beta to gamma.",
+    "Run the slow build and list the files.",
+    "/compact",
+    "Now show the last line of notes.txt.",
+)
+"""What the user types in the interactive session, in order; when rejecting the edit the user
+also types `FEEDBACK`."""
+
+
+def interactive_script(sandbox: Sandbox) -> Script:
+    notes = str(sandbox.workspace / "notes.txt")
+    main = [
+        call("Bash", command="printf 'alpha\\nbeta\\n' > notes.txt", description="Write notes.txt"),
+        call("Edit", file_path=notes, old_string="beta", new_string="gamma"),  # rejected
+        Turn(
+            text="Keeping beta; appending gamma and checking the backup at once.",
+            tool_calls=(
+                ToolCall(
+                    "Bash", {"command": "echo gamma >> notes.txt", "description": "Add gamma"}
+                ),
+                ToolCall("Bash", {"command": "cat notes.bak", "description": "Read notes.bak"}),
+            ),
+        ),
+        answer("notes.txt now holds alpha, beta and gamma; there is no notes.bak."),
+        call("Bash", command=SLOW_COMMAND, description="Run the slow build"),  # interrupted
+        call("Bash", command="tail -n 1 notes.txt", description="Show the last line"),
+        answer(_last_line("The last line is")),
+    ]
+    # /compact asks the model for a summary (a request of its own, tools offered); it may ask twice
+    return Script(main, threads={COMPACT_PROMPT: [answer(SUMMARY)] * 2})
+
+
+def run_interactive(
+    sandbox: Sandbox, upstream: FakeUpstream, executable: Path | None = None
+) -> Path:
+    """`INTERACTIVE_TASKS` typed into Claude Code's terminal UI (`--bare`): the edit rejected
+    with `FEEDBACK`, a turn interrupted with Esc while its tool runs, `/compact`, a follow-up.
+    Returns the session file."""
+    first, slow, compact, follow_up = INTERACTIVE_TASKS
+    idle = "? for shortcuts"  # the prompt line when no turn runs
+    with start_claude_tui(
+        sandbox,
+        upstream=upstream,
+        script=interactive_script(sandbox),
+        extra_args=("--bare",),
+        executable=executable,
+    ) as term:
+        term.wait_for(idle)
+        mark = term.mark()
+        term.submit(first)
+        term.wait_for("Do you want to make this edit", since=mark)
+        term.press("down", "down", "tab")  # "No", then Tab to tell Claude what to do instead
+        term.type(FEEDBACK)
+        term.press("enter")
+        term.wait_for(idle, since=term.wait_for("there is no notes.bak", since=mark))
+
+        mark = term.mark()
+        term.submit(slow)
+        started = sandbox.workspace / "build.started"
+        term.wait_until(started.exists, "the slow build to start")
+        term.press("esc")
+        term.wait_for("Interrupted", since=mark)
+
+        mark = term.mark()
+        term.submit(compact)
+        term.wait_for(idle, since=term.wait_for("Compacted", since=mark))
+
+        mark = term.mark()
+        term.submit(follow_up)
+        term.wait_for(idle, since=term.wait_for("The last line is gamma", since=mark))
+    assert upstream.problems == [], upstream.problems
+    found = sorted((sandbox.home / ".claude" / "projects").glob("*/*.jsonl"))
+    assert len(found) == 1, found
+    return found[0]
+
+
 RECIPES = [
     Recipe(
         "claude-code.jsonl",
@@ -99,7 +248,8 @@ RECIPES = [
             "Now count the words in notes.txt.",
         ),
         claude_scripts,
-        ("--bare",),  # minimal mode: the same records without the ~100 KB of listings per file
+        # minimal mode: the same records without the ~100 KB of listings per file
+        extra_args=("--bare",),
     ),
     Recipe(
         "codex-rollout.jsonl",
@@ -110,40 +260,104 @@ RECIPES = [
         ),
         codex_scripts,
     ),
+    Recipe(
+        "claude-code-subagent.jsonl",
+        CLAUDE_CODE,
+        ("Use a subagent to count the words in notes.txt.", "Now show the last line of notes.txt."),
+        subagent_scripts,
+        # --bare has no Agent tool; two tools and a one-line system prompt, not recorded, keep
+        # the files small
+        extra_args=(
+            "--tools",
+            "Bash,Agent",
+            "--system-prompt-snapshot",
+            "off",
+            "--system-prompt",
+            "You are a coding agent. Use the tools to do what the user asks.",
+        ),
+        allowed_tools=("Bash", "Agent"),
+        subagents=1,
+    ),
+    Recipe(
+        "claude-code-interactive.jsonl",
+        CLAUDE_CODE,
+        INTERACTIVE_TASKS,
+        interactive=run_interactive,
+        feedback=(FEEDBACK,),
+    ),
 ]
 
 
-def run(recipe: Recipe, sandbox: Sandbox, upstream: FakeUpstream) -> CliRun:
-    """The task, then the follow-up resuming it; the resumed run (its file holds both)."""
-    runner = run_claude if recipe.cli is CLAUDE_CODE else run_codex
+def run_headless(
+    recipe: Recipe, sandbox: Sandbox, upstream: FakeUpstream, executable: Path | None = None
+) -> Path:
+    """The task, then each follow-up resuming it; the session file (it holds them all)."""
+    assert recipe.scripts is not None
     resume: str | None = None
-    for task, script in zip(recipe.tasks, recipe.scripts(sandbox), strict=True):
-        done = runner(
-            task,
-            sandbox,
-            upstream=upstream,
-            script=script,
-            resume=resume,
-            extra_args=recipe.extra_args,
-        )
+    scripts = recipe.scripts(sandbox)
+    for task, script in zip(recipe.tasks, scripts, strict=True):
+        if recipe.cli is CLAUDE_CODE:
+            done = run_claude(
+                task,
+                sandbox,
+                upstream=upstream,
+                script=script,
+                resume=resume,
+                allowed_tools=recipe.allowed_tools,
+                extra_args=recipe.extra_args,
+                executable=executable,
+            )
+        else:
+            done = run_codex(
+                task,
+                sandbox,
+                upstream=upstream,
+                script=script,
+                resume=resume,
+                extra_args=recipe.extra_args,
+                executable=executable,
+            )
         assert done.returncode == 0 and done.session_id and done.session_file, done.describe()
         resume = done.session_id
     assert upstream.problems == [], upstream.problems
-    return done
+    assert done.session_file is not None
+    return done.session_file
+
+
+def generate(recipe: Recipe, workdir: Path, executable: Path | None = None) -> Path:
+    """Run `recipe` in a fresh sandbox under `workdir` against a fresh fake model; the session
+    file the CLI wrote (a Claude Code subagent's beside it, in `<session id>/subagents/`)."""
+    shutil.rmtree(workdir, ignore_errors=True)
+    sandbox = Sandbox.create(workdir)
+    with FakeUpstream() as upstream:
+        if recipe.interactive is not None:
+            return recipe.interactive(sandbox, upstream, executable)
+        return run_headless(recipe, sandbox, upstream, executable)
+
+
+def save(recipe: Recipe, session_file: Path) -> None:
+    """Copy the session file, and its subagents' files, unchanged to `recipe.path`."""
+    shutil.copyfile(session_file, recipe.path)
+    shutil.rmtree(recipe.subagent_folder.parent, ignore_errors=True)
+    written = session_file.with_suffix("") / "subagents"
+    if written.is_dir():
+        recipe.subagent_folder.mkdir(parents=True)
+        for transcript in sorted(written.glob("agent-*.jsonl")):
+            shutil.copyfile(transcript, recipe.subagent_folder / transcript.name)
 
 
 def main() -> None:
     SESSIONS.mkdir(exist_ok=True)
     for recipe in RECIPES:
-        shutil.rmtree(WORKDIR, ignore_errors=True)
-        sandbox = Sandbox.create(WORKDIR)
-        with FakeUpstream() as upstream:
-            last = run(recipe, sandbox, upstream)
-        assert last.session_file is not None
-        load_checked(last.session_file, list(recipe.tasks))
-        shutil.copyfile(last.session_file, SESSIONS / recipe.file)
-        size = (SESSIONS / recipe.file).stat().st_size
-        print(f"{recipe.file}: {recipe.cli.package}@{recipe.cli.version}, {size:,} bytes")
+        session_file = generate(recipe, WORKDIR)
+        contexts = load_all_checked(session_file)
+        assert len(contexts) == 1 + recipe.subagents, (
+            f"{recipe.file}: {len(contexts)} conversations"
+        )
+        save(recipe, session_file)
+        files = [recipe.path, *sorted(recipe.subagent_folder.glob("*.jsonl"))]
+        sizes = " + ".join(f"{f.stat().st_size:,}" for f in files)
+        print(f"{recipe.file}: {recipe.cli.package}@{recipe.cli.version}, {sizes} bytes")
     shutil.rmtree(WORKDIR, ignore_errors=True)
 
 
