@@ -46,7 +46,7 @@ def test_native_files_round_trip_and_are_written_atomically(tmp_path: Path) -> N
 def test_writing_a_format_that_cannot_be_written_names_the_writers() -> None:
     ctx = compactkit.load_one(f"{TAU}#1")
     with pytest.raises(ConfigError, match=r"cannot be written.*openai-chat"):
-        compactkit.render(ctx, "pi-session")
+        compactkit.render(ctx, "gemini-cli")
 
 
 def test_export_reports_what_a_request_drops() -> None:

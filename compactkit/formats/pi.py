@@ -26,7 +26,8 @@ How a file becomes one context (mirroring pi's `buildSessionContext` and `conver
   exactly as pi renders them for the model; `custom` (v2 `hookMessage`) messages and
   `custom_message` entries, which extensions inject, become user messages. Both carry
   `metadata["origin"] = "harness"`: they are not the user's words, except the command of a
-  `bashExecution`, which is pinned (`AgentContext.pins`, see `_users_words`).
+  `bashExecution`, which is pinned (`AgentContext.pins`, see `_users_words`). A custom message
+  whose `details` hold `compactkit_origin` (this format's writer puts it there) gets that origin.
 * Each `compaction` entry becomes, at its position, a user message holding the text pi sent the
   model in its place (the summary in pi's `<summary>` framing) as a plain text block, with
   `metadata["origin"] = "summary"` and `metadata["pi_compaction"]`: `first_kept_message` (index of
@@ -36,28 +37,40 @@ How a file becomes one context (mirroring pi's `buildSessionContext` and `conver
   what pi's model saw after the latest compaction (the summary, then the kept tail, then
   everything after).
 * A `branch_summary` entry becomes a user text message in pi's framing, `origin` "summary"
-  (`metadata["pi_branch_summary"]`).
+  (`metadata["pi_branch_summary"]`); so do `compactionSummary` / `branchSummary` messages
+  (`metadata["pi_role"]`, and `pi_tokens_before`).
 * `model_change` / `thinking_level_change` entries go to the metadata of the next message
   (`pi_model_change`, `pi_thinking_level`); `session_info` names the session (`title`).
 * Counted in `metadata["skipped_records"]`: `custom` and `label` entries (never sent to a model),
   `!!cmd` runs (`excludeFromContext`), empty aborted responses, a second result for one call,
   unknown entry types and roles, and the entries of branches the session left (named
   `"<type> (other branch)"`).
+
+The writer (`write_session`, `--to pi-session`) writes a version 3 session pi opens, whose
+messages pi sends its model exactly as the context holds them; see its docstring.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import re
 from collections import Counter
+from collections.abc import Sequence
+from datetime import datetime, timezone
 from typing import Any
 
 from pydantic import JsonValue
 
 from ..context import (
+    MARKER_META_KEY,
     ORIGIN_KEY,
+    ORIGINS,
     AgentContext,
     Block,
     ContentPart,
     ImageBlock,
+    Message,
     Role,
     TextBlock,
     ThinkingBlock,
@@ -66,18 +79,21 @@ from ..context import (
 )
 from ..errors import BadInputError
 from ..recovery import prune
-from ._marks import Span, Where, mark_words
+from ._chat import block_as_text
+from ._marks import Span, Where, mark_words, rejoin
 from ._pairing import NO_RESULT_TEXT, RepairCounts, Turn, synthesized_results
 from ._util import (
+    as_dict,
     as_text,
     context_metadata,
     nonempty_str,
     note_repairs,
     note_skipped,
     parse_arguments,
+    session_uuid,
     str_or_none,
 )
-from .base import Document, Format
+from .base import Document, Format, require_single
 
 # how pi frames summaries for the model (coding-agent `messages.ts`, `convertToLlm`)
 COMPACTION_SUMMARY_PREFIX = (
@@ -97,6 +113,11 @@ class PiSessionFormat(Format):
     extension = ".jsonl"
     priority = 10
     malformed_lines = "skip"
+    can_write = True
+
+    def dump(self, contexts: Sequence[AgentContext]) -> str:
+        """A session pi opens and sends as the context holds it (see `write_session`)."""
+        return write_session(require_single(contexts, self.name))
 
     def sniff(self, doc: Document) -> bool:
         try:
@@ -170,7 +191,10 @@ class _Builder:
             block = _framed(entry["summary"], BRANCH_SUMMARY_PREFIX, BRANCH_SUMMARY_SUFFIX)
             self._emit("user", [block], entry, meta)
         elif kind == "custom_message":
-            meta = {ORIGIN_KEY: "harness", "pi_custom_type": as_text(entry.get("customType"))}
+            meta = {
+                ORIGIN_KEY: _custom_origin(entry.get("details")),
+                "pi_custom_type": as_text(entry.get("customType")),
+            }
             if not self._emit("user", _user_blocks(entry.get("content")), entry, meta):
                 self.skipped["custom_message"] += 1
         elif kind == "model_change":
@@ -206,7 +230,7 @@ class _Builder:
             return self._emit("user", [TextBlock(text=bash_execution_text(message))], entry, meta)
         if role in ("custom", "hookMessage"):
             meta = {
-                ORIGIN_KEY: "harness",
+                ORIGIN_KEY: _custom_origin(message.get("details")),
                 "pi_role": "custom",
                 "pi_custom_type": as_text(message.get("customType")),
             }
@@ -218,7 +242,10 @@ class _Builder:
                 else (COMPACTION_SUMMARY_PREFIX, COMPACTION_SUMMARY_SUFFIX)
             )
             block = _framed(as_text(message["summary"]), prefix, suffix)
-            return self._emit("user", [block], entry, {ORIGIN_KEY: "summary", "pi_role": role})
+            meta = {ORIGIN_KEY: "summary", "pi_role": role}
+            if isinstance(message.get("tokensBefore"), int):
+                meta["pi_tokens_before"] = message["tokensBefore"]
+            return self._emit("user", [block], entry, meta)
         return False
 
     def _assistant(self, entry: dict[str, Any], message: dict[str, Any]) -> bool:
@@ -424,6 +451,13 @@ def _active_path(entries: list[tuple[int, dict[str, Any]]]) -> list[tuple[str, d
     return path
 
 
+def _custom_origin(details: Any) -> str:
+    """The origin of a custom message: "harness", or the one this format's writer kept in its
+    `details` (a summary or example written from another agent's session)."""
+    origin = as_dict(details).get(ORIGIN_DETAIL)
+    return origin if isinstance(origin, str) and origin in ORIGINS else "harness"
+
+
 def _framed(summary: str, prefix: str, suffix: str) -> TextBlock:
     """A summary as the text pi sends its model (`convertToLlm`)."""
     return TextBlock(text=prefix + summary + suffix)
@@ -546,6 +580,311 @@ def pi_model_view(ctx: AgentContext) -> AgentContext:
     return prune(ctx.with_messages([summary, *kept]))
 
 
+# --------------------------------------------------------------------------- writing
+
+SESSION_VERSION = 3
+"""The session version the writer writes: pi-coding-agent's `CURRENT_SESSION_VERSION`."""
+WRITER_VERSION = "0.73.1"
+"""The pi version whose loader and resume the written sessions are tested with."""
+ORIGIN_DETAIL = "compactkit_origin"
+"""Key, in the `details` of a custom message (which pi never sends to a model), of the origin of
+a user-role message that is neither the user's words nor harness text; this reader reads it."""
+_EPOCH = "1970-01-01T00:00:00.000Z"
+_KEPT_STOP_REASONS = ("stop", "length", "toolUse")  # pi drops "error"/"aborted" ones when sending
+_BASH_TEXT = re.compile(
+    r"Ran `(?P<command>.*?)`\n(?:```\n(?P<output>.*)\n```|\(no output\))"
+    r"(?:\n\n\(command (?P<cancelled>cancelled)\)|\n\nCommand exited with code (?P<code>-?\d+))?"
+    r"(?:\n\n\[Output truncated\. Full output: (?P<path>.*)\])?",
+    re.DOTALL,
+)
+
+
+def write_session(ctx: AgentContext) -> str:
+    """`ctx` as a pi session (version 3) that pi opens (`pi --session FILE`, or `pi --continue` once
+    the file is `~/.pi/agent/sessions/--<cwd, / as ->--/<time>_<id>.jsonl`) and whose messages
+    pi sends its model exactly as `ctx` holds them.
+
+    A `session` header (the context's session id when it is a UUID, else one derived from the
+    content; `cwd`; `timestamp`), then one entry per message, each the child of the one before
+    (`parentId`), with the message's own entry id where it has one: the user's words as `user`
+    messages; each assistant message as an `assistant` message (thinking with its signature,
+    text, `toolCall`s; "error"/"aborted" stop reasons, which pi leaves out of what it sends, are
+    written as "stop"/"toolUse"); each tool result as a `toolResult` message. A user-role message
+    that is not the user's words is written as pi wrote it where pi has a record for it: a
+    `!command` as `bashExecution`, pi's compaction summary as a `compaction` entry (when the entry
+    it keeps from is written before it, else a `compactionSummary` message in place), a branch
+    summary as `branch_summary`; anything else as a `custom` message (origin in its `details`).
+    `model_change` / `thinking_level_change` entries go back before the message they preceded.
+    Markers a strategy left are written as the text a model is shown for them. pi keeps no system
+    prompt in a session: `system_instruction` is not written. An assistant message's usage keeps
+    its output tokens and cost; its input counts are written as 0, because they measured the
+    prompt before compaction and pi compacts again at once when the last one is near the window."""
+    writer = _Writer(ctx)
+    for number, message in enumerate(ctx.messages):
+        writer.add(number, message)
+    lines = [writer.header, *writer.entries]
+    return "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
+
+
+class _Writer:
+    """The header and entries of one written session, chained as they are added."""
+
+    def __init__(self, ctx: AgentContext) -> None:
+        self.session = session_uuid(ctx)
+        self.pinned = {p.etag for p in ctx.pins}
+        self.names = {c.id: c.name for m in ctx.messages for c in m.tool_calls}
+        self.entries: list[dict[str, Any]] = []
+        self.used: set[str] = set()
+        self.parent: str | None = None
+        stamps = [ctx.metadata.get("timestamp")] + [
+            m.metadata.get("timestamp") for m in ctx.messages
+        ]
+        self.stamp = next((str(s) for s in stamps if _ms(s) is not None), _EPOCH)
+        cwd = nonempty_str(ctx.metadata.get("cwd"))
+        self.header: dict[str, Any] = {
+            "type": "session",
+            "version": SESSION_VERSION,
+            "id": self.session,
+            "timestamp": self.stamp,
+            "cwd": cwd or "/",
+        }
+        if nonempty_str(ctx.metadata.get("parent_session")):
+            self.header["parentSession"] = ctx.metadata["parent_session"]
+        title = nonempty_str(ctx.metadata.get("title"))
+        if title is not None:
+            self.entry("session_info", self.id_for(None, "title"), name=title)
+
+    def id_for(self, own: Any, salt: str) -> str:
+        """`own` (a message's entry id) when it is free, else 8 hex digits derived from the
+        session and `salt`, so that the same context always gives the same file."""
+        if isinstance(own, str) and own and own not in self.used:
+            self.used.add(own)
+            return own
+        n = 0
+        while True:
+            key = f"{self.session}:{salt}" + (f":{n}" if n else "")
+            candidate = hashlib.sha256(key.encode()).hexdigest()[:8]
+            if candidate not in self.used:
+                self.used.add(candidate)
+                return candidate
+            n += 1
+
+    @property
+    def ms(self) -> int:
+        """The current entry timestamp as pi's message `timestamp` (Unix milliseconds)."""
+        return _ms(self.stamp) or 0
+
+    def entry(self, kind: str, entry_id: str, **fields: Any) -> None:
+        self.entries.append(
+            {"type": kind, "id": entry_id, "parentId": self.parent, "timestamp": self.stamp}
+            | fields
+        )
+        self.parent = entry_id
+
+    def add(self, number: int, message: Message) -> None:
+        meta = message.metadata
+        if _ms(meta.get("timestamp")) is not None:
+            self.stamp = str(meta["timestamp"])
+        own = self.id_for(meta.get("id"), f"m{number}")
+        change = meta.get("pi_model_change")
+        if isinstance(change, dict):
+            provider, model = change.get("provider"), change.get("model_id")
+            self.entry(
+                "model_change", self.id_for(None, own + "/model"), provider=provider, modelId=model
+            )
+        if isinstance(meta.get("pi_thinking_level"), str):
+            level = meta["pi_thinking_level"]
+            self.entry(
+                "thinking_level_change", self.id_for(None, own + "/thinking"), thinkingLevel=level
+            )
+        if message.role == "assistant":
+            body = _assistant_message(message, self.ms)
+            if body is not None:
+                self.entry("message", own, message=body)
+        elif message.role == "tool":
+            self.tool_results(own, message)
+        else:
+            blocks = rejoin(message.content, self.pinned, Where(number, message), _users_words)
+            self.user(own, message, blocks)
+
+    def tool_results(self, own: str, message: Message) -> None:
+        for k, result in enumerate(message.tool_results):
+            name = self.names.get(result.tool_call_id) or as_text(message.metadata.get("tool_name"))
+            body = {
+                "role": "toolResult",
+                "toolCallId": result.tool_call_id,
+                "toolName": name or "unknown",
+                "content": _content(result.content),
+                "isError": result.is_error,
+                "timestamp": self.ms,
+            }
+            self.entry("message", own if k == 0 else self.id_for(None, f"{own}/{k}"), message=body)
+
+    def user(self, own: str, message: Message, blocks: list[Block]) -> None:
+        content = _content(blocks)
+        if not content:
+            return
+        stamp = self.ms
+        origin = message.origin
+        if message.role == "user" and origin is None and MARKER_META_KEY not in message.metadata:
+            self.entry(
+                "message", own, message={"role": "user", "content": content, "timestamp": stamp}
+            )
+            return
+        text = blocks[0].text if len(blocks) == 1 and isinstance(blocks[0], TextBlock) else None
+        if origin == "summary" and text is not None and self.summary(own, message, text):
+            return
+        bash = _BASH_TEXT.fullmatch(text) if text is not None else None
+        if message.metadata.get("pi_role") == "bashExecution" and bash is not None:
+            body = _bash_execution(bash, stamp)
+            if bash_execution_text(body) == text:
+                self.entry("message", own, message=body)
+                return
+        custom_type = as_text(message.metadata.get("pi_custom_type")) or "compactkit"
+        custom: dict[str, Any] = {"customType": custom_type, "content": content, "display": True}
+        origin = origin or ("harness" if message.role == "system" else "summary")
+        if origin != "harness":
+            custom["details"] = {ORIGIN_DETAIL: origin}
+        if "pi_custom_type" in message.metadata and "pi_role" not in message.metadata:
+            self.entry("custom_message", own, **custom)  # it was a custom_message entry
+        else:
+            self.entry("message", own, message={"role": "custom", **custom, "timestamp": stamp})
+
+    def summary(self, own: str, message: Message, text: str) -> bool:
+        """Write a summary pi framed as pi's own record of it; False when it is not one."""
+        info = as_dict(message.metadata.get("pi_compaction"))
+        inner = _unframed(text, COMPACTION_SUMMARY_PREFIX, COMPACTION_SUMMARY_SUFFIX)
+        if inner is not None:
+            recorded = info.get("tokens_before", message.metadata.get("pi_tokens_before"))
+            tokens = recorded if isinstance(recorded, int) else 0
+            kept = info.get("first_kept_entry_id")
+            if isinstance(kept, str) and kept in self.used and kept != own:
+                self.entry(
+                    "compaction", own, summary=inner, firstKeptEntryId=kept, tokensBefore=tokens
+                )
+            else:  # sent in place: nothing before it is left out
+                body = {"role": "compactionSummary", "summary": inner, "tokensBefore": tokens}
+                self.entry("message", own, message=body | {"timestamp": self.ms})
+            return True
+        inner = _unframed(text, BRANCH_SUMMARY_PREFIX, BRANCH_SUMMARY_SUFFIX)
+        if inner:  # pi sends a branch summary only when it has text
+            origin_id = as_dict(message.metadata.get("pi_branch_summary")).get("from_id")
+            from_id = origin_id if isinstance(origin_id, str) else self.parent or own
+            self.entry("branch_summary", own, fromId=from_id, summary=inner)
+            return True
+        return False
+
+
+def _unframed(text: str, prefix: str, suffix: str) -> str | None:
+    if text.startswith(prefix) and text.endswith(suffix) and len(text) >= len(prefix) + len(suffix):
+        return text[len(prefix) : len(text) - len(suffix)]
+    return None
+
+
+def _bash_execution(match: re.Match[str], stamp: int) -> dict[str, Any]:
+    code = match.group("code")
+    body: dict[str, Any] = {
+        "role": "bashExecution",
+        "command": match.group("command"),
+        "output": match.group("output") or "",
+        "exitCode": int(code) if code is not None else 0,
+        "cancelled": match.group("cancelled") is not None,
+        "truncated": match.group("path") is not None,
+    }
+    if match.group("path") is not None:
+        body["fullOutputPath"] = match.group("path")
+    return body | {"timestamp": stamp}
+
+
+def _ms(stamp: Any) -> int | None:
+    """An ISO timestamp as Unix milliseconds (pi's message `timestamp`), None when it is not one."""
+    if not isinstance(stamp, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return int(moment.timestamp() * 1000)
+
+
+def _content(parts: Sequence[Block]) -> list[dict[str, Any]]:
+    """Text and image parts as pi holds them; a marker as its text, an image by URL (pi keeps
+    images inline only) as a line naming it."""
+    out: list[dict[str, Any]] = []
+    for part in parts:
+        if isinstance(part, ImageBlock) and part.data is not None:
+            out.append(
+                {"type": "image", "data": part.data, "mimeType": part.media_type or "image/png"}
+            )
+        elif isinstance(part, ImageBlock):
+            out.append({"type": "text", "text": f"[image: {part.url or 'not recorded'}]"})
+        elif not isinstance(part, (ToolCallBlock, ToolResultBlock)):
+            out.append({"type": "text", "text": block_as_text(part)})
+    return out
+
+
+def _assistant_message(message: Message, stamp: int) -> dict[str, Any] | None:
+    content: list[dict[str, Any]] = []
+    for block in message.content:
+        if isinstance(block, ThinkingBlock):
+            thinking: dict[str, Any] = {"type": "thinking", "thinking": block.thinking}
+            if block.signature is not None:
+                thinking["thinkingSignature"] = block.signature
+            if block.redacted:
+                thinking["redacted"] = True
+            content.append(thinking)
+        elif isinstance(block, ToolCallBlock):
+            arguments = block.input if isinstance(block.input, dict) else {"input": block.input}
+            content.append(
+                {"type": "toolCall", "id": block.id, "name": block.name, "arguments": arguments}
+            )
+        else:
+            content.extend(_content([block]))
+    if not content:
+        return None
+    meta = message.metadata
+    stop = meta.get("stop_reason")
+    if stop not in _KEPT_STOP_REASONS:
+        stop = "toolUse" if message.tool_calls else "stop"
+    return {
+        "role": "assistant",
+        "content": content,
+        "api": as_text(meta.get("api")) or "unknown",
+        "provider": as_text(meta.get("provider")) or "unknown",
+        "model": as_text(meta.get("model")) or "unknown",
+        "usage": _usage(meta.get("usage")),
+        "stopReason": stop,
+        "timestamp": stamp,
+    }
+
+
+def _usage(value: Any) -> dict[str, Any]:
+    """pi's usage: the recorded output tokens and cost, the input counts 0 (see `write_session`)."""
+    usage = as_dict(value)
+    output = next(
+        (
+            usage[k]
+            for k in ("output", "output_tokens", "completion_tokens")
+            if isinstance(usage.get(k), int)
+        ),
+        0,
+    )
+    cost = as_dict(usage.get("cost"))
+    zero = {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}
+    return {
+        "input": 0,
+        "output": output,
+        "cacheRead": 0,
+        "cacheWrite": 0,
+        "totalTokens": output,
+        "cost": {
+            k: cost[k] if isinstance(cost.get(k), (int, float)) else v for k, v in zero.items()
+        },
+    }
+
+
 __all__ = [
     "BRANCH_SUMMARY_PREFIX",
     "BRANCH_SUMMARY_SUFFIX",
@@ -555,4 +894,5 @@ __all__ = [
     "PiSessionFormat",
     "bash_execution_text",
     "pi_model_view",
+    "write_session",
 ]

@@ -181,7 +181,7 @@ def test_strategy_format_and_tokenizer_names_complete() -> None:
     assert _complete(["convert", "x", "--to"], "openai") == ["openai-chat"]
     writable = _complete(["run", "x", "--to"], "")
     assert "compactkit" in writable and "claude-code" in writable
-    assert "pi-session" not in writable  # only writers
+    assert "gemini-cli" not in writable  # only writers
     assert "claude-code" in _complete(["inspect", "x", "--format"], "cl")
     assert _complete(["inspect", "x", "--tokenizer"], "cl100") == ["cl100k_base"]
 

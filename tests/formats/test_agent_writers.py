@@ -1,5 +1,5 @@
-"""The writers back into the agents (`--to claude-code`, `--to codex-rollout`): every corpus
-conversation written as the agent's session reads back with the user's words all present, valid,
+"""The writers back into the agents (`--to claude-code`, `--to codex-rollout`, `--to pi-session`):
+every corpus conversation written as the agent's session reads back with the user's words all present, valid,
 and as a fixed point of a second round trip. That the real CLIs resume such files, and send exactly
 their history, is tested with the CLIs themselves in tests/live/test_resume.py."""
 
@@ -21,7 +21,7 @@ REGISTRY = make_registry(entry_points=False)
 FMT = REGISTRY.formats.get("claude-code")
 
 
-@pytest.mark.parametrize("writer", ["claude-code", "codex-rollout"])
+@pytest.mark.parametrize("writer", ["claude-code", "codex-rollout", "pi-session"])
 def test_every_conversation_written_for_the_agent_reads_back_with_the_users_words(
     writer: str,
 ) -> None:

@@ -1,10 +1,11 @@
 """The real agent CLIs from npm, installed once into a cache, run offline against a base URL.
 
-`install(CLAUDE_CODE)` / `install(CODEX)` put the pinned package into the cache (npm, through the
-registry, on first use; later calls reuse it) and return the executable. `run_claude` and
-`run_codex` run one task in a `Sandbox` (a temporary HOME and workspace), non-interactively,
-against `base_url` (the fake upstream, or a gateway in front of it), and return a `CliRun`: exit
-code, output, the session file the CLI wrote and the requests the fake upstream saw meanwhile.
+`install(CLAUDE_CODE)` / `install(CODEX)` / `install(PI)` put the pinned package into the cache
+(npm, through the registry, on first use; later calls reuse it) and return the executable.
+`run_claude`, `run_codex` and `run_pi` run one task in a `Sandbox` (a temporary HOME and
+workspace), non-interactively, against `base_url` (the fake upstream, or a gateway in front of
+it), and return a `CliRun`: exit code, output, the session file the CLI wrote and the requests the
+fake upstream saw meanwhile.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class NpmCli:
 
 CLAUDE_CODE = NpmCli("@anthropic-ai/claude-code", "2.1.332", "claude")
 CODEX = NpmCli("@openai/codex", "0.171.0", "codex")
+PI = NpmCli("@mariozechner/pi-coding-agent", "0.73.1", "pi")
 
 NPM_INSTALL_TIMEOUT_S = 600
 RUN_TIMEOUT_S = 120  # one CLI run; a scripted session takes a few seconds
@@ -118,7 +120,8 @@ def _check_version(cli: NpmCli, executable: Path) -> None:
         raise LiveSetupError(
             f"{cli.package}@{cli.version} installed but does not start: {exc}"
         ) from exc
-    if done.returncode != 0 or cli.version not in done.stdout:
+    # pi prints its version on stderr, the others on stdout
+    if done.returncode != 0 or cli.version not in done.stdout + done.stderr:
         raise LiveSetupError(
             f"{cli.package}@{cli.version} installed but `{cli.bin} --version` said "
             f"{(done.stdout + done.stderr).strip()[:200]!r} (exit {done.returncode})"
@@ -425,6 +428,99 @@ def codex_final_message(run: CliRun) -> str | None:
         and (e.get("item") or {}).get("type") == "agent_message"
     ]
     return texts[-1] if texts else None
+
+
+# --- pi -----------------------------------------------------------------------------------------
+
+PI_PROVIDER = "compactkit-live"
+PI_MODEL = "fake-model"
+PI_CONTEXT_WINDOW = 200_000
+
+
+def pi_models(base_url: str) -> str:
+    """~/.pi/agent/models.json for one run: a custom provider on the Anthropic Messages API at
+    `base_url` (pi's Anthropic client adds /v1/messages) with one model and a placeholder key."""
+    provider = {
+        "baseUrl": base_url.rstrip("/"),
+        "api": "anthropic-messages",
+        "apiKey": "sk-ant-compactkit-live-placeholder",
+        "models": [{"id": PI_MODEL, "contextWindow": PI_CONTEXT_WINDOW, "maxTokens": 8192}],
+    }
+    return json.dumps({"providers": {PI_PROVIDER: provider}}, indent=2)
+
+
+def pi_session_dir(sandbox: Sandbox) -> Path:
+    """~/.pi/agent/sessions/--<cwd without its first /, every / as ->--/, where pi keeps the
+    sessions of the workspace (`getDefaultSessionDir`)."""
+    cwd = str(sandbox.workspace.resolve()).lstrip("/").replace("/", "-").replace(":", "-")
+    return sandbox.home / ".pi" / "agent" / "sessions" / f"--{cwd}--"
+
+
+def run_pi(
+    task: str,
+    sandbox: Sandbox,
+    *,
+    upstream: FakeUpstream | None = None,
+    script: Script | Sequence[Turn] | None = None,
+    base_url: str | None = None,
+    resume: str | None = None,
+    extra_args: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    timeout: float = RUN_TIMEOUT_S,
+    executable: Path | None = None,
+) -> CliRun:
+    """`pi --print --offline --provider compactkit-live --model fake-model TASK` in `sandbox`
+    against `base_url` (models.json); `resume` continues a session by id (`--session ID`, which
+    pi looks up among the workspace's sessions). `--offline` (PI_OFFLINE=1) turns off pi's startup
+    network (version and package checks)."""
+    url = _base_url(upstream, script, base_url)
+    agent_dir = sandbox.home / ".pi" / "agent"
+    agent_dir.mkdir(parents=True, exist_ok=True)
+    (agent_dir / "models.json").write_text(pi_models(url))
+    args = [str(executable or install(PI)), "--print", "--offline"]
+    args += ["--provider", PI_PROVIDER, "--model", PI_MODEL]
+    if resume is not None:
+        args += ["--session", resume]
+    args += [*extra_args, task]
+    run_env = _base_env(sandbox) | {"PI_OFFLINE": "1"} | dict(env or {})
+    before = set(pi_session_files(sandbox))
+    run = _run(args, run_env, sandbox.workspace, upstream, timeout)
+    run.output = run.stdout
+    written = [p for p in pi_session_files(sandbox) if p not in before]
+    found = written or [p for p in pi_session_files(sandbox) if resume and resume in p.name]
+    if found:
+        run.session_file = found[0]
+        run.session_id = json.loads(found[0].read_text().splitlines()[0]).get("id")
+    return run
+
+
+def pi_session_files(sandbox: Sandbox) -> list[Path]:
+    return sorted(pi_session_dir(sandbox).glob("*.jsonl"))
+
+
+PI_CONTEXT_SCRIPT = Path(__file__).with_name("pi_context.mjs")
+
+
+def pi_contexts(files: Sequence[Path], executable: Path | None = None) -> list[dict[str, Any]]:
+    """What pi sends its model for each session file, by pi's own loader from the installed
+    package (`SessionManager.open`, `buildSessionContext`, `convertToLlm`; see pi_context.mjs):
+    one object per file with `sessionId`, `model`, `thinkingLevel` and the `messages`."""
+    node = shutil.which("node")
+    if node is None:
+        raise LiveSetupError("node is not on PATH: install Node.js to run pi's session loader")
+    package = (executable or install(PI)).resolve().parents[1]  # node_modules/<pkg>/dist/cli.js
+    done = subprocess.run(
+        [node, str(PI_CONTEXT_SCRIPT), str(package), *map(str, files)],
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S + 5 * len(files),
+        stdin=subprocess.DEVNULL,
+    )
+    if done.returncode != 0:
+        raise AssertionError(
+            f"pi's session loader failed (exit {done.returncode}): {done.stderr[-2000:]}"
+        )
+    return [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
 
 
 def _json_or_none(text: str) -> Any:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.live.clis import CLAUDE_CODE, CODEX, LiveSetupError, NpmCli, Sandbox, install
+from tests.live.clis import CLAUDE_CODE, CODEX, PI, LiveSetupError, NpmCli, Sandbox, install
 from tests.live.upstream import FakeUpstream
 
 
@@ -29,6 +29,12 @@ def claude_cli() -> Path:
 def codex_cli() -> Path:
     """The Codex executable (npm install into the cache on first use)."""
     return _installed(CODEX)
+
+
+@pytest.fixture(scope="session")
+def pi_cli() -> Path:
+    """The pi executable (npm install of pi's coding-agent package into the cache on first use)."""
+    return _installed(PI)
 
 
 @pytest.fixture

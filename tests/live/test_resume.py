@@ -1,7 +1,7 @@
 """A compacted session goes back into the agent it came from: `compactkit run SESSION -s ... --to
-claude-code` (`--to codex-rollout`) writes a session the real CLI (npm, pinned in clis.py) resumes
-(`claude --resume ID`, `codex exec resume ID`), and the request it then sends the (fake) model holds
-exactly the compacted history, in order, then the new prompt."""
+claude-code` (`--to codex-rollout`, `--to pi-session`) writes a session the real CLI (npm, pinned in
+clis.py) resumes (`claude --resume ID`, `codex exec resume ID`, `pi --session ID`), and the request
+it then sends the (fake) model holds exactly the compacted history, in order, then the new prompt."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import compactkit
 from compactkit.cli import make_cli
 from compactkit.context import Message
 from compactkit.registry import make_registry
-from tests.live.clis import Sandbox, run_claude, run_codex
+from tests.live.clis import Sandbox, pi_session_dir, run_claude, run_codex, run_pi
 from tests.live.upstream import FakeUpstream, RecordedRequest, answer, call, last_tool_result
 
 pytestmark = pytest.mark.live
@@ -30,6 +30,20 @@ SCRIPT = [
     call("Bash", command="cat f.txt", description="Read f.txt"),
     answer(lambda request: f"f.txt ends with {last_tool_result(request).split()[-1]}"),
 ]
+
+
+def compact_into(session: Path, fmt: str, target: Path) -> compactkit.AgentContext:
+    """`compactkit run SESSION -s MASK --to FMT -o TARGET`, read back: the long output (3000 lines)
+    the session holds is masked in it."""
+    result = CliRunner().invoke(
+        CLI, ["run", str(session), "-s", MASK, "--to", fmt, "-o", str(target)]
+    )
+    assert result.exit_code == 0, result.stderr
+    compacted = compactkit.load_one(target)
+    outputs = [r.text for m in compactkit.load_one(session).messages for r in m.tool_results]
+    masked = [r.text for m in compacted.messages for r in m.tool_results]
+    assert any("2999" in text for text in outputs) and not any("2999" in t for t in masked)
+    return compacted
 
 
 def shape_of_block(block: dict[str, Any]) -> tuple[str, ...]:
@@ -96,15 +110,7 @@ def test_claude_code_resumes_a_compacted_session_with_exactly_that_history(
     project = second.home / ".claude" / "projects" / slug
     project.mkdir(parents=True)
     target = project / f"{run.session_id}.jsonl"
-    result = CliRunner().invoke(
-        CLI, ["run", str(run.session_file), "-s", MASK, "--to", "claude-code", "-o", str(target)]
-    )
-    assert result.exit_code == 0, result.stderr
-    compacted = compactkit.load_one(target)
-    original = compactkit.load_one(run.session_file)
-    outputs = [r.text for m in original.messages for r in m.tool_results]
-    masked = [r.text for m in compacted.messages for r in m.tool_results]
-    assert "2999" in outputs[1] and "2999" not in masked[1]  # the long output was masked
+    compacted = compact_into(run.session_file, "claude-code", target)
 
     resumed = run_claude(
         "How many lines does f.txt have?",
@@ -184,15 +190,7 @@ def test_codex_resumes_a_compacted_rollout_with_exactly_that_history(
     day = second.codex_home / "sessions" / "2026" / "01" / "01"
     day.mkdir(parents=True)
     target = day / f"rollout-2026-01-01T00-00-00-{run.session_id}.jsonl"
-    result = CliRunner().invoke(
-        CLI, ["run", str(run.session_file), "-s", MASK, "--to", "codex-rollout", "-o", str(target)]
-    )
-    assert result.exit_code == 0, result.stderr
-    original = compactkit.load_one(run.session_file)
-    compacted = compactkit.load_one(target)
-    outputs = [r.text for m in original.messages for r in m.tool_results]
-    masked = [r.text for m in compacted.messages for r in m.tool_results]
-    assert any("2999" in text for text in outputs) and not any("2999" in t for t in masked)
+    compacted = compact_into(run.session_file, "codex-rollout", target)
 
     resumed = run_codex(
         "How many lines does f.txt have?",
@@ -210,3 +208,60 @@ def test_codex_resumes_a_compacted_rollout_with_exactly_that_history(
     assert all(item[:2] == ("message", "developer") for item in sent[:start]), sent[:start]
     assert sent[start : start + len(expected)] == expected  # exactly the compacted history
     assert ("message", "user", "How many lines does f.txt have?") in sent[start + len(expected) :]
+
+
+# --------------------------------------------------------------------------- pi
+
+PI_SCRIPT = [
+    call("bash", command="seq 1 3000 > f.txt"),
+    call("bash", command="cat f.txt"),
+    answer("f.txt holds the numbers 1 to 3000."),
+]
+
+
+def test_pi_resumes_a_compacted_session_with_exactly_that_history(
+    pi_cli: Path, fake_upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    first = Sandbox.create(tmp_path / "first")
+    run = run_pi(
+        "Write the numbers 1 to 3000 to f.txt, then read it back.",
+        first,
+        upstream=fake_upstream,
+        script=PI_SCRIPT,
+        executable=pi_cli,
+    )
+    assert run.returncode == 0 and run.session_file is not None, run.describe()
+    assert run.session_id is not None
+
+    # compact it and write it back as a pi session among a fresh HOME's sessions of the workspace
+    second = Sandbox.create(tmp_path / "second")
+    folder = pi_session_dir(second)
+    folder.mkdir(parents=True)
+    target = folder / f"2026-01-01T00-00-00-000Z_{run.session_id}.jsonl"
+    compacted = compact_into(run.session_file, "pi-session", target)
+    assert compacted.metadata["session_id"] == run.session_id  # pi finds it by this id
+
+    resumed = run_pi(
+        "How many lines does f.txt have?",
+        second,
+        upstream=fake_upstream,
+        script=[answer("3000 lines.")],
+        resume=run.session_id,
+        executable=pi_cli,
+    )
+    assert resumed.returncode == 0, resumed.describe()
+    assert fake_upstream.problems == []
+    assert resumed.output.strip() == "3000 lines."
+    requests = resumed.turn_requests()
+    assert len(requests) == 1, resumed.describe()
+    sent = [shape_of_request(m) for m in requests[0].body["messages"]]
+    expected = [shape_of_message(m) for m in compacted.messages]
+    assert sent[: len(expected)] == expected  # exactly the compacted history, in order
+    assert sent[len(expected) :] == [("user", [("text", "How many lines does f.txt have?")])]
+    # pi went on in the converted file: the new turn is appended to the compacted history
+    assert resumed.session_file == target
+    after = compactkit.load_one(target)
+    assert [m.text for m in after.messages[: len(compacted.messages)]] == [
+        m.text for m in compacted.messages
+    ]
+    assert after.messages[-1].text == "3000 lines."
