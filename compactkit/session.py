@@ -53,6 +53,8 @@ from .io import write_atomic
 from .pins import with_rules
 from .pipeline import Pipeline, RunResult, build_pipeline
 from .registry import Registry, get_counter, use_registry
+from .serve.reset import served_session
+from .serve.store import ServeStore
 from .spec import PipelineSpec, one_pipeline
 from .strategy import Strategy
 from .tokens import DEFAULT_TOKENIZER, TokenCounter
@@ -79,6 +81,10 @@ class Session:
     - `pins`: user pin rules (`tool=TodoWrite`, `path=**/CLAUDE.md`, ... see `compactkit.pins`),
       added to the context so they travel with it (and with its log); the user's words, the task,
       the last request and a pending call are always pinned.
+    - `serve_state`, `serve_session`: a serve-state store (or the SQLite file `compactkit
+      mcp-proxy --state` names) and the session its tool server serves under: what a compaction
+      or a `restore` takes from the context is forgotten there, so the next read of it is sent
+      in full (`compactkit.serve.reset`). Give both or neither.
 
     Observers (`subscribe`) get `MessagesAppended`, the pipeline's events, `SessionCompacted` and
     `SessionRestored`. A session is not thread-safe: one agent loop drives it.
@@ -94,8 +100,11 @@ class Session:
         tokenizer: str = DEFAULT_TOKENIZER,
         registry: Registry | None = None,
         pins: Sequence[str] = (),
+        serve_state: ServeStore | str | Path | None = None,
+        serve_session: str | None = None,
     ) -> None:
         setup = CompactionSetup.of("session", pipeline, trigger, target, tokenizer, registry)
+        self._served = served_session(serve_state, serve_session)
         self.trigger, self.target = trigger, setup.target
         self.tokenizer = tokenizer
         self.registry = registry
@@ -149,6 +158,8 @@ class Session:
         before = self._context
         result = self.pipeline.run(before, self._counter)
         after = result.context
+        if self._served is not None:
+            self._served.forget(before, after)
         if self._log is not None and after is not before:
             self._log.write(
                 compact_record(
@@ -181,6 +192,8 @@ class Session:
 
     def restore(self, snapshot: AgentContext) -> None:
         """Go back to a snapshot (logged, when the session is saved)."""
+        if self._served is not None:
+            self._served.forget(self._context, snapshot)
         if self._log is not None:
             self._log.write(restore_record(snapshot))
         self._context = snapshot
@@ -242,10 +255,14 @@ class Session:
         target: int | None = None,
         tokenizer: str | None = None,
         registry: Registry | None = None,
+        serve_state: ServeStore | str | Path | None = None,
+        serve_session: str | None = None,
     ) -> Session:
         """Resume the session a log holds and keep appending to it. Options not given are the ones
         the log was saved with (a pipeline given as an object must be given again, else the default
-        is used). A torn last line (a crash during a write) is dropped with a warning."""
+        is used; `serve_state` and `serve_session` are never saved). A torn last line (a crash
+        during a write) is dropped with a warning."""
+        served = served_session(serve_state, serve_session)
         file = Path(path)
         log = _Log.open(file)  # locked first: no other writer can move the log under us
         try:
@@ -254,6 +271,7 @@ class Session:
             log.release()
             raise
         session._log = log
+        session._served = served
         return session
 
     @classmethod

@@ -31,6 +31,8 @@ from ..errors import redact
 from ..formats.session_log import appended
 from ..pipeline import Pipeline
 from ..registry import Registry
+from ..serve.reset import held_etags
+from ..serve.store import SqliteServeStore
 from ..session import CompactionSetup
 from ..tokens import DEFAULT_TOKENIZER
 from . import recall, wire
@@ -74,7 +76,9 @@ class GatewayConfig:
     target: int | None = None
     tokenizer: str = DEFAULT_TOKENIZER
     state: str | None = None
-    """A sqlite file that keeps conversations across restarts."""
+    """A sqlite file that keeps conversations across restarts. It holds serve states too: a
+    `compactkit mcp-proxy --state` on the same file forgets what the gateway's compactions take
+    from the model of the same session (`compactkit.serve.reset`)."""
     record: str | None = None
     """A folder where each conversation is written, uncompacted, as a session log."""
     recall: bool = False
@@ -137,13 +141,18 @@ class Policy:
         self.counter = setup.counter
         self.conversations = Conversations(config.max_conversations, config.ttl, config.state)
         self.recorder = Recorder(config.record) if config.record else None
+        self.served = SqliteServeStore(config.state) if config.state else None
+        """The serve states of tool servers sharing `--state`, by session name."""
         self.store: dict[str, str] = {}
         """Everything compactions removed, by etag (what `compactkit_recall` answers from)."""
         self._store_lock = threading.Lock()
 
-    def plan(self, api: wire.Api, parsed: Any, key: str, raw: bytes) -> Plan:
+    def plan(
+        self, api: wire.Api, parsed: Any, key: str, raw: bytes, session: str | None = None
+    ) -> Plan:
         """The body to send for the request `parsed` (`raw` as it came): `raw` itself below
-        the trigger, else the compacted base plus what is new. Raises `wire.Unreadable`."""
+        the trigger, else the compacted base plus what is new. Raises `wire.Unreadable`.
+        `session` names the serve state that forgets what the model no longer holds."""
         conv = self.conversations.get(key)
         if conv.reader is None or conv.reader.api != api:
             conv.reader = wire.Reader(api)
@@ -168,11 +177,13 @@ class Policy:
             history = client
         conv.base_read = conv.base is not None
         tokens = counter.context(history)
+        uncompacted = history
         if tokens > self.trigger:
             result = self.pipeline.run(history, counter)
             if result.context is not history:
                 self._compacted(conv, request, history, result.context, tokens)
                 history = result.context
+        self._forget(session, conv.last_prompt, uncompacted, history)
         conv.tokens_sent += counter.context(history)
         conv.cached_tokens += prefix_tokens(conv.last_prompt, history, counter)
         conv.last_prompt = history
@@ -190,6 +201,24 @@ class Policy:
         tools: list[Any] = given if isinstance(given, list) else []
         body["tools"] = [*tools, recall.tool_definition(request.api, etags)]
         return Plan(_dumps(body), conv, recall=body, store=dict(history.recovery))
+
+    def _forget(
+        self,
+        session: str | None,
+        last: AgentContext | None,
+        uncompacted: AgentContext,
+        sent: AgentContext,
+    ) -> None:
+        """Reset, in the serve state of `session`, what the model no longer holds: what the
+        last prompt sent or this request brought showed and the prompt sent now does not (a
+        compaction here, the client's own, a rewind). A state that cannot be written raises:
+        the request is then forwarded as the client sent it, which shows everything."""
+        if self.served is None or not session:
+            return
+        shown = held_etags(uncompacted) | (held_etags(last) if last is not None else frozenset())
+        lost = shown - held_etags(sent)
+        if lost:
+            self.served.reset(session, lost)
 
     def _compacted(
         self,
@@ -249,6 +278,8 @@ class Gateway:
             await self._client.aclose()
             self._client = None
         self.policy.conversations.close()
+        if self.policy.served is not None:
+            self.policy.served.close()
 
     # ------------------------------------------------------------------ upstreams
 
@@ -327,8 +358,9 @@ class Gateway:
             return stream, Plan(raw)
         try:
             key = wire.conversation_key(api, parsed, header)
+            session = wire.session_name(api, parsed, header)
             with self._conversation_lock(key):
-                plan = self.policy.plan(api, parsed, key, raw)
+                plan = self.policy.plan(api, parsed, key, raw, session)
         except wire.Unreadable:
             self.counters.unreadable += 1
             return stream, Plan(raw)

@@ -466,13 +466,20 @@ def client_session_id(api: Api, body: dict[str, Any]) -> str | None:
     return key if isinstance(key, str) and key else None
 
 
+def session_name(api: Api, body: dict[str, Any], header: str | None) -> str | None:
+    """The session a request belongs to: the `X-Compactkit-Session` header, else the client's own
+    session id (`client_session_id`). A tool server's serve state under the same name forgets
+    what the gateway's compactions take from the model."""
+    return header or client_session_id(api, body)
+
+
 def conversation_key(api: Api, body: Any, header: str | None) -> str:
     """Which conversation a request belongs to. The session id (the header, else the client's)
     is qualified by the system prompt and tool names, so a client's side requests under the
     same session (a title request: another system prompt, no tools) are conversations of their
     own and never disturb the main one; without an id, the first message joins them."""
     items = _items_of(api, body)
-    sid = header or client_session_id(api, body)
+    sid = session_name(api, body, header)
     system = body.get("instructions") if api == "openai-responses" else body.get("system")
     if api == "openai-chat" and items[0].get("role") in ("system", "developer"):
         system = items[0].get("content")
@@ -487,4 +494,13 @@ def conversation_key(api: Api, body: Any, header: str | None) -> str:
 
 Writer = Callable[[Request, AgentContext], dict[str, Any]]
 
-__all__ = ["Api", "Reader", "Request", "Unreadable", "conversation_key", "read", "write"]
+__all__ = [
+    "Api",
+    "Reader",
+    "Request",
+    "Unreadable",
+    "conversation_key",
+    "read",
+    "session_name",
+    "write",
+]

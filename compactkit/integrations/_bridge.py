@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any, Generic, Protocol, TypedDict, TypeVar
 
 from ..context import AgentContext, Block, ContentPart, Message, TextBlock, canonical_json
 from ..context import render_block as _render_block
 from ..registry import Registry
+from ..serve.store import ServeStore
 from ..session import PipelineArg, Session
 
 T = TypeVar("T")
@@ -112,6 +114,8 @@ class SessionOptions(TypedDict, total=False):
     tokenizer: str
     registry: Registry | None
     pins: Sequence[str]
+    serve_state: ServeStore | str | Path | None
+    serve_session: str | None
 
 
 def live_session(pipeline: PipelineArg, options: SessionOptions) -> Session:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, AgentState
@@ -64,6 +65,8 @@ from ..formats._util import image_from, image_from_url
 from ..pins import parse_rule
 from ..pipeline import Pipeline
 from ..registry import Registry
+from ..serve.reset import served_session
+from ..serve.store import ServeStore
 from ..session import CompactionSetup, PipelineArg
 from ..tokens import DEFAULT_TOKENIZER, TokenCounter
 
@@ -425,7 +428,9 @@ class CompactionMiddleware(AgentMiddleware[CompactionState, Any, Any]):
     Counting is incremental across calls (only new messages are converted and counted), messages
     a compaction keeps stay the same LangChain objects (ids and the prompt prefix survive), and
     what it removes is kept in the state under `compactkit_recovery`. `pins`: user pin rules
-    (`compactkit.pins`); the user's words are always pinned.
+    (`compactkit.pins`); the user's words are always pinned. `serve_state` and `serve_session`:
+    the serve-state store (or SQLite file) and session of the agent's tool server, which then
+    forgets what a compaction removed (`compactkit.serve.reset`).
     """
 
     state_schema = CompactionState
@@ -439,9 +444,12 @@ class CompactionMiddleware(AgentMiddleware[CompactionState, Any, Any]):
         tokenizer: str = DEFAULT_TOKENIZER,
         registry: Registry | None = None,
         pins: Sequence[str] = (),
+        serve_state: ServeStore | str | Path | None = None,
+        serve_session: str | None = None,
     ) -> None:
         super().__init__()
         setup = CompactionSetup.of("middleware", pipeline, trigger, target, tokenizer, registry)
+        self._served = served_session(serve_state, serve_session)
         self.pins = tuple(str(parse_rule(rule)) for rule in pins)
         self.trigger, self.target = trigger, setup.target
         self.pipeline: Pipeline = setup.pipeline
@@ -475,6 +483,8 @@ class CompactionMiddleware(AgentMiddleware[CompactionState, Any, Any]):
         out = result.context
         if out is ctx:
             return None
+        if self._served is not None:
+            self._served.forget(ctx, out)
         originals = self._converter.originals()
         new: list[BaseMessage] = [system] if system else []
         for msg in out.messages:

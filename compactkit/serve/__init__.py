@@ -2,11 +2,13 @@
 repeat with a `{path, etag, unchanged}` marker (`ServeState`), kept in memory or SQLite; the MCP
 proxy (`compactkit mcp-proxy`, `compactkit.serve.mcp_proxy`, needs `compactkit[mcp]`) puts it in
 front of any MCP server, and `serve_tools(server)` puts it inside a Python MCP server on the
-official SDK."""
+official SDK; `compactkit.serve.reset` makes a compaction elsewhere (the gateway, a `Session`, the
+LangChain middleware) forget what it took from the model."""
 
 from __future__ import annotations
 
 from .mcp_tools import ServeMiddleware, serve_tools
+from .reset import ServedSession, held_etags, lost_etags, served_session
 from .state import (
     SERVE_STATE_TAG,
     Served,
@@ -27,9 +29,13 @@ __all__ = [
     "Served",
     "ServedField",
     "ServedPayload",
+    "ServedSession",
     "SqliteServeStore",
+    "held_etags",
+    "lost_etags",
     "observer",
     "serve_key",
     "serve_tools",
+    "served_session",
     "text_etag",
 ]
