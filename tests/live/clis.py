@@ -486,8 +486,11 @@ def run_pi(
     before = set(pi_session_files(sandbox))
     run = _run(args, run_env, sandbox.workspace, upstream, timeout)
     run.output = run.stdout
-    written = [p for p in pi_session_files(sandbox) if p not in before]
-    found = written or [p for p in pi_session_files(sandbox) if resume and resume in p.name]
+    # the file it created, else the one it went on in (the last written)
+    files = pi_session_files(sandbox)
+    found = [p for p in files if p not in before] or sorted(files, key=lambda p: p.stat().st_mtime)[
+        -1:
+    ]
     if found:
         run.session_file = found[0]
         run.session_id = json.loads(found[0].read_text().splitlines()[0]).get("id")
