@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -16,6 +17,8 @@ from typing import Any
 
 import pytest
 import yaml  # PyYAML comes with copier, in the test extra
+
+from compactkit import __version__
 
 from ..conftest import ROOT
 from .conftest import layout
@@ -80,12 +83,35 @@ def github() -> Iterator[str]:
     server.shutdown()
 
 
-def _check_step() -> dict[str, Any]:
-    action = yaml.safe_load(ACTION.read_text(encoding="utf-8"))
+def _action() -> dict[str, Any]:
+    action: dict[str, Any] = yaml.safe_load(ACTION.read_text(encoding="utf-8"))
     assert action["runs"]["using"] == "composite"
-    steps = action["runs"]["steps"]
-    assert any("pip install" in s.get("run", "") for s in steps)  # it installs compactkit
+    return action
+
+
+def _check_step() -> dict[str, Any]:
+    steps = _action()["runs"]["steps"]
     return next(s for s in steps if "compactkit.check.action" in s.get("run", ""))
+
+
+def _install_step() -> dict[str, Any]:
+    return next(s for s in _action()["runs"]["steps"] if "pip install" in s.get("run", ""))
+
+
+def _run_install(env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The action's install step as GitHub runs it: bash, with the step's variables set."""
+    step = _install_step()
+    assert set(step["env"]) == {"PACKAGE", "EXTRAS", "ACTION_PATH"}
+    assert set(step["env"]) <= set(env)
+    return subprocess.run(
+        ["bash", "-e", "-c", step["run"]],
+        cwd=cwd,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
 
 
 def _run_step(repo: Path, api: str, summary: Path) -> subprocess.CompletedProcess[str]:
@@ -148,3 +174,81 @@ def test_the_action_outside_a_pull_request_only_writes_the_summary(tmp_path: Pat
     env = {"GITHUB_EVENT_NAME": "push", "GITHUB_STEP_SUMMARY": str(summary), "GITHUB_TOKEN": "x"}
     code = main(["--config", str(tmp_path / "pyproject.toml")], env)
     assert code == 0 and "compactkit check passed" in summary.read_text()
+
+
+def test_the_install_step_takes_the_action_checkout_unless_told_otherwise(tmp_path: Path) -> None:
+    """No release on a package index is needed: by default the action installs the checkout that
+    `uses: OWNER/compactkit@vX.Y.Z` fetched (github.action_path), with `extras`; `package` wins."""
+    action = _action()
+    assert action["inputs"]["package"]["default"] == ""
+    assert action["inputs"]["extras"]["default"] == ""
+    step_env = _install_step()["env"]
+    assert step_env["ACTION_PATH"] == "${{ github.action_path }}"
+    assert step_env["PACKAGE"] == "${{ inputs.package }}"
+    assert step_env["EXTRAS"] == "${{ inputs.extras }}"
+    # a `python` that prints what pip was asked to install
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "python").write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
+    (fake / "python").chmod(0o755)
+    path = f"{fake}{os.pathsep}{os.environ['PATH']}"
+    checkout = "/home/runner/work/_actions/OWNER/compactkit/v1"
+    cases = {
+        ("", ""): checkout,
+        ("", "ray,mcp"): f"{checkout}[ray,mcp]",
+        ("compactkit @ git+https://example.test/compactkit@v1", "ray"): (
+            "compactkit @ git+https://example.test/compactkit@v1"
+        ),
+        ('"; echo pwned; "', ""): '"; echo pwned; "',  # an input is data, never script
+    }
+    for (package, extras), wanted in cases.items():
+        env = {"PATH": path, "PACKAGE": package, "EXTRAS": extras, "ACTION_PATH": checkout}
+        done = _run_install(env, tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.splitlines() == ["-m", "pip", "install", "--quiet", wanted]
+
+
+def test_the_install_step_installs_a_working_compactkit_from_the_checkout(tmp_path: Path) -> None:
+    """The step for real: pip installs a copy of this checkout (its tracked files, as `uses:`
+    fetches them) into a folder, and that compactkit runs with the checkout's version."""
+    checkout = tmp_path / "compactkit"
+    tracked = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True
+    ).stdout.decode()
+    for name in filter(None, tracked.split("\0")):
+        if (ROOT / name).is_file():  # a tracked file deleted in the working tree is gone
+            (checkout / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, checkout / name)
+    site = tmp_path / "site"
+    env = {
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "PACKAGE": "",
+        "EXTRAS": "",
+        "ACTION_PATH": str(checkout),
+        # into a folder, the dependencies from this environment: the package index serves only
+        # the build backend (setuptools, in pip's isolated build environment)
+        "PIP_TARGET": str(site),
+        "PIP_NO_DEPS": "1",
+    }
+    done = _run_install(env, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (site / f"compactkit-{__version__}.dist-info").is_dir()
+    shown = subprocess.run(
+        [sys.executable, "-m", "compactkit", "--version"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(site)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert shown.stdout.strip() == f"compactkit, version {__version__}"
+    probe = [sys.executable, "-c", "import compactkit.check.action as a; print(a.__file__)"]
+    where = subprocess.run(
+        probe,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(site)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert Path(where.stdout.strip()).is_relative_to(site)
