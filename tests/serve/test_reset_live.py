@@ -3,7 +3,8 @@
 Code gives it) and talks to the scripted fake model through `compactkit gateway --state DB` (which
 names the conversation by the session id in `metadata.user_id`). The agent reads a file, reads it
 again (a marker), reads two more; the gateway's compaction removes the first read; the agent's next
-read of that file reaches the model in full."""
+read of that file reaches the model in full. And the real Codex CLI: how one session is named on
+both sides."""
 
 from __future__ import annotations
 
@@ -17,9 +18,11 @@ import pytest
 pytest.importorskip("mcp", reason="the mcp extra is not installed: pip install -e '.[test]'")
 pytest.importorskip("uvicorn", reason="the gateway extra is not installed")
 
+from compactkit.gateway import wire
+from compactkit.gateway.app import SESSION_HEADER
 from compactkit.serve import text_etag
-from tests.live.clis import Sandbox, run_claude
-from tests.live.conftest import claude_cli, sandbox  # noqa: F401
+from tests.live.clis import CODEX_PROVIDER, Sandbox, run_claude, run_codex
+from tests.live.conftest import claude_cli, codex_cli, sandbox  # noqa: F401
 from tests.live.upstream import FakeUpstream, RecordedRequest, answer, call
 
 from .test_reset import FILES, ROOT, running_gateway
@@ -95,7 +98,6 @@ def test_claude_code_reads_in_full_what_the_gateway_compacted_away(
 def _baseline(executable: Path, box: Sandbox, upstream: FakeUpstream) -> int:
     """Tokens of Claude Code's first request (its system prompt and the task), by compactkit's
     count: the trigger is set above it."""
-    from compactkit.gateway import wire
     from compactkit.registry import get_counter
 
     run = run_claude(
@@ -109,3 +111,43 @@ def _baseline(executable: Path, box: Sandbox, upstream: FakeUpstream) -> int:
     assert run.returncode == 0, run.describe()
     body: Any = run.turn_requests()[0].body
     return get_counter().context(wire.read("anthropic", body).context)
+
+
+def test_codex_names_one_session_on_both_sides_from_one_variable(
+    codex_cli: Path,  # noqa: F811
+    sandbox: Sandbox,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """The Codex setup docs/serve.md gives: Codex hands its MCP servers no id of its own (only
+    HOME, PATH and the like), so `COMPACTKIT_SESSION` reaches the proxy by `env_vars` and the
+    gateway by `env_http_headers`: both name the same session."""
+    seen = tmp_path / "server-env"
+    server = ["-c", f"env > {seen}; sleep 5"]
+    overrides = {
+        "mcp_servers.files.command": '"sh"',
+        "mcp_servers.files.args": json.dumps(server),
+        "mcp_servers.files.env_vars": '["COMPACTKIT_SESSION"]',
+        f"model_providers.{CODEX_PROVIDER}.env_http_headers": (
+            '{"X-Compactkit-Session" = "COMPACTKIT_SESSION"}'
+        ),
+    }
+    args = [a for key, value in overrides.items() for a in ("-c", f"{key}={value}")]
+    with FakeUpstream() as upstream:
+        run = run_codex(
+            "Say hi.",
+            sandbox,
+            upstream=upstream,
+            script=[call("exec_command", cmd="sleep 2"), answer("hi")],
+            extra_args=args,
+            env={"COMPACTKIT_SESSION": "build-7"},
+            executable=codex_cli,
+        )
+    assert run.returncode == 0, run.describe()
+    env = dict(line.split("=", 1) for line in seen.read_text().splitlines() if "=" in line)
+    assert env["COMPACTKIT_SESSION"] == "build-7"
+    assert run.session_id and not any(run.session_id in value for value in env.values())
+    for request in run.turn_requests():
+        header = request.headers.get(SESSION_HEADER)
+        assert header == "build-7"
+        assert wire.session_name("openai-responses", request.body, header) == "build-7"
+        assert request.body["prompt_cache_key"] == run.session_id  # what names it without one
