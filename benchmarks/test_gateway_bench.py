@@ -21,6 +21,7 @@ import uvicorn
 from compactkit.gateway import GatewayConfig, create_app, wire
 from compactkit.gateway.app import Policy
 from compactkit.io import load_one
+from compactkit.serve import SqliteServeStore, serve_key
 from tests.gateway.replay import as_sent, requests_of
 from tests.gateway.upstream import FakeModel
 
@@ -151,3 +152,54 @@ def test_memory_one_conversation_holds(benchmark: Any, name: str) -> None:
     figures = benchmark.pedantic(run, rounds=1, iterations=1)
     benchmark.extra_info.update(figures)
     print("\n" + json.dumps({name: figures}))
+
+
+def _plan_seconds(name: str, db: Path, session: str | None) -> tuple[float, int, int]:
+    """Seconds a session's requests take through a policy with `--state db`, the etags it reset
+    in the serve state `session` names (None: it names none), and the entries that state kept."""
+    _, requests = _requests(name)
+    api = SESSIONS[name][1]
+    policy = Policy(
+        GatewayConfig(pipeline=build_specs(TARGET), trigger=TRIGGER, target=TARGET, state=str(db))
+    )
+    policy.counter.text("warm")
+    store = SqliteServeStore(db)
+    for i in range(200):  # the tool server served 200 other files in this session
+        key, path = serve_key("read_text_file", {"path": f"src/f{i}.py"})
+        store.serve(name, key, f"print({i})\n" * 50, path=path)
+    served, reset = policy.served, []
+    assert served is not None
+    forget = served.reset
+    served.reset = lambda s, etags=None: (reset.extend(etags or ()), forget(s, etags))[1]  # type: ignore[method-assign]
+    start = time.perf_counter()
+    for raw in requests:
+        parsed = json.loads(raw)
+        policy.plan(api, parsed, wire.conversation_key(api, parsed, name), raw, session)  # type: ignore[arg-type]
+    seconds = time.perf_counter() - start
+    return seconds, len(reset), len(store.load(name).served)
+
+
+@pytest.mark.parametrize("name", list(SESSIONS))
+def test_serve_reset_costs_the_policy_little(benchmark: Any, name: str, tmp_path: Path) -> None:
+    """The gateway with `--state` resetting the serve state of the session its requests name,
+    against the same gateway naming none, alternating, in one run."""
+
+    def run() -> dict[str, Any]:
+        named, unnamed = [], []
+        for n in range(2):
+            unnamed.append(_plan_seconds(name, tmp_path / f"u{n}.db", None))
+            named.append(_plan_seconds(name, tmp_path / f"n{n}.db", name))
+        fastest = min(s for s, _, _ in named), min(s for s, _, _ in unnamed)
+        return {
+            "named_s": round(fastest[0], 2),
+            "unnamed_s": round(fastest[1], 2),
+            "ratio": round(fastest[0] / fastest[1], 2),
+            "etags_reset": named[0][1],
+            "entries_kept": named[0][2],
+        }
+
+    figures = benchmark.pedantic(run, rounds=1, iterations=1)
+    benchmark.extra_info.update(figures)
+    print("\n" + json.dumps({name: figures}))
+    assert figures["etags_reset"] > 0  # the compactions removed tool results
+    assert figures["entries_kept"] == 200  # and never what the session's contexts did not show
