@@ -396,3 +396,23 @@ def test_the_langchain_middleware_resets_what_it_compacted(tmp_path: Path) -> No
     assert kept and kept != set(FILES)  # the compaction removed some reads and kept others
     for name, path in FILES.items():  # removed: full again; kept: still a marker
         assert _store_read(store, "lc", name, path.read_text()) is (name not in kept), name
+
+
+def test_a_loaded_session_resets_the_serve_state_it_is_given(tmp_path: Path) -> None:
+    store = MemoryServeStore()
+    text = FILES["store.py"].read_text(encoding="utf-8")
+    key, path = serve_key("read_text_file", {"path": "store.py"})
+    with Session(trigger=TRIGGER) as session:
+        session.append(message("user", TASK))
+        session.save(tmp_path / "run.jsonl")
+        start = session.snapshot()
+        session.append(
+            *_result_messages("store.py", store.serve("s", key, text, path=path).text, 0)
+        )
+    loaded = Session.load(tmp_path / "run.jsonl", serve_state=store, serve_session="s")
+    try:
+        assert not store.serve("s", key, text, path=path).full
+        loaded.restore(start)
+        assert store.serve("s", key, text, path=path).full
+    finally:
+        loaded.close()
