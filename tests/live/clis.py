@@ -413,6 +413,51 @@ def run_codex(
     return run
 
 
+def offers_exec_command(request: RecordedRequest) -> bool:
+    """A Codex turn request: it offers the shell tool (its title request offers apply_patch only)."""
+    tools = request.body.get("tools") if isinstance(request.body, dict) else None
+    return any(isinstance(t, dict) and t.get("name") == "exec_command" for t in tools or [])
+
+
+def start_codex_tui(
+    sandbox: Sandbox,
+    *,
+    upstream: FakeUpstream | None = None,
+    script: Script | Sequence[Turn] | None = None,
+    base_url: str | None = None,
+    model: str = CODEX_MODEL,
+    instructions: str = "You are a coding agent. Use the tools to do what the user asks.",
+    env: Mapping[str, str] | None = None,
+    executable: Path | None = None,
+) -> Terminal:
+    """`codex --no-daemon` in its interactive UI under a pty in `sandbox`: the workspace trusted,
+    a read-only sandbox, and the model asking before a command that needs more
+    (`approval_policy = "on-request"`: a call with `sandbox_permissions: require_escalated`).
+    `instructions` replaces Codex's long base instructions (`model_instructions_file`), which
+    keeps the rollout small. Without --no-daemon it starts a background app server."""
+    url = _base_url(upstream, script, base_url)
+    sandbox.codex_home.mkdir(parents=True, exist_ok=True)
+    (sandbox.codex_home / "instructions.md").write_text(instructions + "\n")
+    settings = [
+        'approval_policy = "on-request"',
+        'sandbox_mode = "read-only"',
+        f'model_instructions_file = "{sandbox.codex_home / "instructions.md"}"',
+        codex_config(url, model),
+        f'[projects."{sandbox.workspace}"]',
+        'trust_level = "trusted"',
+        "",
+    ]
+    (sandbox.codex_home / "config.toml").write_text("\n".join(settings))
+    run_env = _base_env(sandbox) | {
+        "CODEX_HOME": str(sandbox.codex_home),
+        CODEX_KEY_ENV: "sk-compactkit-live-placeholder",
+        "TERM": "xterm-256color",
+    }
+    run_env.pop("NO_COLOR")
+    args = [str(executable or install(CODEX)), "--no-daemon"]
+    return Terminal(args, run_env | dict(env or {}), sandbox.workspace)
+
+
 def codex_rollout_file(sandbox: Sandbox, session_id: str) -> Path | None:
     """$CODEX_HOME/sessions/YYYY/MM/DD/rollout-<time>-<session id>.jsonl, where Codex writes it."""
     found = sorted((sandbox.codex_home / "sessions").rglob(f"rollout-*-{session_id}.jsonl"))

@@ -2,6 +2,7 @@
 the scripted fake model, each checked with compactkit before it is saved.
 
     python -m tests.live.make_sessions          # from the repository root
+    python -m tests.live.make_sessions codex-interactive.jsonl      # only the sessions named
 
 A headless recipe runs a task with `claude -p` / `codex exec`, then resumes the session with each
 follow-up; the interactive one types its tasks into Claude Code's terminal UI (tests/live/terminal.py),
@@ -14,6 +15,7 @@ the saved files match the pins, and its live test runs every recipe again with t
 from __future__ import annotations
 
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -24,9 +26,11 @@ from tests.live.clis import (
     CODEX,
     NpmCli,
     Sandbox,
+    offers_exec_command,
     run_claude,
     run_codex,
     start_claude_tui,
+    start_codex_tui,
 )
 from tests.live.sessioncheck import load_all_checked
 from tests.live.upstream import (
@@ -238,6 +242,87 @@ def run_interactive(
     return found[0]
 
 
+CODEX_TASKS = (
+    "Create f.txt with hi in it.",
+    "No, don't create files. Count the lines of notes.txt instead.",
+    "Run the slow build.",
+    "/compact",
+    "Now list the files.",
+)
+"""What the user types into Codex's UI: a task whose command the user rejects (Esc: "No, and tell
+Codex what to do differently"), what the user says instead, a task interrupted with Esc while its
+approved command runs, `/compact` (Codex records no message for it), a follow-up."""
+CODEX_SUMMARY = "The user declined f.txt; notes.txt is missing; the slow build was interrupted."
+
+
+def codex_interactive_script(sandbox: Sandbox) -> Script:
+    def escalated(command: str, why: str) -> Turn:
+        arguments = {
+            "cmd": command,
+            "sandbox_permissions": "require_escalated",
+            "justification": why,
+        }
+        return Turn(tool_calls=(ToolCall("exec_command", arguments),))
+
+    main = [
+        escalated("echo hi > f.txt", "Write f.txt"),  # rejected
+        call("exec_command", cmd="wc -l notes.txt"),
+        answer(_last_line("wc says:")),
+        escalated(SLOW_COMMAND, "Run the slow build"),  # approved, then interrupted
+        call("exec_command", cmd="ls"),
+        answer("The files are listed above."),
+    ]
+    # the title and the /compact summary are side requests (no shell tool offered)
+    return Script(main, is_turn=offers_exec_command, side_text=CODEX_SUMMARY)
+
+
+def run_codex_interactive(
+    sandbox: Sandbox, upstream: FakeUpstream, executable: Path | None = None
+) -> Path:
+    """`CODEX_TASKS` typed into Codex's terminal UI; returns the rollout file."""
+    rejected, instead, slow, compact, follow_up = CODEX_TASKS
+    idle = "? for shortcuts"
+    with start_codex_tui(
+        sandbox, upstream=upstream, script=codex_interactive_script(sandbox), executable=executable
+    ) as term:
+        # a model announcement comes first for the pinned model: keep the configured one
+        term.wait_for("Use existing model")
+        mark = term.mark()
+        term.press("down", "enter")
+        term.wait_for(idle, since=mark)
+
+        mark = term.mark()
+        term.submit(rejected)
+        term.wait_for("Would you like to run the following command", since=mark)
+        term.press("esc")  # "No, and tell Codex what to do differently"
+        term.wait_for("Conversation interrupted", since=mark)
+
+        mark = term.mark()
+        term.submit(instead)
+        term.wait_for("wc says:", since=mark)
+
+        mark = term.mark()
+        term.submit(slow)
+        term.wait_for("Would you like to run the following command", since=mark)
+        term.press("enter")  # "Yes, proceed"
+        term.wait_until((sandbox.workspace / "build.started").exists, "the slow build to start")
+        term.press("esc")
+        term.wait_for("Conversation interrupted", since=mark)
+
+        mark = term.mark()
+        term.submit(compact)
+        term.wait_for("Context compacted", since=mark)
+
+        mark = term.mark()
+        term.submit(follow_up)
+        term.wait_for("The files are listed above.", since=mark)
+        term.pump(1)  # let it write the end of the turn
+    assert upstream.problems == [], upstream.problems
+    found = sorted((sandbox.codex_home / "sessions").rglob("rollout-*.jsonl"))
+    assert len(found) == 1, found
+    return found[0]
+
+
 RECIPES = [
     Recipe(
         "claude-code.jsonl",
@@ -284,6 +369,14 @@ RECIPES = [
         INTERACTIVE_TASKS,
         interactive=run_interactive,
         feedback=(FEEDBACK,),
+    ),
+    Recipe(
+        "codex-interactive.jsonl",
+        CODEX,
+        tuple(
+            task for task in CODEX_TASKS if task != "/compact"
+        ),  # the rollout has no record of it
+        interactive=run_codex_interactive,
     ),
 ]
 
@@ -346,9 +439,14 @@ def save(recipe: Recipe, session_file: Path) -> None:
             shutil.copyfile(transcript, recipe.subagent_folder / transcript.name)
 
 
-def main() -> None:
+def main(names: Sequence[str] = ()) -> None:
+    """Regenerate the sessions named (all when none is)."""
+    unknown = set(names) - {r.file for r in RECIPES}
+    assert not unknown, f"no recipe for {sorted(unknown)}: {[r.file for r in RECIPES]}"
     SESSIONS.mkdir(exist_ok=True)
     for recipe in RECIPES:
+        if names and recipe.file not in names:
+            continue
         session_file = generate(recipe, WORKDIR)
         contexts = load_all_checked(session_file)
         assert len(contexts) == 1 + recipe.subagents, (
@@ -362,4 +460,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -37,6 +37,12 @@ KEYS = {
 }
 
 
+_QUERIES = {
+    b"\x1b[6n": b"\x1b[1;1R",  # DSR: where is the cursor? (row 1, column 1)
+    b"\x1b[c": b"\x1b[?62;22c",  # DA1: which terminal? (a VT220 with colour)
+}
+
+
 class TerminalError(AssertionError):
     """What the test waited for did not show: the message ends with the screen's last lines."""
 
@@ -85,6 +91,14 @@ class Terminal:
                 self._reap(block=True)
                 return
             self.raw += data
+            self._answer_queries(data)
+
+    def _answer_queries(self, data: bytes) -> None:
+        """Reply as a terminal does to what a full-screen UI asks at start (a UI that gets no
+        answer waits): the cursor position and the device attributes."""
+        for query, reply in _QUERIES.items():
+            for _ in range(data.count(query)):
+                os.write(self.fd, reply)
 
     @property
     def text(self) -> str:

@@ -17,6 +17,8 @@ from compactkit import AgentContext, TextBlock
 from compactkit.context import etag_of
 from tests.live.clis import CLAUDE_CODE, CODEX, NpmCli
 from tests.live.make_sessions import (
+    CODEX_SUMMARY,
+    CODEX_TASKS,
     COMPACT_PROMPT,
     FEEDBACK,
     INTERACTIVE_TASKS,
@@ -193,6 +195,34 @@ def test_rejection_feedback_survives_compaction_to_a_small_budget(tmp_path: Path
         assert any(task in text for text in texts), task
 
 
+def check_codex_interactive(path: Path) -> AgentContext:
+    """A command the user rejected and one the user interrupted, each answered "aborted by user"
+    and followed by Codex's `<turn_aborted>` notice; what the user said instead is a user message;
+    after `/compact` the replacement history, then the follow-up."""
+    recipe = BY_NAME["codex-interactive.jsonl"]
+    ctx = check_session(recipe, path)
+    results = {r.tool_call_id: r for r in tool_results(ctx)}
+    stopped = [c for c in tool_calls(ctx) if "aborted by user" in results[c.id].text]
+    assert [c.input["cmd"] for c in stopped] == ["echo hi > f.txt", SLOW_COMMAND]
+    for call in stopped:
+        at = next(i for i, m in enumerate(ctx.messages) if call in m.content)
+        notice = ctx.messages[at + 2]  # the call, its result, then the notice
+        assert notice.text.startswith("<turn_aborted>") and notice.origin == "harness"
+    rejected, instead = CODEX_TASKS[:2]
+    texts = [m.text for m in ctx.messages if m.is_human]
+    assert texts.index(instead) == texts.index(rejected) + 1
+    summary = [m for m in ctx.messages if m.origin == "summary" and CODEX_SUMMARY in m.text]
+    assert len(summary) == 1
+    follow_up = next(i for i, m in enumerate(ctx.messages) if m.text == CODEX_TASKS[-1])
+    assert ctx.messages.index(summary[0]) < follow_up
+    assert ctx.messages[-1].text == "The files are listed above."
+    return ctx
+
+
+def test_saved_codex_interactive_session_has_the_rejection_interruption_and_compact() -> None:
+    check_codex_interactive(BY_NAME["codex-interactive.jsonl"].path)
+
+
 # --- the live check: the recipes run again with the pinned CLIs ------------------------------------
 
 
@@ -207,5 +237,7 @@ def test_generator_writes_each_session_again_with_the_pinned_cli(
     check_session(recipe, session_file)
     if recipe.subagents:
         check_subagent(session_file)
-    if recipe.interactive is not None:
+    if recipe.file == "claude-code-interactive.jsonl":
         check_interactive(session_file)
+    if recipe.file == "codex-interactive.jsonl":
+        check_codex_interactive(session_file)
