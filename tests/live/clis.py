@@ -327,7 +327,12 @@ def start_claude_tui(
     args = [str(executable or install(CLAUDE_CODE)), *CLAUDE_TUI_ARGS]
     args += ["--tools", ",".join(tools), "--allowedTools", ",".join(allowed_tools), *extra_args]
     run_env = _base_env(sandbox) | CLAUDE_ENV | {"ANTHROPIC_BASE_URL": url}
-    run_env |= {"TERM": "xterm-256color", "CLAUDE_CODE_DISABLE_BACKGROUND_TASKS": "1"}
+    run_env |= {
+        "TERM": "xterm-256color",
+        "CLAUDE_CODE_DISABLE_BACKGROUND_TASKS": "1",
+        # the UI installs the official plugin marketplace at start (a clone from github.com)
+        "CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL": "1",
+    }
     run_env.pop("NO_COLOR")
     return Terminal(args, run_env | dict(env or {}), sandbox.workspace)
 
@@ -413,6 +418,17 @@ def run_codex(
     return run
 
 
+# The UI fetches an announcement from raw.githubusercontent.com at every start and no setting stops
+# it; through a proxy on a loopback port nobody listens on, that fetch fails at once without a DNS
+# lookup, while the fake model on 127.0.0.1 is reached directly.
+NO_INTERNET_PROXY = {
+    "HTTPS_PROXY": "http://127.0.0.1:9",
+    "HTTP_PROXY": "http://127.0.0.1:9",
+    "ALL_PROXY": "http://127.0.0.1:9",
+    "NO_PROXY": "127.0.0.1,localhost",
+}
+
+
 def offers_exec_command(request: RecordedRequest) -> bool:
     """A Codex turn request: it offers the shell tool (its title request offers apply_patch only)."""
     tools = request.body.get("tools") if isinstance(request.body, dict) else None
@@ -442,7 +458,11 @@ def start_codex_tui(
         'approval_policy = "on-request"',
         'sandbox_mode = "read-only"',
         f'model_instructions_file = "{sandbox.codex_home / "instructions.md"}"',
+        "check_for_update_on_startup = false",  # else: api.github.com (the latest release)
         codex_config(url, model),
+        "[tui]",
+        "show_tooltips = false",  # else: raw.githubusercontent.com (the announcement tip)
+        "",
         f'[projects."{sandbox.workspace}"]',
         'trust_level = "trusted"',
         "",
@@ -453,6 +473,7 @@ def start_codex_tui(
         CODEX_KEY_ENV: "sk-compactkit-live-placeholder",
         "TERM": "xterm-256color",
     }
+    run_env |= NO_INTERNET_PROXY
     run_env.pop("NO_COLOR")
     args = [str(executable or install(CODEX)), "--no-daemon"]
     return Terminal(args, run_env | dict(env or {}), sandbox.workspace)
