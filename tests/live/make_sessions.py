@@ -72,10 +72,11 @@ class Recipe:
         return SESSIONS / Path(self.file).stem / "subagents"
 
 
-def _results_summary(request: RecordedRequest) -> str:
-    """The final answer: the last line of the last tool result the model saw."""
-    lines = last_tool_result(request).strip().splitlines() or [""]
-    return f"Done: {lines[-1]}"
+def _last_line(prefix: str) -> Callable[[RecordedRequest], str]:
+    """A final answer quoting the last line of the last tool result the model saw."""
+    return lambda request: (
+        f"{prefix} {(last_tool_result(request).strip().splitlines() or [''])[-1]}"
+    )
 
 
 def claude_scripts(sandbox: Sandbox) -> tuple[list[Turn], list[Turn]]:
@@ -92,11 +93,11 @@ def claude_scripts(sandbox: Sandbox) -> tuple[list[Turn], list[Turn]]:
         ),
         # Edit is offered but not allowed (--allowedTools Bash,Read): -p mode denies it
         call("Edit", file_path=notes, old_string="beta", new_string="gamma"),
-        answer(_results_summary),
+        answer(_last_line("Done:")),
     ]
     follow_up = [
         call("Bash", command="wc -w notes.txt", description="Count words"),
-        answer(_results_summary),
+        answer(_last_line("Done:")),
     ]
     return task, follow_up
 
@@ -112,17 +113,10 @@ def codex_scripts(sandbox: Sandbox) -> tuple[list[Turn], list[Turn]]:
                 ToolCall("exec_command", {"cmd": "cat missing.txt"}),
             ),
         ),
-        answer(_results_summary),
+        answer(_last_line("Done:")),
     ]
-    follow_up = [call("exec_command", cmd="wc -w notes.txt"), answer(_results_summary)]
+    follow_up = [call("exec_command", cmd="wc -w notes.txt"), answer(_last_line("Done:"))]
     return task, follow_up
-
-
-def _last_line(prefix: str) -> Callable[[RecordedRequest], str]:
-    """A final answer quoting the last line of the last tool result the model saw."""
-    return lambda request: (
-        f"{prefix} {(last_tool_result(request).strip().splitlines() or [''])[-1]}"
-    )
 
 
 SUBAGENT_PROMPT = "Count the words of notes.txt with wc -w and report the number."
