@@ -287,7 +287,9 @@ def jsonl_record(line: str, path: str, number: int, loads: Loads) -> Any:
     try:
         return loads(line, path, number, object_hook=_interned)
     except json.JSONDecodeError as exc:
-        raise BadJsonLine(f"{exc.msg} at column {exc.colno}", path, number) from None
+        # json's messages for a cut string or a stray control character end in "at"
+        where = "column" if exc.msg.endswith(" at") else "at column"
+        raise BadJsonLine(f"{exc.msg} {where} {exc.colno}", path, number) from None
 
 
 # --------------------------------------------------------------------------- context metadata

@@ -13,6 +13,7 @@ compactkit's own `Session.load` (a torn last line only).
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -132,6 +133,8 @@ def test_claude_code_reads_a_file_torn_in_its_last_line(tmp_path: Path) -> None:
     code, _, err = run("inspect", str(torn))
     assert code == 0, err
     assert_warned(err, torn, len(lines))
+    # the reason reads as one sentence (json's own message ends in "at": no "at at column")
+    assert re.search(r"\(Unterminated string starting at column \d+\)", err), err
     assert_skipped_one(compactkit.load_one(torn))
 
 
