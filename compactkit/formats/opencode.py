@@ -238,11 +238,11 @@ def _has_tables(path: Path, tables: tuple[str, ...]) -> bool:
     return set(tables) <= names
 
 
-def _json(text: Any, where: str) -> dict[str, Any]:
+def _json(text: Any, where: str, path: Path) -> dict[str, Any]:
     try:
         value = json.loads(text) if isinstance(text, (str, bytes)) else text
     except json.JSONDecodeError as exc:
-        raise BadInputError(f"{where}: its data is not JSON ({exc.msg})") from None
+        raise BadInputError(f"{where}: its data is not JSON ({exc.msg})", path=str(path)) from None
     return value if isinstance(value, dict) else {}
 
 
@@ -259,11 +259,11 @@ def _from_db(path: Path) -> list[dict[str, Any]]:
     by_message: dict[str, list[dict[str, Any]]] = {}
     for row in parts:
         by_message.setdefault(row["message_id"], []).append(
-            {**_json(row["data"], f"part {row['id']}"), "id": row["id"]}
+            {**_json(row["data"], f"part {row['id']}", path), "id": row["id"]}
         )
     by_session: dict[str, list[dict[str, Any]]] = {}
     for row in messages:
-        info = {**_json(row["data"], f"message {row['id']}"), "id": row["id"]}
+        info = {**_json(row["data"], f"message {row['id']}", path), "id": row["id"]}
         by_session.setdefault(row["session_id"], []).append(
             {"info": info, "parts": by_message.get(row["id"], [])}
         )

@@ -11,7 +11,11 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from click.testing import CliRunner
+
 import compactkit
+from compactkit.cli import make_cli
+from compactkit.registry import make_registry
 from tests.formats._checks import pairing_problems
 
 SESSION = {
@@ -257,3 +261,21 @@ def test_the_database_is_opened_read_only(tmp_path: Path) -> None:
     compactkit.load(db)
     assert db.read_bytes() == before
     assert sorted(p.name for p in db.parent.iterdir()) == ["opencode.db"]  # no -wal / -journal left
+
+
+def test_a_database_row_that_is_not_json_is_refused_naming_the_file(tmp_path: Path) -> None:
+    """OpenCode reads `data` through drizzle's JSON column (`JSON.parse`), which throws: the
+    session does not open. compactkit refuses too, in one line naming the database and the row."""
+    db, _ = samples(tmp_path)
+    with sqlite3.connect(db) as conn:
+        conn.execute(
+            'UPDATE message SET data = \'{"role": "user", "ti\' WHERE id = ?',
+            (MESSAGES[0][0]["id"],),
+        )
+    cli = make_cli(lambda: make_registry(entry_points=False))
+    for args in (["inspect", str(db)], ["run", str(db), "--budget", "20000"]):
+        result = CliRunner().invoke(cli, args)
+        assert result.exit_code == 2, result.stderr
+        assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+        assert result.stderr.startswith(f"compactkit: error: {db}: message "), result.stderr
+        assert "its data is not JSON" in result.stderr
