@@ -11,13 +11,16 @@ content Anthropic-style blocks (`text`, `tool_use {name, input}` with or without
 Mapping: assistant lines -> assistant messages (text, thinking, calls; a call without an id gets
 `cursor-<line>-<n>`); a `tool_result` -> the result of the call it names, else of the oldest call
 still open; user text -> a user message, the human's words when it holds a `<user_query>` (kept
-whole, tags included, as the model got it), origin `harness` when it is only text Cursor added.
+whole, tags included, as the model got it), origin `harness` when it is only text Cursor added
+(whole tagged sections, `<system_reminder>...</system_reminder>`; text that merely starts with `<`
+stays the human's).
 Marker lines and unknown lines are counted in `skipped_records`. Calls with no recorded result
 get a synthesized error result, except the calls of the last assistant message.
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from typing import Any
 
@@ -47,6 +50,7 @@ from .base import Document, Format
 
 _KEYS = frozenset({"role", "message", "type", "timestamp"})
 _QUERY = "<user_query>"
+_TAGGED = re.compile(r"(?:\s*<([A-Za-z_][\w.-]*)(?:\s[^>]*)?>.*?</\1>)+\s*", re.DOTALL)
 
 
 class CursorFormat(Format):
@@ -155,11 +159,7 @@ class _Builder:
             self.turns.append(Turn("tool", results, dict(meta)))
         if blocks:
             texts = [b.text for b in blocks if isinstance(b, TextBlock)]
-            if (
-                texts
-                and not any(_QUERY in t for t in texts)
-                and all(t.lstrip().startswith("<") for t in texts)
-            ):
+            if texts and not any(_QUERY in t for t in texts) and all(map(_only_tags, texts)):
                 meta[ORIGIN_KEY] = "harness"
             self.turns.append(Turn("user", blocks, meta))
         if not results and not blocks:
@@ -176,6 +176,13 @@ class _Builder:
         note_repairs(meta, repaired)
         note_skipped(meta, self.skipped)
         return AgentContext(messages=tuple(repaired.messages), metadata=meta)
+
+
+def _only_tags(text: str) -> bool:
+    """Text made only of whole tagged sections (`<system_reminder>...</system_reminder>`), as
+    Cursor adds it; text the user typed that merely starts with `<` (`<Button> renders twice`)
+    or has words after the tags is not."""
+    return _TAGGED.fullmatch(text) is not None
 
 
 def _records(doc: Document) -> list[Any]:

@@ -112,3 +112,27 @@ def test_a_cursor_transcript_pairs_calls_and_keeps_the_users_words(tmp_path: Pat
     assert "synthesized_results" not in ctx.metadata
     assert pairing_problems(ctx) == [] and compactkit.validate(ctx) == []
     assert ctx.metadata["skipped_records"] == {"turn_ended": 1}
+
+
+def test_user_text_without_a_user_query_is_harness_only_when_it_is_whole_tagged_sections(
+    tmp_path: Path,
+) -> None:
+    """A user line with no `<user_query>` is the human's unless it is made only of the tagged
+    sections Cursor adds: text the user typed that starts with `<` (a component name) or carries
+    words after an `<attached_files>` section stays the human's words."""
+    typed = "<Button> renders twice on the settings page, fix it"
+    after_files = "<attached_files>\nsrc/Button.tsx\n</attached_files>\nand keep the old props"
+    reminder = '<system_reminder id="r1">lint before finishing</system_reminder>\n'
+    lines = [
+        {"role": "user", "message": {"content": [{"type": "text", "text": typed}]}},
+        {"role": "assistant", "message": {"content": [{"type": "text", "text": "Looking."}]}},
+        {"role": "user", "message": {"content": [{"type": "text", "text": after_files}]}},
+        {"role": "user", "message": {"content": [{"type": "text", "text": reminder}]}},
+        {"role": "assistant", "message": {"content": [{"type": "text", "text": "Fixed."}]}},
+    ]
+    path = tmp_path / "agent-transcripts" / "b1" / "b1.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    ctx = compactkit.load_one(path)
+    assert [m.text for m in ctx.messages if m.is_human] == [typed, after_files]
+    assert [m.text for m in ctx.messages if m.origin == "harness"] == [reminder]
