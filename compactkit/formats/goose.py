@@ -98,7 +98,9 @@ class GooseFormat(Format):
         by_session: dict[str, list[dict[str, Any]]] = {}
         for row in rows:
             message = {
-                "id": row["message_id"],
+                # schema 7 added `message_id`, filled in as `msg_<session>_<row id>`; the
+                # databases of Goose releases before it have no such column
+                "id": row.get("message_id") or f"msg_{row['session_id']}_{row['id']}",
                 "role": row["role"],
                 "created": row["created_timestamp"],
                 "content": _json(row["content_json"], f"message {row['id']}", path),

@@ -220,3 +220,51 @@ def test_a_legacy_file_skips_a_malformed_line_as_goose_does(tmp_path: Path) -> N
     result = CliRunner().invoke(CLI, ["inspect", str(broken)])
     assert result.exit_code == 0, result.stderr
     assert f"{broken}:3: skipped a malformed line" in result.stderr
+
+
+def test_a_database_from_before_schema_7_loads(tmp_path: Path) -> None:
+    """Goose's `SessionStorage::create` at schema 5: `messages` has no `message_id` (migration 7
+    added it, as `msg_<session>_<id>`), `sessions` no `model_config_json` (migration 6). A user
+    of an older Goose release has such a database; it loads with every word typed."""
+    path = tmp_path / "sessions.db"
+    with sqlite3.connect(path) as db:
+        db.executescript(
+            """
+            CREATE TABLE schema_version (version INTEGER PRIMARY KEY,
+              applied_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP);
+            INSERT INTO schema_version (version) VALUES (5);
+            CREATE TABLE sessions (id TEXT PRIMARY KEY, name TEXT NOT NULL DEFAULT '',
+              description TEXT NOT NULL DEFAULT '', user_set_name BOOLEAN DEFAULT FALSE,
+              session_type TEXT NOT NULL DEFAULT 'user', working_dir TEXT NOT NULL,
+              created_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP,
+              updated_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP, extension_data TEXT DEFAULT '{}',
+              total_tokens INTEGER, input_tokens INTEGER, output_tokens INTEGER,
+              accumulated_total_tokens INTEGER, accumulated_input_tokens INTEGER,
+              accumulated_output_tokens INTEGER, schedule_id TEXT, recipe_json TEXT,
+              user_recipe_values_json TEXT);
+            CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT,
+              session_id TEXT NOT NULL REFERENCES sessions(id), role TEXT NOT NULL,
+              content_json TEXT NOT NULL, created_timestamp INTEGER NOT NULL,
+              timestamp TIMESTAMP DEFAULT CURRENT_TIMESTAMP, tokens INTEGER, metadata_json TEXT);
+            """
+        )
+        db.execute(
+            "INSERT INTO sessions (id, name, working_dir) VALUES (?,?,?)",
+            ("20251020_1", "Health route", "/home/u/server"),
+        )
+        for n, (role, content, meta) in enumerate(MESSAGES):
+            db.execute(
+                "INSERT INTO messages (session_id, role, content_json, created_timestamp,"
+                " metadata_json) VALUES (?,?,?,?,?)",
+                ("20251020_1", role, json.dumps(content), 1760950000 + n, json.dumps(meta)),
+            )
+    result = CliRunner().invoke(CLI, ["inspect", str(path)])
+    assert result.exit_code == 0, result.stderr
+    ctx = compactkit.load_one(path)
+    assert [m.text for m in ctx.messages if m.is_human] == [
+        "add a health route to the server",
+        "ok, write it to src/health.ts",
+    ]
+    assert ctx.messages[0].metadata["id"] == "msg_20251020_1_1"
+    assert ctx.metadata["title"] == "Health route" and ctx.metadata["cwd"] == "/home/u/server"
+    assert pairing_problems(ctx) == [] and compactkit.validate(ctx) == []
