@@ -7,7 +7,10 @@ records (the summary a compaction put in place of the history) and `event_msg` r
 Upstream: openai/codex `codex-rs/protocol/src/protocol.rs` (`RolloutItem`, `RolloutLine`,
 `EventMsg::UserMessage`, `CompactedItem`), `codex-rs/protocol/src/models.rs` (`ResponseItem`),
 `codex-rs/core/src/rollout/policy.rs` (what is persisted) and `codex-rs/core/src/context/`
-(`is_contextual_user_fragment`: the harness text Codex writes as user messages).
+(`is_contextual_user_fragment`: the harness text Codex writes as user messages). Rollouts of the
+2025 releases, before the `{"type", "payload"}` envelope (a `{"id", "timestamp", "instructions",
+"git"}` first line, then bare response items and `{"record_type": "state"}` lines), read the same:
+the first line as the `session_meta`, each item as a `response_item`, the state lines counted.
 
 What the user typed or attached is in two records of one turn: the `response_item` user message
 (what the model got: `input_text` / `input_image` parts) and `event_msg` `user_message`
@@ -88,6 +91,7 @@ from .base import Document, Format, require_single
 _RECORD_TYPES = ("session_meta", "response_item", "turn_context", "event_msg", "compacted")
 _CALL_ITEMS = ("function_call", "custom_tool_call", "local_shell_call", "web_search_call")
 _OUTPUT_ITEMS = ("function_call_output", "custom_tool_call_output")
+_LEGACY_ITEMS = ("message", "reasoning", *_CALL_ITEMS, *_OUTPUT_ITEMS)
 
 # user-role text Codex injects itself (codex-rs/core/src/context: each fragment's start/end marker)
 _HARNESS_TAGS = (
@@ -129,13 +133,13 @@ class CodexRolloutFormat(Format):
     def sniff(self, doc: Document) -> bool:
         if doc.kind != "jsonl" or not isinstance(doc.data, list):
             return False
-        head = doc.data[:20]
+        head = _enveloped(doc.data[:20])
         return any(
             _is_record(r) and r.get("type") in ("session_meta", "response_item") for r in head
         )
 
     def load(self, doc: Document) -> list[AgentContext]:
-        records = doc.data if doc.kind == "jsonl" and isinstance(doc.data, list) else []
+        records = _enveloped(doc.data) if doc.kind == "jsonl" and isinstance(doc.data, list) else []
         if not any(_is_record(r) and r.get("type") != "event_msg" for r in records):
             raise BadInputError(
                 "not a Codex rollout: no session_meta/response_item records",
@@ -467,6 +471,37 @@ def _join_interleaved(turns: list[Turn]) -> list[Turn]:
             last.metadata["joined_responses"] = (count if isinstance(count, int) else 1) + 1
             continue
         out.append(turn)
+    return out
+
+
+def _enveloped(records: list[Any]) -> list[Any]:
+    """The records of a rollout written before Codex wrapped each line in `{"type", "payload"}`
+    (2025 releases: a first line `{"id", "timestamp", "instructions", "git"}`, then each response
+    item bare, with `{"record_type": "state"}` lines between turns) in today's envelope; a
+    rollout of today's shape is returned as it is."""
+    first = next((r for r in records if r is not None), None)
+    if not (
+        isinstance(first, dict)
+        and "type" not in first
+        and isinstance(first.get("id"), str)
+        and isinstance(first.get("timestamp"), str)
+    ):
+        return records
+    out: list[Any] = []
+    for record in records:
+        if record is first:
+            meta = {k: first[k] for k in ("id", "timestamp", "git") if k in first}
+            out.append({"type": "session_meta", "payload": meta})
+        elif (
+            isinstance(record, dict)
+            and "payload" not in record
+            and record.get("type") in _LEGACY_ITEMS
+        ):
+            out.append({"type": "response_item", "payload": record})
+        elif isinstance(record, dict) and record.get("record_type") == "state":
+            out.append({"type": "state"})  # the turn's saved state: nothing the model got
+        else:
+            out.append(record)
     return out
 
 

@@ -437,3 +437,75 @@ def test_rollout_user_messages_once_and_skips_counted(path: Path) -> None:
         and r["payload"]["type"] not in ("user_message", "token_count", "web_search_end")
     }
     assert set(skipped) == kinds
+
+
+def test_a_rollout_from_before_the_envelope_loads(tmp_path: Path) -> None:
+    """A rollout of the 2025 releases (codex-rs `rollout.rs` then: a `SessionMeta {id, timestamp,
+    instructions}` first line with the git info, each `ResponseItem` written bare, a
+    `{"record_type": "state"}` line after each turn), as the public readers of those files show
+    it: it loads with the user's words and every call paired; it was "unknown session format"."""
+    sid = "5973b6c0-94b8-487b-a530-2aeb6098ae0e"
+    lines = [
+        {
+            "id": sid,
+            "timestamp": "2025-05-01T10:00:00.000Z",
+            "instructions": None,
+            "git": {"commit_hash": "3f1c2a9", "branch": "main"},
+        },
+        {"record_type": "state"},
+        {
+            "type": "message",
+            "id": None,
+            "role": "user",
+            "content": [{"type": "input_text", "text": "add a --verbose flag to the cli"}],
+        },
+        {
+            "type": "reasoning",
+            "id": "rs_1",
+            "summary": [{"type": "summary_text", "text": "Look at cli.py first"}],
+        },
+        {
+            "type": "function_call",
+            "id": "fc_1",
+            "name": "shell",
+            "arguments": '{"command": ["cat", "cli.py"]}',
+            "call_id": "call_1",
+        },
+        {
+            "type": "function_call_output",
+            "call_id": "call_1",
+            "output": '{"output": "import argparse", "metadata": {"exit_code": 0}}',
+        },
+        {
+            "type": "message",
+            "id": "msg_1",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "Added --verbose."}],
+        },
+        {"record_type": "state"},
+        {
+            "type": "message",
+            "id": None,
+            "role": "user",
+            "content": [{"type": "input_text", "text": "now document it in the README"}],
+        },
+        {
+            "type": "message",
+            "id": "msg_2",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "Documented."}],
+        },
+        {"record_type": "state"},
+    ]
+    path = tmp_path / f"rollout-2025-05-01T10-00-00-{sid}.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    ctx = load(path)
+    assert ctx.metadata["source_format"] == "codex-rollout" and ctx.metadata["session_id"] == sid
+    assert [m.text for m in ctx.messages if m.is_human] == [
+        "add a --verbose flag to the cli",
+        "now document it in the README",
+    ]
+    results = {r.tool_call_id: r.text for m in ctx.messages for r in m.tool_results}
+    assert list(results) == ["call_1"] and "import argparse" in results["call_1"]
+    assert pairing_problems(ctx) == [] and compactkit.validate(ctx) == []
+    assert ctx.metadata["skipped_records"] == {"state": 3}
