@@ -287,9 +287,15 @@ def jsonl_record(line: str, path: str, number: int, loads: Loads) -> Any:
     try:
         return loads(line, path, number, object_hook=_interned)
     except json.JSONDecodeError as exc:
-        # json's messages for a cut string or a stray control character end in "at"
-        where = "column" if exc.msg.endswith(" at") else "at column"
-        raise BadJsonLine(f"{exc.msg} {where} {exc.colno}", path, number) from None
+        raise BadJsonLine(json_error_text(exc), path, number) from None
+
+
+def json_error_text(exc: json.JSONDecodeError, *, line: bool = False) -> str:
+    """What is wrong and where: "Expecting ',' delimiter at column 12"; json's messages for a cut
+    string or a stray control character end in "at" ("Unterminated string starting at column 7",
+    not "... at at column 7")."""
+    where = f"line {exc.lineno} column {exc.colno}" if line else f"column {exc.colno}"
+    return f"{exc.msg} {where}" if exc.msg.endswith(" at") else f"{exc.msg} at {where}"
 
 
 # --------------------------------------------------------------------------- context metadata

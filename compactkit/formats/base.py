@@ -13,7 +13,7 @@ from ..context import AgentContext
 from ..errors import BadInputError
 from ..jsonio import MAX_DEPTH as MAX_DEPTH  # re-exported: where readers have always found it
 from ..jsonio import loads as loads
-from ._util import BadJsonLine, jsonl_record, stream_jsonl
+from ._util import BadJsonLine, json_error_text, jsonl_record, stream_jsonl
 
 
 @dataclass(frozen=True)
@@ -62,8 +62,7 @@ def parse_text(text: str, path: str) -> Document:
         lines = text.splitlines()
         if len(lines) < 2 or not lines[0].lstrip().startswith("{"):
             raise BadInputError(
-                f"not JSON: {whole_error.msg} at line {whole_error.lineno} "
-                f"column {whole_error.colno}",
+                f"not JSON: {json_error_text(whole_error, line=True)}",
                 path=path,
                 line=whole_error.lineno,
                 hint="expected a JSON or JSONL session file",

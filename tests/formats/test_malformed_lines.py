@@ -228,3 +228,11 @@ def test_one_json_value_broken_over_several_lines_is_still_not_json(tmp_path: Pa
     broken.write_text(text[: len(text) // 2], encoding="utf-8")
     code, _, err = run("inspect", str(broken))
     assert code == 2 and "not JSON" in err and "malformed" not in err
+
+
+def test_a_json_file_cut_in_a_string_is_named_in_one_sentence(tmp_path: Path) -> None:
+    cut_file = tmp_path / "session.json"
+    cut_file.write_text('{"messages": [{"role": "user", "content": "fix the bu', encoding="utf-8")
+    code, _, err = run("inspect", str(cut_file))
+    assert code == 2 and err.count("\n") == 1
+    assert "not JSON: Unterminated string starting at line 1 column 43" in err, err
