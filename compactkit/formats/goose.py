@@ -84,7 +84,12 @@ class GooseFormat(Format):
             return None
         try:
             with sqlite_read_only(path) as db:
-                if not {"sessions", "messages"} <= sqlite_tables(db):
+                tables = sqlite_tables(db)
+        except sqlite3.Error as exc:  # not known to be Goose's yet: an SQLite file, damaged
+            raise BadInputError(f"cannot read the SQLite database: {exc}", path=str(path)) from None
+        try:
+            with sqlite_read_only(path) as db:
+                if not {"sessions", "messages"} <= tables:
                     return None
                 columns = {r[1] for r in db.execute("PRAGMA table_info(messages)")}
                 if "content_json" not in columns:

@@ -268,3 +268,14 @@ def test_a_database_from_before_schema_7_loads(tmp_path: Path) -> None:
     assert ctx.messages[0].metadata["id"] == "msg_20251020_1_1"
     assert ctx.metadata["title"] == "Health route" and ctx.metadata["cwd"] == "/home/u/server"
     assert pairing_problems(ctx) == [] and compactkit.validate(ctx) == []
+
+
+def test_a_damaged_sqlite_file_is_not_called_a_goose_database(tmp_path: Path) -> None:
+    """A file that starts as SQLite but cannot be read (an opencode.db cut by a copy, say) is
+    refused in one line that does not claim it for Goose."""
+    path = tmp_path / "opencode.db"
+    path.write_bytes(b"SQLite format 3\x00" + b"\x07" * 200)
+    result = CliRunner().invoke(CLI, ["inspect", str(path)])
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1
+    assert f"{path}: cannot read the SQLite database" in result.stderr
+    assert "Goose" not in result.stderr
