@@ -13,8 +13,11 @@ Mapping:
   `context.cwd`); `session.model_change` -> the model of later messages;
 * `user.message` -> a user message holding `content`, the text the user typed as the timeline
   shows it (`transformedContent`, what the model got with Copilot's wrapping, is kept in message
-  metadata `transformed_content`; `attachments` in `attachments`). A `user.message` with a
-  `source` (a skill or another program injected it, e.g. `skill-pdf`) carries origin `harness`;
+  metadata `transformed_content`; `attachments` in `attachments`). Its `source` (kept as
+  `copilot_source`) says who sent it: `user`, `immediate-prompt` (typed while the agent worked),
+  `command` and unknown values are the user's input; a skill (`skill`, `skill-pdf`),
+  `autopilot`, `jit-instruction`, `snippy-blocking`, `system` and
+  `thinking-exhausted-continuation` are the runtime's, origin `harness`;
 * `assistant.message` -> an assistant message: `reasoningText` as a thinking block
   (`reasoningOpaque` / `encryptedContent` as its signature), `content` as text, each of
   `toolRequests` (`toolCallId`, `name`, `arguments`) as a tool call; `outputTokens` in `usage`;
@@ -67,6 +70,12 @@ from .base import Document, Format, read_document
 EVENTS_FILE = "events.jsonl"
 _SNIFF_LIMIT = 20
 _MESSAGE_TYPES = ("user.message", "assistant.message", "tool.execution_complete")
+_HARNESS_SOURCES = frozenset(
+    {"autopilot", "jit-instruction", "snippy-blocking", "system", "thinking-exhausted-continuation"}
+)
+"""`user.message` `source` values (the schema's `Source` enum) of text the runtime sent in the
+user's turn, as are those starting with `skill` (`skill`, `skill-pdf`); `user`,
+`immediate-prompt`, `command`, `other` and values unknown here are kept as the user's input."""
 
 
 class CopilotCliFormat(Format):
@@ -161,9 +170,11 @@ class _Builder:
             attachments=data["attachments"] if as_list(data.get("attachments")) else None,
             agent_mode=str_or_none(data.get("agentMode")),
         )
-        if isinstance(data.get("source"), str) and data["source"]:
-            meta[ORIGIN_KEY] = "harness"
-            meta["copilot_source"] = data["source"]
+        source = data.get("source")
+        if isinstance(source, str) and source:
+            meta["copilot_source"] = source
+            if source in _HARNESS_SOURCES or source.startswith("skill"):
+                meta[ORIGIN_KEY] = "harness"
         self.turns.append(Turn("user", [TextBlock(text=text)], meta))
         return True
 

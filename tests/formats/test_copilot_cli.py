@@ -168,3 +168,32 @@ def test_the_session_folder_loads_as_its_events(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.stderr
     assert "copilot-cli" in result.stdout
     assert compactkit.load_one(events.parent).messages == compactkit.load_one(events).messages
+
+
+def test_the_source_of_a_user_message_says_whether_the_user_sent_it(tmp_path: Path) -> None:
+    """The schema's `UserMessageData.source` ("Origin of this message ... e.g. user, autopilot,
+    skill, or command"; enum `Source`): newer CLIs write `source: "user"` on what the user typed.
+    Those stay the user's words; only what the runtime sent (a skill, autopilot's continuation,
+    a just-in-time instruction) is harness text."""
+    typed = [
+        ("user", "fix the flaky test in auth_test.py"),
+        ("immediate-prompt", "also keep the old fixture"),
+        ("command", "/review the staged changes"),
+    ]
+    runtime = [
+        ("autopilot", "Continue working on the task."),
+        ("skill-pdf", "(pdf skill instructions)"),
+        ("jit-instruction", "Remember to run the tests."),
+    ]
+    events = [EVENTS[0]]
+    for n, (source, text) in enumerate([*typed, *runtime], start=1):
+        events.append(event("user.message", 2 * n, content=text, source=source))
+        events.append(
+            event("assistant.message", 2 * n + 1, messageId=f"m{n}", content="ok", toolRequests=[])
+        )
+    path = tmp_path / "events.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
+    ctx = compactkit.load_one(path, format="copilot-cli")
+    assert [m.text for m in ctx.messages if m.is_human] == [text for _, text in typed]
+    assert [m.text for m in ctx.messages if m.origin == "harness"] == [t for _, t in runtime]
+    assert ctx.task == typed[0][1]
