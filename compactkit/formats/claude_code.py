@@ -185,10 +185,14 @@ class ClaudeCodeFormat(Format):
 
     def read_layout(self, path: Path) -> Document | None:
         """A session with its subagents' transcripts (Claude Code 2.x): `<session>.jsonl` and
-        `<session>/subagents/agent-<id>.jsonl`, given as the session file or its folder, read as
-        one document (the session's records, then each subagent's, files in name order)."""
-        if path.is_dir():
-            main, folder = path.parent / f"{path.name}.jsonl", path
+        `<session>/subagents/agent-<id>.jsonl`, given as the session file, its folder or that
+        folder's `subagents/`, read as one document (the session's records, then each
+        subagent's, files in name order)."""
+        session = path
+        if path.is_dir() and path.name == "subagents" and not (path / "subagents").is_dir():
+            session = path.parent
+        if session.is_dir():
+            main, folder = session.parent / f"{session.name}.jsonl", session
         elif path.suffix == ".jsonl":
             main, folder = path, path.with_suffix("")
         else:

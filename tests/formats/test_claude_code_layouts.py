@@ -135,7 +135,7 @@ def test_subagent_transcripts_attach_to_the_task_call_that_ran_them(tmp_path: Pa
         project / SESSION / "subagents" / "agent-acompact-9f2.jsonl",
         subagent("acompact-9f2", "Summarize the conversation so far."),
     )
-    for path in (main, project / SESSION):
+    for path in (main, project / SESSION, project / SESSION / "subagents"):
         contexts = compactkit.load(path)
         assert [c.metadata.get("agent_id") for c in contexts] == [None, "a485154", "acompact-9f2"]
         assert contexts[1].metadata["parent_tool_call_id"] == "toolu_task"
