@@ -25,9 +25,42 @@ def walk_files(folder: Path) -> Iterator[Path]:
             yield Path(root) / name
 
 
+STORE_NAMES = ("opencode.db", "sessions.db", ".aider.chat.history.md")
+"""Sessions kept in files no suffix names: OpenCode's and Goose's databases, aider's history."""
+
+
 def session_files(folder: Path) -> list[str]:
-    """The session files under `folder` (by `SESSION_SUFFIXES`)."""
-    return [str(f) for f in walk_files(folder) if f.name.endswith(SESSION_SUFFIXES)]
+    """The sessions under `folder`, each once: files by `SESSION_SUFFIXES` or `STORE_NAMES`, and
+    the agents' sessions of several files by the path that reads them whole: an OpenCode
+    `storage/` folder (`session/`, `message/`, `part/`; left out beside an `opencode.db`, which
+    OpenCode migrated it into), a software-agent-sdk conversation folder (`base_state.json` and
+    `events/`); a Claude Code session's `<session>/subagents/` transcripts are read with
+    `<session>.jsonl`, and the legacy `.jsonl` files beside Goose's `sessions.db` are in it."""
+    found: list[str] = []
+    for root, dirs, files in os.walk(folder, followlinks=False):
+        here = Path(root)
+        dirs.sort()
+        if {"session", "message", "part"} <= set(dirs) or (
+            "base_state.json" in files and "events" in dirs
+        ):
+            found.append(root)  # a session store of several files: read as one
+            dirs.clear()
+            continue
+        if (
+            here.name == "subagents"
+            and (here.parent.parent / f"{here.parent.name}.jsonl").is_file()
+        ):
+            dirs.clear()  # read with the session they belong to
+            continue
+        if "opencode.db" in files and "storage" in dirs:
+            dirs.remove("storage")
+        goose_db = "sessions.db" in files
+        for name in sorted(files):
+            if name in STORE_NAMES or (
+                name.endswith(SESSION_SUFFIXES) and not (goose_db and name.endswith(".jsonl"))
+            ):
+                found.append(str(here / name))
+    return found
 
 
 def _segment(part: str) -> str:
@@ -83,4 +116,4 @@ def glob_paths(pattern: str) -> list[str]:
     return sorted(found)
 
 
-__all__ = ["SESSION_SUFFIXES", "glob_paths", "session_files", "walk_files"]
+__all__ = ["SESSION_SUFFIXES", "STORE_NAMES", "glob_paths", "session_files", "walk_files"]
