@@ -26,9 +26,10 @@ Reading:
   pass through, and an assistant message holding them is not searched for XML; their results come
   back as native result blocks or, as Cline's `pushToolResult` writes them, as text (below);
 - a user message -> a tool message with its results, then one user message with the rest, in order.
-  A `[<tool> ...] Result:` text block (and the text/images after it) is the result of the first open
-  call of that tool in the previous assistant message (else of its first open call; with none it stays
-  user text with origin `tool-output`); `Tool [x] was not executed ...` / `Skipping tool [x ...]`
+  A `[<tool> ...] Result:` text block (and the text/images after it) is the result of the open call
+  of that tool in the previous assistant message whose input holds the argument the header names
+  (`[read_file for 'b.py']`), else of its first open call of that tool, else of its first open call
+  (with none it stays user text with origin `tool-output`); `Tool [x] was not executed ...` / `Skipping tool [x ...]`
   notices are error results of such calls; native `tool_result` / `tool-result` blocks pair by id. A
   result is an error when recorded so, or when its text says the user denied it or the tool failed.
   What the user wrote inside a result (`<feedback>`, `<answer>`, `<user_message>`: Cline's
@@ -139,6 +140,9 @@ _TOOL_OPEN = re.compile(r"<(" + "|".join(sorted(TOOL_NAMES)) + r")>")
 _PARAM_OPEN = re.compile(r"<([A-Za-z_][\w-]*)>")
 
 _HEADER = re.compile(r"\[(?P<name>[A-Za-z_][\w-]*)(?P<desc>.*?)\] Result:", re.DOTALL)
+_DESCRIBED = re.compile(r" for '(.*?)'(?: in '.*')?\Z", re.DOTALL)
+"""The argument `toolDescription` names in a result's header (`[read_file for 'src/a.ts']`,
+`[search_files for 'TODO' in '*.ts']`)."""
 _NOT_EXECUTED = re.compile(
     r"(?:Tool \[(?P<a>[A-Za-z_][\w-]*)[^\]]*\] was (?:not executed|interrupted and not executed)"
     r"|Skipping tool \[(?P<b>[A-Za-z_][\w-]*))"
@@ -234,6 +238,7 @@ class _Builder:
         self.skipped: Counter[str] = Counter()
         self.index = 0  # of the next saved message (XML call ids name it)
         self.open_calls: list[tuple[str, str]] = []  # (id, name) of the last assistant's XML calls
+        self.call_args: dict[str, set[str]] = {}  # the string inputs of each open call, by id
         self.pending_thinking: list[Block] = []
         self.model: str | None = None
 
@@ -342,6 +347,9 @@ class _Builder:
         if native:  # their results may come back as `[tool ...] Result:` text, not by id
             calls = [(b.id, b.name) for b in blocks if isinstance(b, ToolCallBlock)]
         self.open_calls = calls
+        self.call_args = {
+            b.id: _string_inputs(b.input) for b in blocks if isinstance(b, ToolCallBlock)
+        }
         self.turns.append(Turn("assistant", blocks, meta))
 
     def user(self, raw: dict[str, Any], meta: dict[str, JsonValue]) -> None:
@@ -389,7 +397,16 @@ class _Builder:
                 user_meta[HARNESS_BLOCKS_KEY] = list(turn.harness)
             self.turns.append(Turn("user", turn.blocks, user_meta))
 
-    def take_call(self, name: str) -> str | None:
+    def take_call(self, name: str, described: str = "") -> str | None:
+        """The open call a result is for: of that tool, the one whose input holds the argument
+        the result's header names (`[read_file for 'b.py']`), else the first; else the first
+        open call."""
+        named = _DESCRIBED.match(described)
+        if named is not None:
+            for i, (call_id, called) in enumerate(self.open_calls):
+                if called == name and named.group(1) in self.call_args.get(call_id, ()):
+                    del self.open_calls[i]
+                    return call_id
         for i, (call_id, called) in enumerate(self.open_calls):
             if called == name:
                 del self.open_calls[i]
@@ -437,7 +454,7 @@ class _Builder:
         header = _HEADER.match(head)
         skipped = _NOT_EXECUTED.match(head)
         if header is not None:
-            call_id = self.take_call(header.group("name"))
+            call_id = self.take_call(header.group("name"), header.group("desc"))
             body = head[header.end() :].removeprefix("\n")
             if call_id is None:
                 part, words = _split_user_words(text)
@@ -777,6 +794,15 @@ def _plain_text(content: Any) -> str:
             if isinstance(b, dict) and b.get("type") == "text"
         )
     return as_text(content)
+
+
+def _string_inputs(value: Any) -> set[str]:
+    """The string values of a call's input (a tool's `path`, `command`, `regex`, ...)."""
+    if isinstance(value, str):
+        return {value}
+    if isinstance(value, dict):
+        return {v for v in value.values() if isinstance(v, str)}
+    return set()
 
 
 __all__ = ["HISTORY_FILE", "TOOL_NAMES", "ClineFormat", "split_tool_calls"]

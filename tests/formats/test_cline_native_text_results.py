@@ -73,3 +73,37 @@ def test_native_calls_pair_with_their_text_results(tmp_path: Path) -> None:
     assert "<task>\nfix the failing build\n</task>" in human
     assert "<feedback>\nonly touch src/app.ts\n</feedback>" in human
     assert ctx.messages[-1].tool_calls[0].id == "toolu_03"  # the last call stays pending
+
+
+def test_a_text_result_pairs_with_the_call_its_header_names(tmp_path: Path) -> None:
+    """Two calls of one tool: each `[read_file for '<path>'] Result:` block is the result of the
+    call reading that path (`toolDescription` names it), whatever order the results come in."""
+    task = [
+        {"role": "user", "content": [text("<task>\ncompare a.py and b.py\n</task>"), text(ENV)]},
+        {
+            "role": "assistant",
+            "content": [
+                tool_use("toolu_a", "read_file", path="a.py"),
+                tool_use("toolu_b", "read_file", path="b.py"),
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                text("[read_file for 'b.py'] Result:"),
+                text("B = 2"),
+                text("[read_file for 'a.py'] Result:"),
+                text("A = 1"),
+                text(ENV),
+            ],
+        },
+        {"role": "assistant", "content": [text("They differ.")]},
+    ]
+    folder = tmp_path / "1735000000001"
+    folder.mkdir()
+    path = folder / "api_conversation_history.json"
+    path.write_text(json.dumps(task), encoding="utf-8")
+    ctx = compactkit.load_one(path)
+    results = {r.tool_call_id: r.text for m in ctx.messages for r in m.tool_results}
+    assert results == {"toolu_a": "A = 1", "toolu_b": "B = 2"}
+    assert pairing_problems(ctx) == [] and compactkit.validate(ctx) == []
