@@ -1,15 +1,31 @@
-"""Running one plugin strategy in a child process that can be stopped, and telling a real Ctrl-C
-from a `KeyboardInterrupt` raised by strategy code.
+"""Running plugin strategies in a worker process that can be stopped, giving untrusted strategies a
+private copy of their input, and telling a real Ctrl-C from a `KeyboardInterrupt` raised by
+strategy code.
 
 A Python thread cannot be killed, and a strategy stuck in C code never returns to the interpreter,
-so a strategy with a timeout runs in a forked child: the parent waits for its result up to the
-deadline, then kills the child's whole process group (SIGKILL). Only what the strategy changed
-travels back: messages it kept are sent as their index in the input and rebuilt from the caller's
-own objects, so unchanged messages keep their identity.
+so a strategy with a timeout runs in a worker process: the caller waits for its result up to the
+deadline, then kills the worker's whole process group (SIGKILL) and what it started, and the next
+call starts a fresh worker.
+
+The worker is forked once and reused (one per thread of the caller), since what a fork per call
+costs is not the fork alone: the child writes to most pages of the inherited heap as it reads the
+context (reference counts), so every page is copied, and it starts with nothing done (ctypes
+loaded, /proc walked). The context crosses as a pickle, and only what the worker does not hold
+yet: the worker keeps the messages of the last call (its input and its output) and the caller
+sends the others, by slot; the caller's context never leaves the caller, so nothing the strategy
+does can touch it. Only what the strategy changed travels back: messages it kept are sent as their
+index in the input and rebuilt from the caller's own objects, so unchanged messages keep their
+identity.
+
+A worker is started afresh (the old one stopped) when the call needs a strategy or registry the
+worker did not inherit, when the caller's working directory, environment or stdout protection
+changed since the fork, after a strategy failed (raised, mutated its input, returned something
+else, timed out or ended the worker), and when a strategy left a thread running in it.
 """
 
 from __future__ import annotations
 
+import operator
 import os
 import pickle
 import select
@@ -17,21 +33,25 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from types import FrameType
 from typing import Any
 
-from ._exitguard import stdout_to_stderr_for_good
-from .context import AgentContext, Message
+from ._exitguard import stdout_is_protected, stdout_to_stderr_for_good
+from .context import AgentContext, Message, ToolCallBlock
 from .errors import CompactkitError, StrategyError, StrategyTimeout
 from .registry import Registry, use_registry
+from .tokens import POOL_THREAD_PREFIX
 
 CAN_ISOLATE = hasattr(os, "fork")
-"""Whether strategies can run in a child process here (POSIX); elsewhere timeouts are not
+"""Whether strategies can run in a worker process here (POSIX); elsewhere timeouts are not
 enforced and strategies run in-process."""
 
 _FIELDS = ("system_instruction", "activated_skills", "metadata", "recovery", "pins", "pin_rules")
+_KNOWN_AT_MOST = 32
+"""Strategies and registries a new worker inherits from the one it replaces, at most."""
 
 
 class InterruptWatch:
@@ -79,33 +99,91 @@ def _recorder(watch: InterruptWatch, previous: Any) -> Callable[[int, FrameType 
     return handler
 
 
+# --------------------------------------------------------------------------- private copies
+
+
+def _json_copy(value: Any) -> Any:
+    """A copy of a JSON value's mutable containers (strings and numbers are shared)."""
+    if isinstance(value, dict):
+        return {k: _json_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_copy(v) for v in value]
+    return value
+
+
+def _copy_block(block: Any) -> Any:
+    # blocks are frozen; the only mutable thing a block holds is a tool call's parsed input
+    if isinstance(block, ToolCallBlock) and isinstance(block.input, (dict, list)):
+        return ToolCallBlock.model_construct(
+            id=block.id, name=block.name, input=_json_copy(block.input)
+        )
+    return block
+
+
+def _copy_message(m: Message) -> Message:
+    return Message.model_construct(
+        role=m.role,
+        content=tuple(_copy_block(b) for b in m.content),
+        name=m.name,
+        metadata=_json_copy(m.metadata),
+    )
+
+
+def private_copy(ctx: AgentContext) -> AgentContext:
+    """A copy sharing nothing mutable with `ctx` (dicts and lists copied, frozen blocks shared),
+    built without re-validation: far cheaper than a JSON round trip."""
+    return AgentContext.model_construct(
+        system_instruction=ctx.system_instruction,
+        messages=tuple(_copy_message(m) for m in ctx.messages),
+        activated_skills=dict(ctx.activated_skills),
+        metadata=_json_copy(ctx.metadata),
+        recovery=dict(ctx.recovery),
+        pins=ctx.pins,
+        pin_rules=ctx.pin_rules,
+    )
+
+
+# --------------------------------------------------------------------------- what crosses
+
+
+def _field_change(held: Any, value: Any) -> tuple[str, Any]:
+    """How to turn `held` into `value` on the other side: ("+", entries) when `value` is `held`
+    with entries added or replaced (keys in the same order), else ("=", value)."""
+    grown = isinstance(held, dict) and isinstance(value, dict) and len(value) >= len(held)
+    if grown and all(a == b for a, b in zip(held, value, strict=False)):
+        return "+", {k: v for k, v in value.items() if k not in held or held[k] is not v}
+    return "=", value
+
+
+def _apply(held: Any, change: tuple[str, Any]) -> Any:
+    how, value = change
+    return {**held, **value} if how == "+" else value
+
+
 def _pack(out: AgentContext, given: AgentContext, current: AgentContext) -> dict[str, Any]:
-    """`out` as little as needed to rebuild it from `current`: kept messages by index."""
+    """`out` as little as needed to rebuild it from `current`: kept messages by index, new ones
+    whole, fields only where they changed."""
     index = {id(m): k for k, m in enumerate(given.messages)}
     index.update((id(m), k) for k, m in enumerate(current.messages))
     messages: list[int | Message] = [index.get(id(m), m) for m in out.messages]
-    fields: dict[str, Any] = {}
+    fields: dict[str, tuple[str, Any]] = {}
     for name in _FIELDS:
-        value = getattr(out, name)
-        if value != getattr(current, name):
-            fields[name] = value
+        value, before = getattr(out, name), getattr(current, name)
+        if value is not before and value != before:
+            fields[name] = _field_change(before, value)
     return {"messages": messages, "fields": fields}
 
 
-def _unpack(packed: dict[str, Any], current: AgentContext) -> AgentContext:
-    messages = tuple(current.messages[m] if isinstance(m, int) else m for m in packed["messages"])
-    fields = {name: getattr(current, name) for name in _FIELDS}
-    fields.update(packed["fields"])
-    return AgentContext.model_construct(messages=messages, **fields)
-
-
-def _child_result(
+def _result(
     strat: Any,
     given: AgentContext,
     current: AgentContext,
-    guarded: bool,
     registry: Registry | None,
+    mutated: Callable[[AgentContext, AgentContext], bool],
 ) -> tuple[Any, ...]:
+    """What the strategy did, as it crosses back: ("ok", packed output, mutated), ("type",
+    returned type's name, mutated), ("exc", its CompactkitError), ("error", ...) or ("raised",
+    ...)."""
     try:
         with use_registry(registry):
             out = strat.compact(given)
@@ -117,10 +195,160 @@ def _child_result(
             return ("error", type(exc).__name__, str(exc), exc.exit_code)
     except BaseException as exc:
         return ("raised", type(exc).__name__, str(exc))
-    mutated = guarded and given != current
     if not isinstance(out, AgentContext):
-        return ("type", type(out).__name__, mutated)
-    return ("ok", _pack(out, given, current), mutated)
+        return ("type", type(out).__name__, mutated(given, current))
+    return ("ok", _pack(out, given, current), mutated(given, current))
+
+
+# --------------------------------------------------------------------------- the worker
+
+
+def _snapshot(m: Message) -> tuple[Any, ...]:
+    """What a strategy could change in place in a message (its attributes, its metadata, its
+    tool calls' inputs), the dicts and lists copied."""
+    inputs = tuple(
+        (b, _json_copy(b.input))
+        for b in m.content
+        if isinstance(b, ToolCallBlock) and isinstance(b.input, (dict, list))
+    )
+    return m.role, m.content, m.name, _json_copy(m.metadata), inputs
+
+
+def _intact(m: Message, snapshot: tuple[Any, ...]) -> bool:
+    role, content, name, metadata, inputs = snapshot
+    return (
+        m.role is role
+        and m.content is content
+        and m.name is name
+        and m.metadata == metadata
+        and all(b.input == value for b, value in inputs)
+    )
+
+
+class _Held:
+    """In the worker: the messages (by slot, each with its snapshot) and fields of the last
+    call, as the caller has them. A strategy is given the held messages themselves (what it
+    could change in them is checked against their snapshots after) and copies of the
+    context's dicts: no copy of the whole context per call."""
+
+    def __init__(self) -> None:
+        self.messages: dict[int, tuple[Message, tuple[Any, ...]]] = {}
+        self.fields: dict[str, Any] = {}
+        self.order: list[int] = []
+        self.next_out = 0
+
+    def context(self, request: dict[str, Any]) -> AgentContext:
+        self.order = request["order"]
+        kept = {s: self.messages[s] for s in self.order if s in self.messages}
+        kept.update((s, (m, _snapshot(m))) for s, m in request["new"].items())
+        self.messages = kept
+        for name, change in request["fields"].items():
+            self.fields[name] = _apply(self.fields.get(name), change)
+        return AgentContext.model_construct(
+            messages=tuple(kept[s][0] for s in self.order), **self.fields
+        )
+
+    def mutated(self, given: AgentContext, current: AgentContext) -> bool:
+        """Whether the strategy changed a held message or one of the context's dicts it got."""
+        return (
+            given.activated_skills != current.activated_skills
+            or given.metadata != current.metadata
+            or given.recovery != current.recovery
+            or not all(_intact(*self.messages[s]) for s in self.order)
+        )
+
+    def keep_output(self, packed: dict[str, Any], current: AgentContext) -> None:
+        """Hold the output too (a copy, as it was sent): the next call's input is often it."""
+        for m in packed["messages"]:
+            if isinstance(m, Message):
+                self.next_out -= 1
+                copy = _copy_message(m)
+                self.messages[self.next_out] = (copy, _snapshot(copy))
+        for name, change in packed["fields"].items():
+            self.fields[name] = _json_copy(_apply(getattr(current, name), change))
+
+
+def _given(current: AgentContext) -> AgentContext:
+    """What the strategy gets: the held messages, copies of the context's dicts."""
+    return AgentContext.model_construct(
+        system_instruction=current.system_instruction,
+        messages=current.messages,
+        activated_skills=dict(current.activated_skills),
+        metadata=_json_copy(current.metadata),
+        recovery=dict(current.recovery),
+        pins=current.pins,
+        pin_rules=current.pin_rules,
+    )
+
+
+def _serve(read: int, write: int, known: dict[int, Any], parent: int) -> None:
+    """The worker: answer requests until the caller closes the pipe or a call leaves it unfit."""
+    os.setpgid(0, 0)  # its own group: killing it takes what it started along
+    _die_with(parent)
+    stdout_to_stderr_for_good()  # the caller's stdout carries its results
+    _subreaper()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the caller's to handle
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # never the caller's cleanup handlers
+    held = _Held()
+    while True:
+        request = _read_request(read)
+        if request is None:
+            return
+        current = held.context(request)
+        given = _given(current)
+        strat, registry = known[request["strategy"]], known[request["registry"]]
+        result = _result(strat, given, current, registry, held.mutated)
+        _reap_own()  # nothing the strategy started outlives it (nor holds the result pipe open)
+        fit = result[0] == "ok" and not result[2] and not _threads_left()
+        if fit:
+            held.keep_output(result[1], current)
+        try:
+            data = pickle.dumps((result, fit), protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:
+            fit = False
+            error = ("raised", type(exc).__name__, f"result cannot be sent back: {exc}")
+            data = pickle.dumps((error, fit))
+        for stream in (sys.stdout, sys.stderr):
+            with suppress(Exception):
+                stream.flush()
+        _write_all(write, len(data).to_bytes(8, "little") + data)
+        if not fit:
+            return
+
+
+def _threads_left() -> bool:
+    """Whether a thread the strategy started still runs (compactkit's own counting pool, which
+    a strategy's token counts start, is not one)."""
+    return any(
+        t is not threading.current_thread() and not t.name.startswith(POOL_THREAD_PREFIX)
+        for t in threading.enumerate()
+    )
+
+
+def _read_request(read: int) -> Any:
+    """The next request (blocking), None once the caller closed its end."""
+    header = _read_exactly(read, 8)
+    if header is None:
+        return None
+    data = _read_exactly(read, int.from_bytes(header, "little"))
+    return None if data is None else pickle.loads(data)
+
+
+def _read_exactly(read: int, size: int) -> bytes | None:
+    chunks: list[bytes] = []
+    while size:
+        chunk = os.read(read, min(size, 1 << 20))
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
+def _write_all(write: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(write, view) :]
 
 
 def _die_with(parent: int) -> None:
@@ -137,35 +365,6 @@ def _die_with(parent: int) -> None:
             pass
     if os.getppid() != parent:  # the parent died before the request took effect
         os._exit(1)
-
-
-def _child(
-    write: int,
-    strat: Any,
-    given: AgentContext,
-    current: AgentContext,
-    guarded: bool,
-    registry: Registry | None,
-    parent: int,
-) -> None:
-    os.setpgid(0, 0)  # its own group: killing it takes what it started along
-    _die_with(parent)
-    stdout_to_stderr_for_good()  # the caller's stdout carries its results
-    _subreaper()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # never the parent's cleanup handlers
-    result = _child_result(strat, given, current, guarded, registry)
-    _reap_own()  # nothing the strategy started outlives it (nor holds the result pipe open)
-    try:
-        data = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception as exc:
-        data = pickle.dumps(("raised", type(exc).__name__, f"result cannot be sent back: {exc}"))
-    for stream in (sys.stdout, sys.stderr):
-        with suppress(Exception):
-            stream.flush()
-    view = memoryview(data)
-    while view:
-        view = view[os.write(write, view) :]
 
 
 def _descendants(root: int) -> list[int]:
@@ -203,16 +402,17 @@ def _kill_descendants(root: int) -> None:
 
 
 def _reap_own() -> None:
-    """In the child: end what the strategy started and collect it (orphans of its own children
-    come back to it, a subreaper), for at most a second."""
+    """In the worker: end what the strategy started and collect it (orphans of its own children
+    come back to it, a subreaper), for at most a second. A strategy that started nothing costs
+    one `waitpid`."""
     deadline = time.monotonic() + 1.0
     while time.monotonic() < deadline:
-        _kill_descendants(os.getpid())
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return  # nothing left
+            return  # nothing started, or nothing left
         if pid == 0:
+            _kill_descendants(os.getpid())
             time.sleep(0.002)
 
 
@@ -237,84 +437,250 @@ def _kill(pid: int) -> None:
             continue
 
 
-def _read(read: int, deadline: float) -> bytes | None:
-    """Everything the child writes until it closes the pipe; None at the deadline."""
-    chunks: list[bytes] = []
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return None
-        ready, _, _ = select.select([read], [], [], left)
-        if not ready:
-            continue
-        chunk = os.read(read, 1 << 20)
-        if not chunk:
-            return b"".join(chunks)
-        chunks.append(chunk)
+def _fit() -> tuple[Any, ...]:
+    """What a worker inherited at its fork that a later call must still find the same."""
+    try:
+        cwd = os.getcwd()
+    except OSError:
+        cwd = ""
+    return cwd, hash(frozenset(os.environ.items())), stdout_is_protected()
 
 
-def run_in_child(
+_open: set[int] = set()
+"""The caller's ends of every worker's pipes, closed in a new worker (not its to hold)."""
+
+
+class _Worker:
+    """The caller's side of one worker process: its pipes, the objects it inherited (strategies
+    and registries, by id, held here so that no other object takes their id), and what it holds
+    of the last call (messages by slot, fields)."""
+
+    def __init__(self, known: dict[int, Any]) -> None:
+        self.known = known
+        self.fit = _fit()
+        self.owner = os.getpid()
+        self.sent: dict[int, tuple[int, Message]] = {}
+        self.fields: dict[str, Any] = {}
+        self.next_slot = 0
+        self.next_out = 0
+        for stream in (sys.stdout, sys.stderr):  # else the worker would print the caller's buffer
+            with suppress(Exception):
+                stream.flush()
+        request_read, request_write = os.pipe()
+        reply_read, reply_write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the worker: never returns into the caller's code
+            code = 0
+            try:
+                for fd in (request_write, reply_read, *_open):
+                    with suppress(OSError):
+                        os.close(fd)
+                _serve(request_read, reply_write, known, self.owner)
+            except BaseException:
+                code = 70
+            finally:
+                os._exit(code)
+        os.close(request_read)
+        os.close(reply_write)
+        os.set_blocking(request_write, False)
+        os.set_blocking(reply_read, False)
+        self.pid, self.write, self.read = pid, request_write, reply_read
+        _open.update((request_write, reply_read))
+        self._stop = weakref.finalize(self, _stop, pid, (request_write, reply_read), self.owner)
+
+    def knows(self, objects: Iterable[Any]) -> bool:
+        return all(id(o) in self.known and self.known[id(o)] is o for o in objects)
+
+    def alive(self) -> bool:
+        try:
+            return os.waitpid(self.pid, os.WNOHANG)[0] == 0
+        except ChildProcessError:
+            return False
+
+    def request(self, strat: Any, registry: Registry | None, current: AgentContext) -> bytes:
+        """The call, with only what the worker does not hold yet; what it will hold is noted."""
+        sent: dict[int, tuple[int, Message]] = {}
+        new: dict[int, Message] = {}
+        order: list[int] = []
+        for m in current.messages:
+            entry = self.sent.get(id(m)) or sent.get(id(m))
+            if entry is None:
+                entry = (self.next_slot, m)
+                new[self.next_slot] = m
+                self.next_slot += 1
+            sent[id(m)] = entry
+            order.append(entry[0])
+        self.sent = sent
+        fields: dict[str, tuple[str, Any]] = {}
+        for name in _FIELDS:
+            value = getattr(current, name)
+            if name not in self.fields:
+                fields[name] = ("=", value)
+            elif value is not self.fields[name]:
+                fields[name] = _field_change(self.fields[name], value)
+            self.fields[name] = value
+        request = {
+            "strategy": id(strat),
+            "registry": id(registry),
+            "new": new,
+            "order": order,
+            "fields": fields,
+        }
+        data = pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL)
+        return len(data).to_bytes(8, "little") + data
+
+    def send(self, data: bytes, deadline: float) -> bool:
+        """Write the request; False at the deadline."""
+        view = memoryview(data)
+        while view:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            _, ready, _ = select.select([], [self.write], [], left)
+            if not ready:
+                continue
+            try:
+                view = view[os.write(self.write, view) :]
+            except BlockingIOError:
+                continue
+            except BrokenPipeError:  # it ended: `receive` finds no reply
+                break
+        return True
+
+    def receive(self, deadline: float) -> bytes | None:
+        """The reply; None at the deadline; b"" when the worker ended without one."""
+        data = bytearray()
+        size: int | None = None
+        while size is None or len(data) < size + 8:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            ready, _, _ = select.select([self.read], [], [], left)
+            if not ready:
+                continue
+            try:
+                chunk = os.read(self.read, 1 << 20)
+            except BlockingIOError:
+                continue
+            if not chunk:
+                return b""
+            data += chunk
+            if size is None and len(data) >= 8:
+                size = int.from_bytes(data[:8], "little")
+        return bytes(data[8:])
+
+    def unpack(self, packed: dict[str, Any], current: AgentContext) -> AgentContext:
+        """The output from what crossed back, holding its new messages as the worker does."""
+        messages: list[Message] = []
+        for m in packed["messages"]:
+            if isinstance(m, int):
+                messages.append(current.messages[m])
+                continue
+            self.next_out -= 1
+            self.sent[id(m)] = (self.next_out, m)
+            messages.append(m)
+        fields = packed["fields"]
+        same = len(messages) == len(current.messages)
+        if not fields and same and all(map(operator.is_, messages, current.messages)):
+            return current  # the strategy changed nothing
+        values = {name: getattr(current, name) for name in _FIELDS}
+        for name, change in fields.items():
+            values[name] = self.fields[name] = _apply(values[name], change)
+        return AgentContext.model_construct(messages=tuple(messages), **values)
+
+    def stop(self) -> int | None:
+        """Kill it and what it started; its wait status (None when it was collected already)."""
+        self._stop.detach()
+        _open.difference_update((self.write, self.read))
+        return _stop(self.pid, (self.write, self.read), self.owner)
+
+
+def _stop(pid: int, fds: tuple[int, ...], owner: int) -> int | None:
+    if os.getpid() != owner:  # a forked copy of the caller: the worker is not its to stop
+        return None
+    for fd in fds:
+        with suppress(OSError):
+            os.close(fd)
+    _kill_descendants(pid)  # what it started, in sessions of their own too
+    _kill(pid)
+    try:
+        return os.waitpid(pid, 0)[1]
+    except ChildProcessError:
+        return None
+
+
+_local = threading.local()
+
+
+def _worker_for(needed: Sequence[Any]) -> _Worker:
+    """This thread's worker, forked anew when it is gone, unfit or lacks one of `needed`."""
+    worker: _Worker | None = getattr(_local, "worker", None)
+    known: dict[int, Any] = {}
+    if worker is not None and worker.owner != os.getpid():
+        worker._stop.detach()  # inherited through a fork: the parent's, not ours
+        worker = None
+    if worker is not None:
+        if worker.knows(needed) and worker.fit == _fit() and worker.alive():
+            return worker
+        known = worker.known if len(worker.known) < _KNOWN_AT_MOST else {}
+        worker.stop()
+    known = {**known, **{id(o): o for o in needed}}
+    _local.worker = worker = _Worker(known)
+    return worker
+
+
+def _retire(worker: _Worker) -> int | None:
+    if getattr(_local, "worker", None) is worker:
+        _local.worker = None
+    return worker.stop()
+
+
+def run_isolated(
     strat: Any,
-    given: AgentContext,
     current: AgentContext,
     *,
-    guarded: bool,
     timeout: float,
     registry: Registry | None = None,
+    siblings: Sequence[Any] = (),
 ) -> tuple[Any, bool]:
-    """`strat.compact(given)` in a forked child stopped after `timeout` seconds: (the output, or a
-    non-context placeholder, and whether the strategy mutated `given`). Raises `StrategyTimeout`
-    when it ran too long, `StrategyError` when it raised or died, the strategy's own
-    `CompactkitError` type when it raised one."""
-    for stream in (sys.stdout, sys.stderr):  # else the child would print the parent's buffer
-        with suppress(Exception):
-            stream.flush()
-    read, write = os.pipe()
-    parent = os.getpid()
-    pid = os.fork()
-    if pid == 0:  # the child: never returns into the caller's code
-        code = 0
-        try:
-            os.close(read)
-            _child(write, strat, given, current, guarded, registry, parent)
-        except BaseException:
-            code = 70
-        finally:
-            os._exit(code)
-    os.close(write)
-    status: int | None = None
+    """`strat.compact` on a private copy of `current` in this thread's worker process, stopped
+    after `timeout` seconds: (the output, or a non-context placeholder, and whether the strategy
+    mutated its input). `siblings`: the other strategies of its pipeline, which the worker then
+    inherits too. Raises `StrategyTimeout` when it ran too long, `StrategyError` when it raised
+    or ended its process, the strategy's own `CompactkitError` type when it raised one."""
+    worker = _worker_for([strat, *siblings, registry])
+    deadline = time.monotonic() + timeout
     try:
-        data = _read(read, time.monotonic() + timeout)
+        data = None
+        if worker.send(worker.request(strat, registry, current), deadline):
+            data = worker.receive(deadline)
         if data is None:
             raise StrategyTimeout(
                 f"strategy {strat.name!r} did not finish within {timeout:g} s and was stopped "
                 "(see --timeout)"
             )
     except BaseException:
-        _kill_descendants(pid)  # what it started, in sessions of their own too
-        _kill(pid)
+        _retire(worker)
         raise
-    finally:
-        os.close(read)
-        with suppress(ChildProcessError):
-            status = os.waitpid(pid, 0)[1]
     try:
-        result = pickle.loads(data) if data else None
+        result, fit = pickle.loads(data) if data else (None, False)
     except Exception:
-        result = None
-    return _outcome(strat, result, status, current)
+        result, fit = None, False
+    status = None if fit else _retire(worker)
+    if isinstance(result, tuple) and result and result[0] == "ok" and not result[2]:
+        return worker.unpack(result[1], current), False
+    return _outcome(strat, result, status)
 
 
-def _outcome(
-    strat: Any, result: Any, status: int | None, current: AgentContext
-) -> tuple[Any, bool]:
+def _outcome(strat: Any, result: Any, status: int | None) -> tuple[Any, bool]:
+    """A failed call's outcome: raised, or a placeholder the pipeline reports."""
     name = strat.name
     if not isinstance(result, tuple) or not result:
         how = "" if status is None else f" ({_status(status)})"
         raise StrategyError(f"strategy {name!r} failed: its process ended without a result{how}")
     kind = result[0]
-    if kind == "ok":
-        return _unpack(result[1], current), bool(result[2])
+    if kind == "ok":  # it mutated its input: the pipeline says so
+        return Returned("AgentContext"), True
     if kind == "type":
         return Returned(result[1]), bool(result[2])
     if kind == "exc" and isinstance(result[1], CompactkitError):
@@ -333,7 +699,7 @@ def _status(status: int) -> str:
 
 
 class Returned:
-    """Stands for a non-context value a strategy returned in the child (only its type travels)."""
+    """Stands for a non-context value a strategy returned in the worker (only its type travels)."""
 
     def __init__(self, type_name: str) -> None:
         self.type_name = type_name

@@ -9,8 +9,15 @@ from difflib import SequenceMatcher
 from typing import Any
 
 from ._exitguard import no_process_exit, stdout_to_stderr
-from ._isolate import CAN_ISOLATE, InterruptWatch, Returned, run_in_child, watch_interrupts
-from .context import AgentContext, Message, ToolCallBlock, ToolResultBlock
+from ._isolate import (
+    CAN_ISOLATE,
+    InterruptWatch,
+    Returned,
+    private_copy,
+    run_isolated,
+    watch_interrupts,
+)
+from .context import AgentContext, Message, ToolResultBlock
 from .errors import (
     EXIT_PLUGIN,
     CompactkitError,
@@ -188,47 +195,6 @@ def _ours(exc: CompactkitError) -> bool:
 def _raised(strat: Strategy, exc: BaseException) -> StrategyError:
     what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
     return StrategyError(f"strategy {strat.name!r} failed: {what}".splitlines()[0])
-
-
-def _json_copy(value: Any) -> Any:
-    """A copy of a JSON value's mutable containers (strings and numbers are shared)."""
-    if isinstance(value, dict):
-        return {k: _json_copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_json_copy(v) for v in value]
-    return value
-
-
-def _copy_block(block: Any) -> Any:
-    # blocks are frozen; the only mutable thing a block holds is a tool call's parsed input
-    if isinstance(block, ToolCallBlock) and isinstance(block.input, (dict, list)):
-        return ToolCallBlock.model_construct(
-            id=block.id, name=block.name, input=_json_copy(block.input)
-        )
-    return block
-
-
-def _private_copy(ctx: AgentContext) -> AgentContext:
-    """A copy sharing nothing mutable with `ctx` (dicts and lists copied, frozen blocks shared),
-    built without re-validation: far cheaper than a JSON round trip."""
-    messages = tuple(
-        Message.model_construct(
-            role=m.role,
-            content=tuple(_copy_block(b) for b in m.content),
-            name=m.name,
-            metadata=_json_copy(m.metadata),
-        )
-        for m in ctx.messages
-    )
-    return AgentContext.model_construct(
-        system_instruction=ctx.system_instruction,
-        messages=messages,
-        activated_skills=dict(ctx.activated_skills),
-        metadata=_json_copy(ctx.metadata),
-        recovery=dict(ctx.recovery),
-        pins=ctx.pins,
-        pin_rules=ctx.pin_rules,
-    )
 
 
 def _reuse_originals(
@@ -421,18 +387,19 @@ def _call_strategy(pipeline: Pipeline, step: _Step) -> None:
     raises (SystemExit and KeyboardInterrupt included) is its failure, unless the user pressed
     Ctrl-C or the program was sent SIGTERM."""
     strat, current = step.strat, step.current
-    # always, `check=False` (the bench validates outputs itself) included
+    isolated = _isolated(pipeline, strat)
+    # always, `check=False` (the bench validates outputs itself) included; an isolated strategy
+    # gets its copy in its worker process, where the caller's context never is
     guarded = step.guarded = not _trusted(strat)
-    step.given = _private_copy(current) if guarded else current
+    step.given = private_copy(current) if guarded and not isolated else current
     try:
-        if _isolated(pipeline, strat):
-            step.out, mutated = run_in_child(
+        if isolated:
+            step.out, mutated = run_isolated(
                 strat,
-                step.given,
                 current,
-                guarded=guarded,
                 timeout=pipeline.timeout or 0,
                 registry=pipeline.registry,
+                siblings=pipeline.strategies,
             )
         elif _trusted(strat):
             step.out = strat.compact(step.given)

@@ -194,13 +194,16 @@ def _balanced_spans(lengths: Sequence[int], parts: int) -> list[range]:
 
 
 _executor: ThreadPoolExecutor | None = None
+POOL_THREAD_PREFIX = "compactkit-count"
+"""The name of every thread of the counting pool starts so (a strategy's worker process tells
+them from threads the strategy started)."""
 
 
 def _pool() -> ThreadPoolExecutor:
     """One long-lived pool for batch counting (tiktoken releases the GIL while encoding)."""
     global _executor
     if _executor is None:
-        _executor = ThreadPoolExecutor(max_workers=_THREADS, thread_name_prefix="compactkit-count")
+        _executor = ThreadPoolExecutor(max_workers=_THREADS, thread_name_prefix=POOL_THREAD_PREFIX)
     return _executor
 
 
