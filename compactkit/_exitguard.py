@@ -9,16 +9,16 @@ pipeline around a plugin strategy run in-process), `os._exit` called in this pro
 `ProcessExitCalled` instead, a `BaseException` that the caller turns into a plugin failure
 (exit 3). A forked child (a strategy's isolated process, a worker of a pool) still exits as
 asked: the replacement checks the process id. A strategy isolated by `--timeout` runs in a
-child process already, whose death without a result is a plugin failure in the parent.
+worker process already, whose death without a result is a plugin failure in the caller.
 
 What this cannot stop: a reference to the real function taken before the guard was installed
 (`from os import _exit` at a plugin's import, when the import itself was not guarded), or C
 code calling `_exit(2)` directly; an isolated strategy (the default `--timeout`) is safe from
-both, since only its child process ends.
+both, since only its worker process ends.
 
 `stdout_to_stderr()`: while the command line runs (`protect_stdout`), what plugin code writes to
 stdout (`print`, a C library, a process it starts) goes to stderr instead, so it never lands in
-the JSON or session the command prints; an isolated strategy's child process does the same.
+the JSON or session the command prints; an isolated strategy's worker process does the same.
 
 `time_limit()`: a plugin's import stops after `COMPACTKIT_PLUGIN_LOAD_TIMEOUT` seconds (default
 30) with `PluginLoadTimeout`, so an endless loop at import is a plugin in error, not a hang
@@ -140,7 +140,7 @@ def stdout_to_stderr() -> Iterator[None]:
 
 
 def stdout_to_stderr_for_good() -> None:
-    """In a strategy's child process: stdout is stderr from here on (when protected)."""
+    """In a strategy's worker process: stdout is stderr from here on (when protected)."""
     if _protected:
         with suppress(OSError):
             os.dup2(2, 1)

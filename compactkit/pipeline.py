@@ -186,7 +186,7 @@ def _trusted(strat: Strategy) -> bool:
 
 def _ours(exc: CompactkitError) -> bool:
     """An error compactkit raised about a plugin strategy (its contract checks, its timeout, its
-    child process), whose exit code is the plugin-failure one."""
+    worker process), whose exit code is the plugin-failure one."""
     return type(exc) in (ContractViolation, StrategyError, StrategyTimeout) and (
         exc.exit_code == EXIT_PLUGIN
     )
@@ -249,7 +249,7 @@ class Pipeline(Strategy):
     `compactkit.pins`) added to every context it runs on; what they name is never touched.
 
     With `timeout` (seconds), each strategy that is not one of compactkit's built-ins runs in a
-    child process and is stopped when it runs longer (`StrategyTimeout`, exit 3); built-ins always
+    worker process and is stopped when it runs longer (`StrategyTimeout`, exit 3); built-ins always
     run in-process. A strategy that raises `SystemExit` or `KeyboardInterrupt` fails like any
     other (`StrategyError`); a real Ctrl-C still raises `KeyboardInterrupt`.
     """
@@ -373,7 +373,7 @@ class _Step:
 
 
 def _isolated(pipeline: Pipeline, strat: Strategy) -> bool:
-    """A plugin strategy under a timeout runs in a child process."""
+    """A plugin strategy under a timeout runs in a worker process (`compactkit._isolate`)."""
     return (
         bool(pipeline.timeout and CAN_ISOLATE)
         and type(strat) is not Pipeline
@@ -383,7 +383,7 @@ def _isolated(pipeline: Pipeline, strat: Strategy) -> bool:
 
 def _call_strategy(pipeline: Pipeline, step: _Step) -> None:
     """Run the strategy: code from outside compactkit gets a private copy (whatever it does to its
-    input, the caller's context stays intact), in a child process under a timeout; anything it
+    input, the caller's context stays intact), in a worker process under a timeout; anything it
     raises (SystemExit and KeyboardInterrupt included) is its failure, unless the user pressed
     Ctrl-C or the program was sent SIGTERM."""
     strat, current = step.strat, step.current
