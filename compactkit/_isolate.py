@@ -40,7 +40,7 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from types import FrameType
-from typing import Any
+from typing import Any, NoReturn
 
 from ._exitguard import stdout_is_protected, stdout_to_stderr_for_good
 from .context import AgentContext, Message, ToolCallBlock
@@ -451,6 +451,26 @@ def _fit() -> tuple[Any, ...]:
 
 _open: set[int] = set()
 """The caller's ends of every worker's pipes, closed in a new worker (not its to hold)."""
+_forking = threading.Lock()
+
+
+def _worker(
+    known: dict[int, Any], owner: int, ends: tuple[int, int], others: tuple[int, int]
+) -> NoReturn:
+    """A new worker's life, from the fork to its exit."""
+    global _forking
+    _forking = threading.Lock()  # the caller's is held, by a thread this process does not have
+    code = 0
+    try:
+        for fd in (*others, *_open):
+            with suppress(OSError):
+                os.close(fd)
+        _open.clear()
+        _serve(*ends, known, owner)
+    except BaseException:
+        code = 70
+    finally:
+        os._exit(code)
 
 
 class _Worker:
@@ -469,26 +489,18 @@ class _Worker:
         for stream in (sys.stdout, sys.stderr):  # else the worker would print the caller's buffer
             with suppress(Exception):
                 stream.flush()
-        request_read, request_write = os.pipe()
-        reply_read, reply_write = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the worker: never returns into the caller's code
-            code = 0
-            try:
-                for fd in (request_write, reply_read, *_open):
-                    with suppress(OSError):
-                        os.close(fd)
-                _serve(request_read, reply_write, known, self.owner)
-            except BaseException:
-                code = 70
-            finally:
-                os._exit(code)
-        os.close(request_read)
-        os.close(reply_write)
+        with _forking:  # no other thread's worker inherits this one's pipes half-made
+            request_read, request_write = os.pipe()
+            reply_read, reply_write = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # the worker: never returns into the caller's code
+                _worker(known, self.owner, (request_read, reply_write), (request_write, reply_read))
+            os.close(request_read)
+            os.close(reply_write)
+            _open.update((request_write, reply_read))
         os.set_blocking(request_write, False)
         os.set_blocking(reply_read, False)
         self.pid, self.write, self.read = pid, request_write, reply_read
-        _open.update((request_write, reply_read))
         self._stop = weakref.finalize(self, _stop, pid, (request_write, reply_read), self.owner)
 
     def knows(self, objects: Iterable[Any]) -> bool:
