@@ -603,19 +603,33 @@ class _Worker:
             values[name] = self.fields[name] = _apply(values[name], change)
         return AgentContext.model_construct(messages=tuple(messages), **values)
 
-    def stop(self) -> int | None:
-        """Kill it and what it started; its wait status (None when it was collected already)."""
+    def stop(self, grace: float = 0.0) -> int | None:
+        """Kill it and what it started (after up to `grace` seconds for it to end by itself); its
+        wait status (None when it was collected already)."""
         self._stop.detach()
-        _open.difference_update((self.write, self.read))
-        return _stop(self.pid, (self.write, self.read), self.owner)
+        return _stop(self.pid, (self.write, self.read), self.owner, grace)
 
 
-def _stop(pid: int, fds: tuple[int, ...], owner: int) -> int | None:
+def _stop(pid: int, fds: tuple[int, ...], owner: int, grace: float = 0.0) -> int | None:
     if os.getpid() != owner:  # a forked copy of the caller: the worker is not its to stop
         return None
+    _open.difference_update(fds)  # before the numbers are given to new pipes
     for fd in fds:
         with suppress(OSError):
             os.close(fd)
+    deadline = time.monotonic() + grace
+    while True:
+        try:
+            ended, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return None
+        if ended:  # what it started is orphaned now: what is left of its group goes
+            with suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)
+            return status
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(0.001)
     _kill_descendants(pid)  # what it started, in sessions of their own too
     _kill(pid)
     try:
@@ -644,10 +658,10 @@ def _worker_for(needed: Sequence[Any]) -> _Worker:
     return worker
 
 
-def _retire(worker: _Worker) -> int | None:
+def _retire(worker: _Worker, grace: float = 0.0) -> int | None:
     if getattr(_local, "worker", None) is worker:
         _local.worker = None
-    return worker.stop()
+    return worker.stop(grace)
 
 
 def run_isolated(
@@ -680,7 +694,8 @@ def run_isolated(
         result, fit = pickle.loads(data) if data else (None, False)
     except Exception:
         result, fit = None, False
-    status = None if fit else _retire(worker)
+    # a worker that ended by itself (no result) is given a moment to, for its true status
+    status = None if fit else _retire(worker, 0.0 if result else 1.0)
     if isinstance(result, tuple) and result and result[0] == "ok" and not result[2]:
         return worker.unpack(result[1], current), False
     return _outcome(strat, result, status)

@@ -292,3 +292,6 @@ def test_threads_of_the_caller_each_get_their_own_worker() -> None:
         thread.join(120)
     assert [text for text, _ in results.values()] == [expected] * 3
     assert len({pid for _, pid in results.values()} | {os.getpid()}) == 4
+    # their workers ended with them; this thread's next worker is whole
+    ended = Pipeline([Caps(), WherePid()], timeout=60).run(ctx).context
+    assert _without_pid(ended) == expected and ended.metadata["pid"] != os.getpid()
