@@ -20,10 +20,12 @@ Messages are read in id order (OpenCode's ids ascend with time), parts in id ord
 * an assistant message -> `reasoning` parts as thinking, `text` parts as text, each `tool` part as a
   call (`callID`, `tool`, `state.input`) whose result follows in a tool message: `completed` ->
   `state.output` ("[Old tool result content cleared]" once OpenCode pruned it,
-  `state.time.compacted`), `error` -> `state.error` (`is_error`), `pending` / `running` ->
+  `state.time.compacted`), `error` -> `state.error` (`is_error`; a call interrupted after it printed,
+  `state.metadata.interrupted`, -> that `metadata.output`), `pending` / `running` ->
   "[Tool execution was interrupted]" (`is_error`); an assistant message with `summary: true` is
   OpenCode's compaction summary (message metadata `opencode_summary`). An assistant message that
-  ended in an error with nothing but step markers is left out, as OpenCode leaves it out;
+  ended in an error is left out, as OpenCode leaves it out, unless the user aborted it
+  (`MessageAbortedError`) after it produced more than step markers and reasoning;
 * `step-start`, `step-finish`, `snapshot`, `patch`, `agent`, `retry` parts never reach the model:
   counted by type in `skipped_records`.
 
@@ -170,8 +172,9 @@ class _Builder:
             self.skipped["message/user (empty)"] += 1
 
     def assistant(self, info: dict[str, Any], parts: list[dict[str, Any]]) -> None:
-        if info.get("error") and all(p.get("type") in ("step-start", "reasoning") for p in parts):
-            self.skipped["message/assistant (error)"] += 1
+        substance = any(p.get("type") not in ("step-start", "reasoning") for p in parts)
+        if info.get("error") and not (_aborted(info["error"]) and substance):
+            self.skipped["message/assistant (error)"] += 1  # toModelMessages leaves it out
             return
         blocks: list[Block] = []
         results: list[Block] = []
@@ -326,6 +329,11 @@ def _stamp(info: dict[str, Any]) -> dict[str, JsonValue]:
     return meta
 
 
+def _aborted(error: Any) -> bool:
+    """`MessageV2.AbortedError` (the user stopped the reply), as `toObject()` stores it."""
+    return isinstance(error, dict) and error.get("name") == "MessageAbortedError"
+
+
 def _tool(part: dict[str, Any]) -> tuple[ToolCallBlock, ToolResultBlock]:
     state = as_dict(part.get("state"))
     call_id = as_text(part.get("callID")) or as_text(part.get("id"))
@@ -340,7 +348,11 @@ def _tool(part: dict[str, Any]) -> tuple[ToolCallBlock, ToolResultBlock]:
         pruned = as_dict(state.get("time")).get("compacted")
         text, error = (PRUNED_TEXT if pruned else as_text(state.get("output"))), False
     elif status == "error":
-        text, error = as_text(state.get("error")), True
+        details = as_dict(state.get("metadata"))
+        if details.get("interrupted") is True and isinstance(details.get("output"), str):
+            text, error = details["output"], False  # what it printed before the interrupt
+        else:
+            text, error = as_text(state.get("error")), True
     else:
         text, error = INTERRUPTED_TEXT, True
     content = (TextBlock(text=text),) if text else ()

@@ -279,3 +279,37 @@ def test_a_database_row_that_is_not_json_is_refused_naming_the_file(tmp_path: Pa
         assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
         assert result.stderr.startswith(f"compactkit: error: {db}: message "), result.stderr
         assert "its data is not JSON" in result.stderr
+
+
+def test_errored_replies_and_interrupted_calls_load_as_opencode_sends_them(
+    tmp_path: Path,
+) -> None:
+    """`toModelMessages` (message-v2.ts) leaves out an assistant message that ended in an error
+    unless the user aborted it (`MessageAbortedError`) after it produced text or calls; a call
+    interrupted after it printed (`state.metadata.interrupted`) is sent that output."""
+    api_error = {"name": "APIError", "data": {"message": "overloaded", "isRetryable": True}}
+    aborted = {"name": "MessageAbortedError", "data": {"message": "aborted"}}
+    output = {"interrupted": True, "output": "migrated 3 of 7"}
+    interrupted = dict(status="error", input={}, error="aborted", metadata=output, time={})
+    messages = [
+        (msg(1, "user"), [part(1, 1, "text", text="run the migrations")]),
+        (
+            msg(2, "assistant", error=api_error, **ASSISTANT),
+            [part(2, 1, "step-start"), part(2, 2, "text", text="Running the mig")],
+        ),
+        (msg(3, "user"), [part(3, 1, "text", text="try again")]),
+        (
+            msg(4, "assistant", error=aborted, **ASSISTANT),
+            [
+                part(4, 1, "text", text="Running them now."),
+                part(4, 2, "tool", callID="toolu_m", tool="bash", state=interrupted),
+            ],
+        ),
+    ]
+    ctx = compactkit.load_one(storage(tmp_path, messages))
+    assert [m.text for m in ctx.messages if m.is_human] == ["run the migrations", "try again"]
+    assert "Running the mig" not in [m.text for m in ctx.messages]
+    assert [m.text for m in ctx.messages if m.role == "assistant"] == ["Running them now."]
+    results = {r.tool_call_id: (r.text, r.is_error) for m in ctx.messages for r in m.tool_results}
+    assert results == {"toolu_m": ("migrated 3 of 7", False)}
+    assert ctx.metadata["skipped_records"] == {"message/assistant (error)": 1}
