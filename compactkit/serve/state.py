@@ -14,6 +14,7 @@ The value never changes: `serve` returns a `Served` holding the new state. A com
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -31,11 +32,16 @@ from ..context import (
     marker_text,
 )
 from ..events import Event, StrategyApplied
-from ..recovery import payload_etag
 from ..strategies.etag_collapse import field_etag, json_object
 from ..toolcall import PATH_KEYS, input_dict, path_arg, payload_path
 
 SERVE_STATE_TAG = "compactkit.serve/1"
+
+_orjson: Any
+try:  # the JSON escaping of a long text is most of an etag's cost: orjson's is many times faster
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - the stdlib's gives the same bytes
+    _orjson = None
 
 
 def serve_key(tool: str, arguments: Any) -> tuple[str, str | None]:
@@ -61,8 +67,22 @@ def view_arguments(call: ToolCallBlock) -> dict[str, Any]:
 
 def text_etag(payload: str) -> str:
     """The etag of a text payload: what etag-collapse and the recovery store call a tool result
-    whose content is this one text part."""
-    return payload_etag((TextBlock(text=payload),))
+    whose content is this one text part (`payload_etag`: the sha256 of the canonical JSON of that
+    part, hashed here from the text's JSON string directly)."""
+    digest = hashlib.sha256(b'[{"text":')
+    digest.update(_json_string(payload))
+    digest.update(b',"type":"text"}]')
+    return digest.hexdigest()[:16]
+
+
+def _json_string(text: str) -> bytes:
+    """`text` as a JSON string, UTF-8, escaped exactly as `canonical_json` escapes it."""
+    if _orjson is not None:
+        try:
+            return bytes(_orjson.dumps(text))
+        except TypeError:  # a lone surrogate: the stdlib's escaping, whose encoding refuses it
+            pass
+    return json.dumps(text, ensure_ascii=False).encode("utf-8")
 
 
 class _Value(BaseModel):

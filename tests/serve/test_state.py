@@ -7,6 +7,8 @@ import multiprocessing
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import compactkit
 from compactkit import AgentContext, Pipeline
@@ -19,6 +21,7 @@ from compactkit.context import (
     ToolResultBlock,
     marker_text,
 )
+from compactkit.recovery import payload_etag
 from compactkit.serve import (
     MemoryServeStore,
     ServeState,
@@ -214,3 +217,18 @@ def test_sqlite_state_survives_processes_and_concurrent_writers(tmp_path: Path) 
     again = SqliteServeStore(db).serve("shared", "w0-0", "payload 0 0 " * 40)
     assert not again.full  # a new process sees what the others served
     assert SqliteServeStore(db).load("other").calls == 0
+
+
+@given(st.text(alphabet=st.characters(exclude_categories=("Cs",))))
+def test_a_text_etag_is_the_etag_collapse_gives_the_same_result(text: str) -> None:
+    """The serve state hashes a text's JSON string directly; the etag is the recovery store's."""
+    assert text_etag(text) == payload_etag((TextBlock(text=text),))
+
+
+def test_text_etag_of_real_payloads_and_of_a_lone_surrogate() -> None:
+    for text in _payloads():
+        assert text_etag(text) == payload_etag((TextBlock(text=text),))
+    with pytest.raises(UnicodeEncodeError):  # as the recovery store's etag refuses it
+        payload_etag((TextBlock(text="a\ud800"),))
+    with pytest.raises(UnicodeEncodeError):
+        text_etag("a\ud800")
