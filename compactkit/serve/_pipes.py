@@ -31,39 +31,61 @@ def _is_pipe(fd: int) -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
-class PipeLines:
-    """Lines (decoded as UTF-8, errors replaced, newline kept) read from a non-blocking descriptor."""
+class Lines:
+    """Lines read from a source of chunks (`_read`: the next chunk, b"" at the end): as bytes with
+    `next_line`, or iterated as text (UTF-8, errors replaced); newline kept, the last line without
+    it when it has none."""
 
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
+    def __init__(self) -> None:
         self._buf = bytearray()
         self._searched = 0  # bytes of _buf known to hold no newline
 
-    def __aiter__(self) -> PipeLines:
+    async def _read(self) -> bytes:
+        raise NotImplementedError
+
+    def __aiter__(self) -> Lines:
         return self
 
     async def __anext__(self) -> str:
+        line = await self.next_line()
+        if line is None:
+            raise StopAsyncIteration
+        return line.decode("utf-8", errors="replace")
+
+    async def next_line(self) -> bytes | None:
+        """The next line, None at the end."""
         while True:
             end = self._buf.find(b"\n", self._searched)
             if end >= 0:
                 line = bytes(self._buf[: end + 1])
                 del self._buf[: end + 1]
                 self._searched = 0
-                return line.decode("utf-8", errors="replace")
+                return line
             self._searched = len(self._buf)
-            try:
-                chunk = os.read(self.fd, _CHUNK)
-            except BlockingIOError:
-                await anyio.wait_readable(self.fd)
-                continue
+            chunk = await self._read()
             if not chunk:
                 if not self._buf:
-                    raise StopAsyncIteration
+                    return None
                 rest = bytes(self._buf)
                 self._buf.clear()
                 self._searched = 0
-                return rest.decode("utf-8", errors="replace")
+                return rest
             self._buf += chunk
+
+
+class PipeLines(Lines):
+    """Lines read from a non-blocking descriptor."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__()
+        self.fd = fd
+
+    async def _read(self) -> bytes:
+        while True:
+            try:
+                return os.read(self.fd, _CHUNK)
+            except BlockingIOError:
+                await anyio.wait_readable(self.fd)
 
 
 class PipeWriter:
@@ -73,7 +95,10 @@ class PipeWriter:
         self.fd = fd
 
     async def write(self, text: str) -> None:
-        view = memoryview(text.encode("utf-8"))
+        await self.write_bytes(text.encode("utf-8"))
+
+    async def write_bytes(self, data: bytes) -> None:
+        view = memoryview(data)
         while view:
             try:
                 written = os.write(self.fd, view)

@@ -32,7 +32,7 @@ from __future__ import annotations
 import sys
 import uuid
 from collections.abc import AsyncIterator, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +44,7 @@ from pydantic import ValidationError
 
 from ..errors import BadInputError
 from ._pipes import event_loop_stdio
+from ._wire import WireMessage, client_streams, upstream_process
 from .mcp_tools import (
     AGAIN,
     COMPACTED,
@@ -94,11 +95,6 @@ class ProxyConfig:
     """A remote MCP server's streamable HTTP endpoint, used instead of `command`."""
 
 
-JSONRPCMessage = (
-    types.JSONRPCRequest | types.JSONRPCNotification | types.JSONRPCResponse | types.JSONRPCError
-)
-
-
 @dataclass
 class _Pending:
     """A client request forwarded upstream and not yet answered."""
@@ -131,7 +127,8 @@ class _Relay:
 
     # ------------------------------------------------------------------ client -> upstream
 
-    async def from_client(self, tg: anyio.abc.TaskGroup, message: JSONRPCMessage) -> None:
+    async def from_client(self, tg: anyio.abc.TaskGroup, item: SessionMessage) -> None:
+        message = item.message
         if isinstance(message, types.JSONRPCNotification):
             if message.method == COMPACTED:
                 self.serving.compacted(message.params, self.config.session)
@@ -140,15 +137,15 @@ class _Relay:
                 cancelled = self.pending.pop((message.params or {}).get("requestId"), None)  # type: ignore[arg-type]  # any JSON value; a miss is None
                 if cancelled is not None:
                     cancelled.scope.cancel()
-            await self._upstream(message)
+            await self._upstream(item)
             return
         if not isinstance(message, types.JSONRPCRequest):
-            await self._upstream(message)  # the client's answer to a request from the upstream
+            await self._upstream(item)  # the client's answer to a request from the upstream
             return
         pending = _Pending(message.method, anyio.CancelScope())
         if message.method == "tools/call":
             try:
-                message, pending = self._call(message, pending)
+                item, pending = self._call(item, message, pending)
             except BadMeta as exc:
                 await self.send_client(
                     _error(message.id, types.INVALID_PARAMS, f"{pending.what}: {exc}")
@@ -168,16 +165,16 @@ class _Relay:
             self.config.startup_timeout if message.method == "initialize" else self.config.timeout
         )
         tg.start_soon(self._expire, message.id, pending, wait)
-        await self._upstream(message)
+        await self._upstream(item)
 
     def _call(
-        self, message: types.JSONRPCRequest, pending: _Pending
-    ) -> tuple[types.JSONRPCRequest, _Pending]:
+        self, item: SessionMessage, message: types.JSONRPCRequest, pending: _Pending
+    ) -> tuple[SessionMessage, _Pending]:
         """A tools/call with `refresh` and compactkit's `_meta` keys taken out, and what its answer
         needs to be served."""
         taken = self.serving.call(message.params or {}, self.config.session)
         if taken is None:
-            return message, pending  # the upstream answers a malformed call as it sees fit
+            return item, pending  # the upstream answers a malformed call as it sees fit
         params, call = taken
         pending.what = f"tools/call {call.tool}"
         for earlier in self.pending.values():
@@ -187,11 +184,11 @@ class _Relay:
         request = types.JSONRPCRequest(
             jsonrpc="2.0", id=message.id, method=message.method, params=params
         )
-        return request, pending
+        return SessionMessage(request), pending
 
-    async def _upstream(self, message: JSONRPCMessage) -> None:
+    async def _upstream(self, item: SessionMessage) -> None:
         try:
-            await self.to_upstream.send(SessionMessage(message))
+            await self.to_upstream.send(item)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             await self.upstream_gone()
 
@@ -212,7 +209,7 @@ class _Relay:
                     method="notifications/cancelled",
                     params={"requestId": msg_id, "reason": "no answer in time"},
                 )
-                await self._upstream(note)
+                await self._upstream(SessionMessage(note))
 
     async def send_client(self, message: SessionMessage) -> bool:
         """Send to the client; False when it has gone (its side of the stream is closed)."""
@@ -224,9 +221,10 @@ class _Relay:
 
     # ------------------------------------------------------------------ upstream -> client
 
-    async def from_upstream(self, message: JSONRPCMessage) -> None:
+    async def from_upstream(self, item: SessionMessage) -> None:
+        message = item.message
         if isinstance(message, types.JSONRPCRequest | types.JSONRPCNotification):
-            await self.send_client(SessionMessage(message))
+            await self.send_client(item)
             return
         msg_id = message.id
         pending = self.pending.pop(msg_id, None) if msg_id is not None else None
@@ -239,6 +237,9 @@ class _Relay:
                 _error(msg_id, err.code, f"upstream {pending.what}: {err.message}", err.data)
             )
             return
+        if pending.what != "tools/list" and pending.call is None:
+            await self.send_client(item)  # an answer the proxy does not change
+            return
         try:
             result, record = self._answer(message.result, pending)
         except ValidationError as exc:
@@ -250,7 +251,10 @@ class _Relay:
                 )
             )
             return
-        answer = SessionMessage(types.JSONRPCResponse(jsonrpc="2.0", id=msg_id, result=result))
+        answer = WireMessage(
+            types.JSONRPCResponse(jsonrpc="2.0", id=msg_id, result=result),
+            data={"jsonrpc": "2.0", "id": msg_id, "result": result},
+        )
         if await self.send_client(answer) and record is not None:
             self.serving.guarded(record)  # held by the client only once it is on its way to it
 
@@ -261,10 +265,9 @@ class _Relay:
         if pending.what == "tools/list":
             types.ListToolsResult.model_validate(result)
             return self.serving.tools(result), None
-        if pending.call is not None:
-            types.CallToolResult.model_validate(result)
-            return self.serving.answer(result, pending.call)
-        return result, None
+        assert pending.call is not None
+        types.CallToolResult.model_validate(result)
+        return self.serving.answer(result, pending.call)
 
     async def upstream_gone(self) -> None:
         """Every open request fails now, and every later one at once."""
@@ -288,12 +291,19 @@ async def upstream_streams(config: ProxyConfig) -> AsyncIterator[tuple[Any, Any]
         async with streamable_http_client(config.url) as streams:
             yield streams[0], streams[1]
         return
-    params = StdioServerParameters(
-        command=config.command, args=list(config.args), env=config.env, cwd=config.cwd
-    )
+    started: AbstractAsyncContextManager[Any]
     async with AsyncExitStack() as stack:
         try:
-            streams = await stack.enter_async_context(stdio_client(params, errlog=sys.stderr))
+            if sys.platform == "win32":  # the SDK's transport (a job object holds the server)
+                params = StdioServerParameters(
+                    command=config.command, args=list(config.args), env=config.env, cwd=config.cwd
+                )
+                started = stdio_client(params, errlog=sys.stderr)
+            else:
+                started = upstream_process(
+                    config.command, list(config.args), config.env, config.cwd
+                )
+            streams = await stack.enter_async_context(started)
         except OSError as exc:
             raise BadInputError(
                 f"cannot start the upstream MCP server {config.command!r}: {exc}",
@@ -316,7 +326,7 @@ async def relay(config: ProxyConfig, client: tuple[Any, Any], upstream: tuple[An
                     _log(f"unreadable message from the upstream: {item}")
                     continue
                 try:
-                    await proxy.from_upstream(item.message)
+                    await proxy.from_upstream(item)
                 except Exception as exc:  # one answer never ends the proxy: it fails alone
                     _log(f"cannot relay an upstream message: {type(exc).__name__}: {exc}")
                     msg_id = getattr(item.message, "id", None)
@@ -332,7 +342,7 @@ async def relay(config: ProxyConfig, client: tuple[Any, Any], upstream: tuple[An
                 _log(f"unreadable message from the client: {item}")
                 continue
             try:
-                await proxy.from_client(tg, item.message)
+                await proxy.from_client(tg, item)
             except Exception as exc:  # one message never ends the proxy: it fails alone
                 _log(f"cannot relay a client message: {type(exc).__name__}: {exc}")
                 if isinstance(item.message, types.JSONRPCRequest):
@@ -354,6 +364,8 @@ async def run_proxy(config: ProxyConfig, streams: tuple[Any, Any] | None = None)
             await relay(config, streams, upstream)
             return
         with event_loop_stdio() as pipes:
-            stdin, stdout = pipes if pipes is not None else (None, None)
-            async with stdio_server(stdin, stdout) as client:  # type: ignore[arg-type]  # duck-typed AsyncFile
+            if pipes is not None:
+                await relay(config, client_streams(pipes), upstream)
+                return
+            async with stdio_server() as client:  # a terminal or a file: the SDK's transport
                 await relay(config, client, upstream)
