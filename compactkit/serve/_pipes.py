@@ -16,7 +16,7 @@ import fcntl
 import os
 import stat
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 import anyio
 
@@ -31,81 +31,68 @@ def _is_pipe(fd: int) -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
-class Lines:
-    """Lines read from a source of chunks (`_read`: the next chunk, b"" at the end): as bytes with
-    `next_line`, or iterated as text (UTF-8, errors replaced); newline kept, the last line without
-    it when it has none."""
+class PipeLines:
+    """Lines (decoded as UTF-8, errors replaced, newline kept) read from a non-blocking descriptor."""
 
-    def __init__(self) -> None:
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
         self._buf = bytearray()
         self._searched = 0  # bytes of _buf known to hold no newline
 
-    async def _read(self) -> bytes:
-        raise NotImplementedError
-
-    def __aiter__(self) -> Lines:
+    def __aiter__(self) -> PipeLines:
         return self
 
     async def __anext__(self) -> str:
-        line = await self.next_line()
-        if line is None:
-            raise StopAsyncIteration
-        return line.decode("utf-8", errors="replace")
-
-    async def next_line(self) -> bytes | None:
-        """The next line, None at the end."""
         while True:
             end = self._buf.find(b"\n", self._searched)
             if end >= 0:
                 line = bytes(self._buf[: end + 1])
                 del self._buf[: end + 1]
                 self._searched = 0
-                return line
+                return line.decode("utf-8", errors="replace")
             self._searched = len(self._buf)
-            chunk = await self._read()
+            try:
+                chunk = os.read(self.fd, _CHUNK)
+            except BlockingIOError:
+                await anyio.wait_readable(self.fd)
+                continue
             if not chunk:
                 if not self._buf:
-                    return None
+                    raise StopAsyncIteration
                 rest = bytes(self._buf)
                 self._buf.clear()
                 self._searched = 0
-                return rest
+                return rest.decode("utf-8", errors="replace")
             self._buf += chunk
 
 
-class PipeLines(Lines):
-    """Lines read from a non-blocking descriptor."""
-
-    def __init__(self, fd: int) -> None:
-        super().__init__()
-        self.fd = fd
-
-    async def _read(self) -> bytes:
-        while True:
-            try:
-                return os.read(self.fd, _CHUNK)
-            except BlockingIOError:
-                await anyio.wait_readable(self.fd)
-
-
 class PipeWriter:
-    """`write` and `flush` on a non-blocking descriptor; one writer task at a time."""
+    """`write` and `flush` on a non-blocking descriptor. Concurrent writers never interleave: a
+    write the pipe takes at once returns without yielding, and one it cannot take whole holds
+    the others back until it is all written."""
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
+        self._lock = anyio.Lock()
 
     async def write(self, text: str) -> None:
         await self.write_bytes(text.encode("utf-8"))
 
     async def write_bytes(self, data: bytes) -> None:
         view = memoryview(data)
-        while view:
-            try:
-                written = os.write(self.fd, view)
-            except BlockingIOError:
-                await anyio.wait_writable(self.fd)
-                continue
-            view = view[written:]
+        if not self._lock.locked():
+            with suppress(BlockingIOError):
+                view = view[os.write(self.fd, view) :]
+            if not view:
+                return
+        async with self._lock:
+            while view:
+                try:
+                    written = os.write(self.fd, view)
+                except BlockingIOError:
+                    await anyio.wait_writable(self.fd)
+                    continue
+                view = view[written:]
 
     async def flush(self) -> None:
         """Writes go straight to the descriptor: nothing is buffered."""

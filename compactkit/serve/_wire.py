@@ -16,25 +16,29 @@ it (stdin closed, two seconds' grace while its output is drained, then its proce
 
 from __future__ import annotations
 
+import asyncio
+import os
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import mcp_types
-from anyio.abc import Process
 from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 
-from ._pipes import Lines, PipeLines, PipeWriter
+from ._pipes import PipeLines, PipeWriter
 
 _orjson: Any
 try:
     import orjson as _orjson
 except ImportError:  # pragma: no cover - pydantic dumps what orjson would
     _orjson = None
+
+_LIMIT = 1 << 32  # one line may be a whole file
+_CHUNK = 1 << 16
 
 GRACE = 2.0
 """Seconds an upstream has to exit once its stdin is closed, and then once it is terminated."""
@@ -72,81 +76,83 @@ def dump(item: SessionMessage) -> bytes:
 
 
 class LineMessages:
-    """Messages (or the errors of unreadable lines) from a source of lines."""
+    """Messages (or the errors of unreadable lines) read from an asyncio stream."""
 
-    def __init__(self, next_line: Callable[[], Awaitable[bytes | None]], *, replace: bool) -> None:
-        self._next_line = next_line
+    def __init__(self, reader: asyncio.StreamReader, *, replace: bool) -> None:
+        self._reader = reader
         self._replace = replace  # bad UTF-8 replaced (the SDK's server side) or unreadable
 
     def __aiter__(self) -> LineMessages:
         return self
 
     async def __anext__(self) -> SessionMessage | Exception:
-        line = await self._next_line()
-        if line is None:
-            raise StopAsyncIteration
+        try:
+            line = await self._reader.readuntil(b"\n")
+        except asyncio.IncompleteReadError as end:  # the last line may lack its newline
+            if not end.partial:
+                raise StopAsyncIteration from None
+            line = end.partial
+        except asyncio.LimitOverrunError as exc:
+            return exc
         if self._replace and not line.isascii():
             line = line.decode("utf-8", errors="replace").encode("utf-8")
         return parse(line)
 
 
 class PipeSender:
-    """`send` of messages to a non-blocking descriptor, one message at a time."""
+    """`send` of messages to the client's non-blocking descriptor."""
 
     def __init__(self, pipe: PipeWriter) -> None:
         self._pipe = pipe
-        self._lock = anyio.Lock()
         self._closed = False
 
     async def send(self, item: SessionMessage) -> None:
         if self._closed:
             raise anyio.ClosedResourceError
-        data = dump(item)
-        async with self._lock:  # a message is written whole before the next one starts
-            try:
-                await self._pipe.write_bytes(data)
-            except OSError as exc:  # the client closed its end
-                raise anyio.BrokenResourceError from exc
+        try:
+            await self._pipe.write_bytes(dump(item))
+        except OSError as exc:  # the client closed its end
+            raise anyio.BrokenResourceError from exc
 
     async def aclose(self) -> None:
         self._closed = True
 
 
-def client_streams(pipes: tuple[PipeLines, PipeWriter]) -> tuple[LineMessages, PipeSender]:
-    """(messages from, sender to) the client on the proxy's own stdin and stdout."""
+@asynccontextmanager
+async def client_streams(
+    pipes: tuple[PipeLines, PipeWriter],
+) -> AsyncIterator[tuple[LineMessages, PipeSender]]:
+    """(messages from, sender to) the client on the proxy's own stdin and stdout: read through an
+    asyncio stream (its descriptor watched once, not per read), written straight to the pipe."""
     lines, writer = pipes
-    return LineMessages(lines.next_line, replace=True), PipeSender(writer)
-
-
-class _ProcessLines(Lines):
-    """Lines of a process's stdout."""
-
-    def __init__(self, process: Process) -> None:
-        super().__init__()
-        assert process.stdout is not None
-        self._stdout = process.stdout
-
-    async def _read(self) -> bytes:
-        try:
-            return await self._stdout.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-            return b""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=_LIMIT, loop=loop)
+    pipe = os.fdopen(lines.fd, "rb", buffering=0, closefd=False)  # the descriptor stays ours
+    transport, _ = await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader, loop=loop), pipe
+    )
+    try:
+        yield LineMessages(reader, replace=True), PipeSender(writer)
+    finally:
+        transport.close()
 
 
 class _ProcessSender:
-    def __init__(self, process: Process) -> None:
-        assert process.stdin is not None
-        self._stdin = process.stdin
+    def __init__(self, stdin: asyncio.StreamWriter) -> None:
+        self._stdin = stdin
 
     async def send(self, item: SessionMessage) -> None:
+        if self._stdin.is_closing():
+            raise anyio.BrokenResourceError
         try:
-            await self._stdin.send(dump(item))
-        except OSError as exc:  # the upstream closed its stdin
+            self._stdin.write(dump(item))
+            await self._stdin.drain()
+        except (OSError, RuntimeError) as exc:  # the upstream closed its stdin
             raise anyio.BrokenResourceError from exc
 
     async def aclose(self) -> None:
-        with suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
-            await self._stdin.aclose()
+        with suppress(OSError, RuntimeError):
+            self._stdin.close()
 
 
 @asynccontextmanager
@@ -155,52 +161,54 @@ async def upstream_process(
 ) -> AsyncIterator[tuple[LineMessages, _ProcessSender]]:
     """(messages from, sender to) an upstream MCP server started on stdio. Raises `OSError` when it
     cannot be started."""
-    process = await anyio.open_process(
-        [command, *args],
-        env=get_default_environment() | (env or {}),
+    process = await asyncio.create_subprocess_exec(
+        command,
+        *args,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
         stderr=sys.stderr,
+        env=get_default_environment() | (env or {}),
         cwd=cwd,
         start_new_session=True,
+        limit=_LIMIT,
     )
-    sender = _ProcessSender(process)
+    assert process.stdin is not None and process.stdout is not None
+    sender = _ProcessSender(process.stdin)
     try:
-        yield LineMessages(_ProcessLines(process).next_line, replace=False), sender
+        yield LineMessages(process.stdout, replace=False), sender
     finally:
         with anyio.CancelScope(shield=True):
             await _stop(process, sender)
 
 
-async def _stop(process: Process, sender: _ProcessSender) -> None:
+async def _stop(process: asyncio.subprocess.Process, sender: _ProcessSender) -> None:
     """Close the upstream's stdin, give it `GRACE` seconds (its output drained meanwhile, so a
     server blocked writing can exit), then kill its process group."""
     from mcp.os.posix.utilities import terminate_posix_process_tree
 
     async def drain() -> None:
         assert process.stdout is not None
-        with suppress(anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-            while await process.stdout.receive():
+        with suppress(OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            while await process.stdout.read(_CHUNK):
                 pass
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(drain)
         await sender.aclose()
         if not await _exited(process, GRACE):
-            await terminate_posix_process_tree(process, GRACE)
+            await terminate_posix_process_tree(cast(Any, process), GRACE)
             await _exited(process, GRACE)
         tg.cancel_scope.cancel()
-    assert process.stdout is not None
-    with suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
-        await process.stdout.aclose()
-    # not `process.aclose()`: it waits for the process, which a survivor of the kill never ends;
-    # the asyncio transport is closed here instead (as the SDK does), else it warns when collected
-    transport = getattr(getattr(process, "_process", None), "_transport", None)
+    # the asyncio transport closed here (as the SDK does), else it warns when collected; not
+    # `process.wait()`, which a child of the upstream holding its pipes would never end
+    transport = getattr(process, "_transport", None)
     close = getattr(transport, "close", None)
     if callable(close):
         with suppress(PermissionError):
             close()
 
 
-async def _exited(process: Process, timeout: float) -> bool:
+async def _exited(process: asyncio.subprocess.Process, timeout: float) -> bool:
     """Whether the process exits within `timeout` seconds (its returncode polled: waiting on it
     would also wait for the end of pipes a child of it may hold)."""
     with anyio.move_on_after(timeout):

@@ -100,7 +100,8 @@ class _Pending:
     """A client request forwarded upstream and not yet answered."""
 
     what: str  # "tools/call NAME", "tools/list", ... as errors name it
-    scope: anyio.CancelScope  # its timeout's
+    wait: float  # seconds the upstream has to answer it
+    deadline: float = 0.0  # when that is up (event-loop time)
     call: ToolCall | None = None
 
 
@@ -124,25 +125,30 @@ class _Relay:
         self.pending: dict[types.RequestId, _Pending] = {}
         self.serving = ToolServing(config.store)
         self.gone = False  # the upstream closed its side
+        # one timer for every open request (`expire`), not a task each: it sleeps until the
+        # earliest deadline, woken early only by a request due before that
+        self._timer_at = 0.0
+        self._wake = anyio.Event()
 
     # ------------------------------------------------------------------ client -> upstream
 
-    async def from_client(self, tg: anyio.abc.TaskGroup, item: SessionMessage) -> None:
+    async def from_client(self, item: SessionMessage) -> None:
         message = item.message
         if isinstance(message, types.JSONRPCNotification):
             if message.method == COMPACTED:
                 self.serving.compacted(message.params, self.config.session)
                 return
             if message.method == "notifications/cancelled":
-                cancelled = self.pending.pop((message.params or {}).get("requestId"), None)  # type: ignore[arg-type]  # any JSON value; a miss is None
-                if cancelled is not None:
-                    cancelled.scope.cancel()
+                self.pending.pop((message.params or {}).get("requestId"), None)  # type: ignore[arg-type]  # any JSON value; a miss is None
             await self._upstream(item)
             return
         if not isinstance(message, types.JSONRPCRequest):
             await self._upstream(item)  # the client's answer to a request from the upstream
             return
-        pending = _Pending(message.method, anyio.CancelScope())
+        wait = (
+            self.config.startup_timeout if message.method == "initialize" else self.config.timeout
+        )
+        pending = _Pending(message.method, wait)
         if message.method == "tools/call":
             try:
                 item, pending = self._call(item, message, pending)
@@ -160,11 +166,10 @@ class _Relay:
                 )
             )
             return
+        pending.deadline = anyio.current_time() + wait
         self.pending[message.id] = pending
-        wait = (
-            self.config.startup_timeout if message.method == "initialize" else self.config.timeout
-        )
-        tg.start_soon(self._expire, message.id, pending, wait)
+        if pending.deadline < self._timer_at:
+            self._wake.set()
         await self._upstream(item)
 
     def _call(
@@ -181,7 +186,8 @@ class _Relay:
             if earlier.call is not None and earlier.call.key == call.key:
                 earlier.call.superseded = True
         pending.call = call
-        request = types.JSONRPCRequest(
+        # built from a request the SDK validated, with compactkit's own keys taken out
+        request = types.JSONRPCRequest.model_construct(
             jsonrpc="2.0", id=message.id, method=message.method, params=params
         )
         return SessionMessage(request), pending
@@ -192,24 +198,36 @@ class _Relay:
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             await self.upstream_gone()
 
-    async def _expire(self, msg_id: types.RequestId, pending: _Pending, wait: float) -> None:
-        with pending.scope:
-            await anyio.sleep(wait)
-            if self.pending.get(msg_id) is pending:
-                del self.pending[msg_id]
-                await self.send_client(
-                    _error(
-                        msg_id,
-                        types.REQUEST_TIMEOUT,
-                        f"upstream {pending.what}: no answer in {wait:g}s",
-                    )
-                )
-                note = types.JSONRPCNotification(
-                    jsonrpc="2.0",
-                    method="notifications/cancelled",
-                    params={"requestId": msg_id, "reason": "no answer in time"},
-                )
-                await self._upstream(SessionMessage(note))
+    async def expire(self) -> None:
+        """Fail each request the upstream has not answered by its deadline, and tell the upstream
+        it is cancelled; runs until the relay ends."""
+        while True:
+            now = anyio.current_time()
+            for msg_id, pending in list(self.pending.items()):
+                if pending.deadline <= now and self.pending.get(msg_id) is pending:
+                    del self.pending[msg_id]
+                    await self._expired(msg_id, pending)
+            now = anyio.current_time()
+            deadlines = [p.deadline for p in self.pending.values()]
+            self._timer_at = min(deadlines) if deadlines else now + self.config.timeout
+            self._wake = anyio.Event()
+            with anyio.move_on_after(max(0.0, self._timer_at - now)):
+                await self._wake.wait()
+
+    async def _expired(self, msg_id: types.RequestId, pending: _Pending) -> None:
+        await self.send_client(
+            _error(
+                msg_id,
+                types.REQUEST_TIMEOUT,
+                f"upstream {pending.what}: no answer in {pending.wait:g}s",
+            )
+        )
+        note = types.JSONRPCNotification(
+            jsonrpc="2.0",
+            method="notifications/cancelled",
+            params={"requestId": msg_id, "reason": "no answer in time"},
+        )
+        await self._upstream(SessionMessage(note))
 
     async def send_client(self, message: SessionMessage) -> bool:
         """Send to the client; False when it has gone (its side of the stream is closed)."""
@@ -230,7 +248,6 @@ class _Relay:
         pending = self.pending.pop(msg_id, None) if msg_id is not None else None
         if msg_id is None or pending is None:
             return  # the answer to a request that timed out or was cancelled, or to none
-        pending.scope.cancel()
         if isinstance(message, types.JSONRPCError):
             err = message.error
             await self.send_client(
@@ -251,8 +268,8 @@ class _Relay:
                 )
             )
             return
-        answer = WireMessage(
-            types.JSONRPCResponse(jsonrpc="2.0", id=msg_id, result=result),
+        answer = WireMessage(  # the result validated above, changed by the serve state only
+            types.JSONRPCResponse.model_construct(jsonrpc="2.0", id=msg_id, result=result),
             data={"jsonrpc": "2.0", "id": msg_id, "result": result},
         )
         if await self.send_client(answer) and record is not None:
@@ -274,7 +291,6 @@ class _Relay:
         self.gone = True
         for msg_id, pending in list(self.pending.items()):
             del self.pending[msg_id]
-            pending.scope.cancel()
             await self.send_client(
                 _error(
                     msg_id, types.CONNECTION_CLOSED, f"upstream {pending.what}: connection closed"
@@ -291,7 +307,7 @@ async def upstream_streams(config: ProxyConfig) -> AsyncIterator[tuple[Any, Any]
         async with streamable_http_client(config.url) as streams:
             yield streams[0], streams[1]
         return
-    started: AbstractAsyncContextManager[Any]
+    started: AbstractAsyncContextManager[tuple[Any, Any]]
     async with AsyncExitStack() as stack:
         try:
             if sys.platform == "win32":  # the SDK's transport (a job object holds the server)
@@ -303,13 +319,13 @@ async def upstream_streams(config: ProxyConfig) -> AsyncIterator[tuple[Any, Any]
                 started = upstream_process(
                     config.command, list(config.args), config.env, config.cwd
                 )
-            streams = await stack.enter_async_context(started)
+            pipes = await stack.enter_async_context(started)
         except OSError as exc:
             raise BadInputError(
                 f"cannot start the upstream MCP server {config.command!r}: {exc}",
                 hint="check the command after --",
             ) from exc
-        yield streams
+        yield pipes
 
 
 async def relay(config: ProxyConfig, client: tuple[Any, Any], upstream: tuple[Any, Any]) -> None:
@@ -337,12 +353,13 @@ async def relay(config: ProxyConfig, client: tuple[Any, Any], upstream: tuple[An
             await proxy.upstream_gone()
 
         tg.start_soon(downstream)
+        tg.start_soon(proxy.expire)
         async for item in client_read:
             if isinstance(item, Exception):
                 _log(f"unreadable message from the client: {item}")
                 continue
             try:
-                await proxy.from_client(tg, item)
+                await proxy.from_client(item)
             except Exception as exc:  # one message never ends the proxy: it fails alone
                 _log(f"cannot relay a client message: {type(exc).__name__}: {exc}")
                 if isinstance(item.message, types.JSONRPCRequest):
@@ -365,7 +382,8 @@ async def run_proxy(config: ProxyConfig, streams: tuple[Any, Any] | None = None)
             return
         with event_loop_stdio() as pipes:
             if pipes is not None:
-                await relay(config, client_streams(pipes), upstream)
+                async with client_streams(pipes) as client:
+                    await relay(config, client, upstream)
                 return
             async with stdio_server() as client:  # a terminal or a file: the SDK's transport
                 await relay(config, client, upstream)

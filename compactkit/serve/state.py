@@ -150,7 +150,8 @@ class ServeState(_Value):
         """
         call = self.calls + 1
         etag = text_etag(payload)
-        obj = json_object((TextBlock(text=payload),))
+        text = TextBlock(text=payload)
+        obj = json_object((text,))
         fields = (
             {k: field_etag(k, canonical_json(v)) for k, v in obj.items()}
             if obj is not None and len(obj) >= 2
@@ -158,7 +159,7 @@ class ServeState(_Value):
         )
         prev = None if refresh else self.served.get(key)
         known_set = frozenset(() if refresh else known)
-        parts: tuple[ContentPart, ...] = (TextBlock(text=payload),)
+        parts: tuple[ContentPart, ...] = (text,)
         sent_fields = set(fields)
         if skip is True:
             parts, sent_fields = (), set()
