@@ -17,6 +17,7 @@ the per-call latency of both paths.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import statistics
 import sys
@@ -51,6 +52,8 @@ from tests.serve.servers import PROXY, filesystem_server  # noqa: E402
 SDK_SERVER = str(ROOT / "tests" / "serve" / "sdk_server.py")
 
 LINE_RELAY = str(Path(__file__).with_name("line_relay.py"))
+
+_ORDERS = list(itertools.permutations(("direct", "proxy", "relay")))
 
 
 @dataclass(frozen=True)
@@ -173,13 +176,20 @@ async def replay(
                 if not target.exists() or target.read_text(encoding="utf-8") != read.text:
                     target.write_text(read.text, encoding="utf-8")
                 args = {"path": str(target)}
-                t0 = time.perf_counter()
-                plain_result = await plain.call_tool("read_text_file", args)
-                t1 = time.perf_counter()
-                proxy_result = await proxy.call_tool("read_text_file", args)
-                t2 = time.perf_counter()
-                await relay.call_tool("read_text_file", args)
-                t3 = time.perf_counter()
+                # direct, through the proxy and through the relay, in an order that turns with
+                # each read (which goes first, or after which, must not decide a ratio)
+                hops = {
+                    "direct": (plain, row.direct_seconds),
+                    "proxy": (proxy, row.proxy_seconds),
+                    "relay": (relay, row.relay_seconds),
+                }
+                answers = {}
+                for hop in _ORDERS[sum(len(r.direct_seconds) for r in (*results, row)) % 6]:
+                    client, seconds = hops[hop]
+                    start = time.perf_counter()
+                    answers[hop] = await client.call_tool("read_text_file", args)
+                    seconds.append(time.perf_counter() - start)
+                plain_result, proxy_result = answers["direct"], answers["proxy"]
                 # the SDK server without and with serve_tools, in turn first (the machine's load
                 # drifts; which goes first must not decide the ratio)
                 pair = [(sdk, row.sdk_seconds), (in_server, row.in_server_seconds)]
@@ -189,9 +199,6 @@ async def replay(
                     seconds.append(time.perf_counter() - start)
                     if client is in_server:
                         in_server_result = answer
-                row.direct_seconds.append(t1 - t0)
-                row.proxy_seconds.append(t2 - t1)
-                row.relay_seconds.append(t3 - t2)
                 row.in_server_tokens += counter.text(_text(in_server_result))
                 shown = _text(plain_result)
                 row.direct_tokens += counter.text(shown)
@@ -247,6 +254,9 @@ def summary(rows: Sequence[SessionReplay]) -> dict[str, Any]:
             "line_relay_median": statistics.median(relay) * 1000,
             "line_relay_median_ratio": statistics.median(relay) / statistics.median(direct),
             "proxy_vs_line_relay_median": statistics.median(proxy) / statistics.median(relay),
+            "proxy_vs_line_relay_paired_median": statistics.median(
+                p / r for p, r in zip(proxy, relay, strict=True)
+            ),
             "line_relay_p99": percentile(relay, 0.99) * 1000,
             "proxy_vs_line_relay_p99": percentile(proxy, 0.99) / percentile(relay, 0.99),
             # an MCP server on the Python SDK, without and with `serve_tools`

@@ -18,6 +18,7 @@ from __future__ import annotations
 import posixpath
 import re
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -94,7 +95,11 @@ def input_dict(call: ToolCallBlock) -> dict[str, Any]:
 
 def path_arg(call: ToolCallBlock) -> str | None:
     """The file the call names in an argument (`file_path`, `path`...), stripped."""
-    data = input_dict(call)
+    return path_in(input_dict(call))
+
+
+def path_in(data: Mapping[str, Any]) -> str | None:
+    """The file that arguments name (`file_path`, `path`...), stripped: `path_arg` of a call."""
     for key in PATH_KEYS:
         value = data.get(key)
         if isinstance(value, str) and value.strip():

@@ -68,7 +68,7 @@ def dump(item: SessionMessage) -> bytes:
             return item.raw
         if item.data is not None and _orjson is not None:
             try:
-                return bytes(_orjson.dumps(item.data)) + b"\n"
+                return bytes(_orjson.dumps(item.data, option=_orjson.OPT_APPEND_NEWLINE))
             except TypeError:  # an integer past 64 bits, a lone surrogate: pydantic's dump
                 pass
     text = item.message.model_dump_json(by_alias=True, exclude_unset=True)

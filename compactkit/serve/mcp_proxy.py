@@ -186,8 +186,9 @@ class _Relay:
             if earlier.call is not None and earlier.call.key == call.key:
                 earlier.call.superseded = True
         pending.call = call
-        # built from a request the SDK validated, with compactkit's own keys taken out
-        request = types.JSONRPCRequest.model_construct(
+        if params == message.params:
+            return item, pending  # nothing of compactkit's to take out: the line as it came
+        request = types.JSONRPCRequest(
             jsonrpc="2.0", id=message.id, method=message.method, params=params
         )
         return SessionMessage(request), pending
@@ -268,8 +269,8 @@ class _Relay:
                 )
             )
             return
-        answer = WireMessage(  # the result validated above, changed by the serve state only
-            types.JSONRPCResponse.model_construct(jsonrpc="2.0", id=msg_id, result=result),
+        answer = WireMessage(
+            types.JSONRPCResponse(jsonrpc="2.0", id=msg_id, result=result),
             data={"jsonrpc": "2.0", "id": msg_id, "result": result},
         )
         if await self.send_client(answer) and record is not None:

@@ -289,8 +289,8 @@ class ServeMiddleware:
         if earlier is not None:
             earlier.superseded = True
         self._pending[call.key] = call
-        try:
-            result = await call_next(replace(ctx, params=params))
+        try:  # the context is rebuilt only when compactkit's own keys were taken out
+            result = await call_next(ctx if params == ctx.params else replace(ctx, params=params))
         finally:
             if self._pending.get(call.key) is call:
                 del self._pending[call.key]

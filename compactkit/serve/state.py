@@ -33,7 +33,7 @@ from ..context import (
 )
 from ..events import Event, StrategyApplied
 from ..strategies.etag_collapse import field_etag, json_object
-from ..toolcall import PATH_KEYS, input_dict, path_arg, payload_path
+from ..toolcall import PATH_KEYS, input_dict, path_arg, path_in, payload_path
 
 SERVE_STATE_TAG = "compactkit.serve/1"
 
@@ -48,11 +48,14 @@ def serve_key(tool: str, arguments: Any) -> tuple[str, str | None]:
     """(key, path) of a tool call: the tool and the file it names where it names one (the same
     reading as etag-collapse, `compactkit.toolcall.payload_path`) with any other arguments, else the
     tool and its arguments."""
-    call = ToolCallBlock(id="serve", name=tool, input=arguments)
-    path = payload_path(call)
-    if not path:
-        return "call\x1f" + tool + "\x1f" + canonical_json(arguments), None
-    others = view_arguments(call)
+    path = path_in(arguments) if isinstance(arguments, dict) else None
+    if path:  # a file named in an argument (`view_arguments`, without building the call)
+        others = {k: v for k, v in arguments.items() if k not in PATH_KEYS}
+    else:
+        path = payload_path(ToolCallBlock(id="serve", name=tool, input=arguments))
+        if not path:
+            return "call\x1f" + tool + "\x1f" + canonical_json(arguments), None
+        others = {}  # a file a shell command names: the command is all its arguments
     view = "\x1f" + canonical_json(others) if others else ""
     return "path\x1f" + tool + "\x1f" + path + view, path
 
@@ -151,7 +154,8 @@ class ServeState(_Value):
         call = self.calls + 1
         etag = text_etag(payload)
         text = TextBlock(text=payload)
-        obj = json_object((text,))
+        starts = payload[:1]  # only what may be a JSON object is parsed as one
+        obj = json_object((text,)) if starts == "{" or starts.isspace() else None
         fields = (
             {k: field_etag(k, canonical_json(v)) for k, v in obj.items()}
             if obj is not None and len(obj) >= 2
@@ -190,7 +194,7 @@ class ServeState(_Value):
                 for k, e in fields.items()
             },
         )
-        state = self.model_copy(update={"calls": call, "served": {**self.served, key: entry}})
+        state = ServeState(format=self.format, calls=call, served={**self.served, key: entry})
         return Served(state, parts, full, etag, dict(fields), call)
 
     def reset(self, etags: Iterable[str] | None = None) -> ServeState:
