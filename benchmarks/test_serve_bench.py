@@ -28,11 +28,15 @@ def test_proxy_latency_ratio_over_the_corpus_replay(benchmark: Any) -> None:
     print(json.dumps(total["latency_ms"], indent=1))
     assert total["bad_markers"] == 0
     assert total["in_server_tokens"] == total["proxy_tokens"]  # the same serving, in the server
-    # targets (not met on the loaded 2-core machine; docs/serve.md gives the figures): in the
-    # server <= 1.05x the same server (paired median), the proxy <= 1.15x the line relay (median)
+    # targets (not met on the loaded 2-core machine; docs/serve.md gives the figures and where the
+    # time goes): in the server <= 1.05x the same server, the proxy <= 1.15x the line relay
+    latency = total["latency_ms"]
     print(
-        f"in-server {total['latency_ms']['in_server_paired_median_ratio']:.2f}x (target 1.05x), "
-        f"proxy {total['latency_ms']['proxy_vs_line_relay_median']:.2f}x the relay (target 1.15x)"
+        f"in-server {latency['in_server_median_ratio']:.2f}x "
+        f"(paired {latency['in_server_paired_median_ratio']:.2f}x; target 1.05x), "
+        f"proxy {latency['proxy_vs_line_relay_median']:.2f}x the relay "
+        f"(paired {latency['proxy_vs_line_relay_paired_median']:.2f}x, "
+        f"p99 {latency['proxy_vs_line_relay_p99']:.2f}x; target 1.15x)"
     )
 
 

@@ -1,15 +1,15 @@
 """`compactkit mcp-proxy`: an MCP server on stdio in front of another MCP server, serving its tool
 results through a `ServeState` so a repeat of an unchanged result is a one-line marker.
 
-Built on the official `mcp` SDK (`compactkit[mcp]`): its stdio transports face the client
-(`stdio_server`) and the upstream (`stdio_client`), and its JSON-RPC and result types parse what
-passes between them. The proxy relays messages rather than terminating the protocol on each side:
-the client's `initialize` reaches the upstream and the upstream's answer (name, version,
-capabilities, instructions, protocol version) reaches the client, so anything the proxy does not
-change (resources, prompts, completions, progress and log notifications, requests the upstream
-sends the client such as roots or sampling) passes through as it was sent. A relay also does one
-parse and one dump of each message instead of a session on each side, which is most of a proxy's
-cost per call.
+Built on the official `mcp` SDK (`compactkit[mcp]`): its JSON-RPC and result types parse what
+passes between client and upstream. The proxy relays messages rather than terminating the protocol
+on each side: the client's `initialize` reaches the upstream and the upstream's answer (name,
+version, capabilities, instructions, protocol version) reaches the client, so anything the proxy
+does not change (resources, prompts, completions, progress and log notifications, requests the
+upstream sends the client such as roots or sampling) passes through as it was sent. On stdio (the
+proxy's own, and an upstream it starts) lines are relayed as bytes (`compactkit.serve._wire`):
+each is parsed once, and one the proxy does not change is written as it came; over streamable
+HTTP, and on a terminal or on Windows, the SDK's transports carry the same relay.
 
 What it changes: `tools/list` answers get an optional `refresh` boolean argument on each tool (a
 tool that already takes `refresh` keeps its own); `tools/call` answers that are one text part go
