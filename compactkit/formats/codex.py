@@ -483,6 +483,7 @@ def _enveloped(records: list[Any]) -> list[Any]:
     if not (
         isinstance(first, dict)
         and "type" not in first
+        and "kind" not in first  # a software-agent-sdk event has an id and timestamp too
         and isinstance(first.get("id"), str)
         and isinstance(first.get("timestamp"), str)
     ):

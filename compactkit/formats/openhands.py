@@ -68,6 +68,13 @@ observation with nothing in it (`"action/<type>"`, `"observation/<type>"`); V1
 `ConversationStateUpdateEvent`, `PauseEvent`, `InterruptEvent`, `CondensationRequest`, a
 `Condensation` without a summary, `TokenEvent`, `LLMCompletionLogEvent`, `HookExecutionEvent`,
 `ConversationErrorEvent` and any other kind the model never sees (by its `kind`).
+
+Rewound turns (software-agent-sdk event tree: each event's `parent_id`, the HEAD in
+`base_state.json`'s `leaf_event_id`): only the active branch is loaded, as `ConversationState.view`
+builds what the agent sends. A turn rolled back after a provider rejection
+(`conversation/turn_rollback.py`) or left by `navigate_to` stays on disk off that branch; its
+events are counted as `"off-branch/<kind>"` in `skipped_records` and their ids listed in
+`metadata["openhands_off_branch"]` (recoverable from the events folder).
 """
 
 from __future__ import annotations
@@ -666,9 +673,59 @@ def _context(
     state: dict[str, Any] | None = None,
 ) -> AgentContext:
     builder = _Builder(events)
+    live = _active_branch(events, state or {}) if builder.sdk else None
+    off_branch: list[JsonValue] = []
     for event in events:
-        builder.add(event)
-    return builder.context(run, number, state or {})
+        kind = str(event.get("kind"))
+        if live is None or id(event) in live or not hasattr(builder, f"on_{kind}"):
+            builder.add(event)  # kinds the model never sees are skipped by kind, on or off branch
+        else:
+            builder.skipped[f"off-branch/{kind}"] += 1
+            off_branch.append(str(event["id"]))
+    ctx = builder.context(run, number, state or {})
+    if off_branch:
+        ctx = ctx.replace(metadata={**ctx.metadata, "openhands_off_branch": off_branch})
+    return ctx
+
+
+_ROOT_PARENT_ID = "__root__"
+"""`event/types.py`: the `parent_id` of a tree root made after `navigate_to(None)`."""
+_NOT_TREE_NODES = ("ConversationStateUpdateEvent", "ConversationErrorEvent")
+"""`ConversationState._resolve_active_leaf`: artifacts that never become the HEAD."""
+
+
+def _active_branch(events: list[dict[str, Any]], state: dict[str, Any]) -> set[int] | None:
+    """The events on the active branch of a software-agent-sdk event tree, as `ConversationState`
+    resolves it (`_resolve_active_leaf` and `EventLog.path_to_root`): from `leaf_event_id` of the
+    base state (else the last event that is no state/error artifact; none when `head_is_empty`)
+    up through each event's `parent_id` (`"__root__"` ends it; an event without one hangs on the
+    event before it, as legacy logs do). A rollback or navigation leaves the abandoned turns in
+    the log off this branch, and the agent never sends them again. None (load every event) when
+    no event names a parent, or the tree is broken (a missing parent or a cycle, which the SDK
+    would refuse to open) -- then nothing is dropped."""
+    if not any(isinstance(e.get("parent_id"), str) for e in events):
+        return None
+    index = {str(e.get("id")): n for n, e in enumerate(events)}
+    leaf = state.get("leaf_event_id")
+    if not isinstance(leaf, str):
+        if state.get("head_is_empty") is True:
+            return set()
+        real = [e for e in events if e.get("kind") not in _NOT_TREE_NODES]
+        leaf = str(real[-1].get("id")) if real else None
+    live: set[int] = set()
+    cursor: str | None = leaf
+    while cursor is not None:
+        n = index.get(cursor)
+        if n is None or id(events[n]) in live:
+            return None
+        event = events[n]
+        live.add(id(event))
+        parent = event.get("parent_id")
+        if parent == _ROOT_PARENT_ID or (parent is None and n == 0):
+            cursor = None
+        else:
+            cursor = parent if isinstance(parent, str) else str(events[n - 1].get("id"))
+    return live
 
 
 def _event_files(events_dir: Path) -> list[Any]:
