@@ -34,6 +34,10 @@ to the sub-agent's own run and are left out, counted as `"<type> (subagent)"`. E
 (deltas, turn and tool progress, permissions, hooks, usage, session bookkeeping) never reaches
 the model and is counted by its `type` in `skipped_records`. A call with no completion gets a
 synthesized error result, except the calls of the last assistant message.
+
+A `session.snapshot_rewind` (`/rewind`) removes the events it rewound, as the CLI drops them from
+the conversation it sends (see `_rewind` for what is assumed of this closed CLI); they are counted
+as `"rewound/<type>"` and their ids listed in `metadata["copilot_rewound"]`.
 """
 
 from __future__ import annotations
@@ -112,9 +116,16 @@ class CopilotCliFormat(Format):
                 hint="expected ~/.copilot/session-state/<id>/events.jsonl",
             )
         builder = _Builder()
+        records, rewound = _rewind(records)
         for record in records:
             builder.add(record)
-        return [builder.context()]
+        for record in rewound:
+            builder.skipped[f"rewound/{record['type']}"] += 1
+        ctx = builder.context()
+        if rewound:
+            ids: list[JsonValue] = [r["id"] for r in rewound]
+            ctx = ctx.replace(metadata={**ctx.metadata, "copilot_rewound": ids})
+        return [ctx]
 
 
 # --------------------------------------------------------------------------- events -> turns
@@ -291,6 +302,38 @@ def _records(doc: Document) -> list[Any]:
     if doc.kind == "jsonl":
         return list(doc.data)
     return [doc.data] if isinstance(doc.data, dict) else []
+
+
+def _rewind(records: list[Any]) -> tuple[list[Any], list[dict[str, Any]]]:
+    """The events left after each `session.snapshot_rewind` (`/rewind`), and those it removed.
+
+    The schema: `upToEventId` is "Event ID that was rewound to; all events after this one were
+    removed", `eventsRemoved` how many. The events after the target, up to the rewind, are
+    removed; the target too when `eventsRemoved` counts it (a rewind to a prompt the user then
+    edits). A rewind that lists its removed events (`eventIds`) removes those. A target that is
+    not in the file removes nothing (nothing is dropped on a guess)."""
+    kept: list[Any] = []
+    rewound: list[dict[str, Any]] = []
+    for record in records:
+        data = as_dict(record.get("data")) if _is_event(record) else {}
+        if not _is_event(record) or record["type"] != "session.snapshot_rewind":
+            kept.append(record)
+            continue
+        kept.append(record)  # counted as skipped by its type
+        listed = {i for i in as_list(data.get("eventIds")) if isinstance(i, str)}
+        if listed:
+            gone = [r for r in kept if _is_event(r) and r["id"] in listed]
+        else:
+            target = data.get("upToEventId")
+            at = next((n for n, r in enumerate(kept) if _is_event(r) and r["id"] == target), None)
+            if at is None:
+                continue
+            after = kept[at + 1 : -1]
+            removed = data.get("eventsRemoved")
+            gone = kept[at:-1] if removed == len(after) + 1 else after
+        kept = [r for r in kept if not any(r is g for g in gone)]
+        rewound.extend(gone)
+    return kept, rewound
 
 
 def _is_event(record: Any) -> bool:

@@ -197,3 +197,72 @@ def test_the_source_of_a_user_message_says_whether_the_user_sent_it(tmp_path: Pa
     assert [m.text for m in ctx.messages if m.is_human] == [text for _, text in typed]
     assert [m.text for m in ctx.messages if m.origin == "harness"] == [t for _, t in runtime]
     assert ctx.task == typed[0][1]
+
+
+def rewound_session(events_removed: int) -> list[dict[str, Any]]:
+    """`/rewind` back to the first prompt's answer: the schema's `session.snapshot_rewind`
+    (`upToEventId`: "Event ID that was rewound to; all events after this one were removed";
+    `eventsRemoved`), then the conversation goes on from there."""
+    answered = event("assistant.message", 3, messageId="m1", content="Done.", toolRequests=[])
+    return [
+        EVENTS[0],
+        event("user.message", 2, content="rename the module to auth_core"),
+        answered,
+        event("user.message", 4, content="now delete the old tests"),
+        event(
+            "assistant.message",
+            5,
+            messageId="m2",
+            content="",
+            toolRequests=[{"toolCallId": "toolu_rm", "name": "bash", "arguments": {}}],
+        ),
+        event("tool.execution_complete", 6, toolCallId="toolu_rm", success=True, result={}),
+        event(
+            "session.snapshot_rewind",
+            7,
+            upToEventId=answered["id"],
+            eventsRemoved=events_removed,
+        ),
+        event("user.message", 8, content="keep the old tests, add new ones instead"),
+        event("assistant.message", 9, messageId="m3", content="Added.", toolRequests=[]),
+    ]
+
+
+def test_a_rewind_removes_the_rewound_turns(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in rewound_session(3)), encoding="utf-8")
+    ctx = compactkit.load_one(path)
+    assert [m.text for m in ctx.messages if m.is_human] == [
+        "rename the module to auth_core",
+        "keep the old tests, add new ones instead",
+    ]
+    assert not [b for m in ctx.messages for b in m.content if b.type == "tool_call"]
+    assert [m.text for m in ctx.messages if m.role == "assistant"] == ["Done.", "Added."]
+    skipped = ctx.metadata["skipped_records"]
+    assert isinstance(skipped, dict)
+    assert skipped["rewound/user.message"] == 1 and skipped["rewound/assistant.message"] == 1
+    assert len(ctx.metadata["copilot_rewound"]) == 3
+    result = CliRunner().invoke(CLI, ["run", str(path), "--budget", "20000", "-o", "-"])
+    assert result.exit_code == 0, result.output
+
+
+def test_a_rewind_that_counts_its_target_removes_it_too(tmp_path: Path) -> None:
+    """`eventsRemoved` one more than the events after the target: the target went too."""
+    path = tmp_path / "events.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in rewound_session(4)), encoding="utf-8")
+    ctx = compactkit.load_one(path)
+    assert [m.text for m in ctx.messages if m.role == "assistant"] == ["Added."]
+    assert [m.text for m in ctx.messages if m.is_human] == [
+        "rename the module to auth_core",
+        "keep the old tests, add new ones instead",
+    ]
+
+
+def test_a_rewind_to_an_unknown_event_removes_nothing(tmp_path: Path) -> None:
+    events = rewound_session(3)
+    events[6]["data"]["upToEventId"] = "not-in-this-file"
+    path = tmp_path / "events.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
+    ctx = compactkit.load_one(path)
+    assert len([m for m in ctx.messages if m.is_human]) == 3
+    assert "copilot_rewound" not in ctx.metadata
