@@ -25,6 +25,12 @@ Given `sessions.db`, every session is a conversation (`FILE#N`, in creation orde
   `conversationCompacted` and other UI content never reach the model: counted as
   `"content/<type>"` in `skipped_records`.
 
+Sessions Goose runs for itself (`session_type` `sub_agent` or `hidden`; its session lists show
+only `user` and `scheduled` ones) come after the user's own conversations, each marked
+`sidechain: True` with its `goose_session_type`, and, when known, `parent_session_id` and the
+`parent_tool_call_id` of the call that delegated to it (the one tool call of the parent's message
+named in `parent_delegation.parent_delegate_message_id`).
+
 Messages Goose keeps only for display after a compaction (`agentVisible: false`) stay loaded, so
 the context is the full history; they carry `metadata["agent_visible"] = False`.
 """
@@ -146,17 +152,26 @@ class GooseFormat(Format):
             raise BadInputError(
                 "not a Goose session (sessions.db or a legacy .jsonl)", path=doc.path
             )
-        contexts = []
+        sessions = [as_dict(s) for s in sessions]
+        by_id = {as_dict(s.get("info")).get("id"): s for s in sessions}
+        own: list[AgentContext] = []
+        runs: list[AgentContext] = []
         for session in sessions:
-            session = as_dict(session)
+            info = as_dict(session.get("info"))
             builder = _Builder()
             for message in as_list(session.get("messages")):
                 builder.add(message)
-            if builder.turns:
-                contexts.append(builder.context(as_dict(session.get("info"))))
-        if not contexts and doc.kind == "jsonl":
+            if not builder.turns:
+                continue
+            ctx = builder.context(info)
+            kind = info.get("session_type")
+            if kind in _AGENT_SESSIONS:
+                runs.append(ctx.replace(metadata={**ctx.metadata, **_run_of(info, by_id)}))
+            else:
+                own.append(ctx)
+        if not own and not runs and doc.kind == "jsonl":
             raise BadInputError("not a Goose session: no messages", path=doc.path)
-        return number_conversations(contexts)
+        return number_conversations(own + runs)
 
 
 # --------------------------------------------------------------------------- messages -> turns
@@ -222,6 +237,35 @@ class _Builder:
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+_AGENT_SESSIONS = ("sub_agent", "hidden")
+"""`SessionType` values (serde snake_case) of sessions Goose runs for itself: a sub-agent's
+(`SubAgent`) and internal ones (`Hidden`); its session lists show `user` and `scheduled` ones."""
+
+
+def _run_of(info: dict[str, Any], by_id: dict[Any, dict[str, Any]]) -> dict[str, JsonValue]:
+    """How a sub-agent or hidden session hangs on the session that ran it: `sidechain`, its
+    `goose_session_type`, `parent_session_id`, and `parent_tool_call_id` when the parent's
+    delegation message (`parent_delegation.parent_delegate_message_id`) holds one tool call."""
+    meta: dict[str, JsonValue] = {
+        "sidechain": True,
+        "goose_session_type": str(info.get("session_type")),
+    }
+    parent = str_or_none(info.get("parent_session_id"))
+    if parent is None:
+        return meta
+    meta["parent_session_id"] = parent
+    delegated = as_dict(_maybe_json(info.get("parent_delegation"))).get(
+        "parent_delegate_message_id"
+    )
+    messages = as_list(as_dict(by_id.get(parent)).get("messages"))
+    holder = next((as_dict(m) for m in messages if as_dict(m).get("id") == delegated), {})
+    items = [as_dict(i) for i in as_list(holder.get("content"))]
+    calls = [i.get("id") for i in items if i.get("type") in ("toolRequest", "toolResponse")]
+    if len(set(calls)) == 1 and isinstance(calls[0], str):
+        meta["parent_tool_call_id"] = calls[0]
+    return meta
 
 
 def _json(text: Any, where: str, path: Path) -> Any:

@@ -279,3 +279,60 @@ def test_a_damaged_sqlite_file_is_not_called_a_goose_database(tmp_path: Path) ->
     assert result.exit_code == 2 and result.stderr.count("\n") == 1
     assert f"{path}: cannot read the SQLite database" in result.stderr
     assert "Goose" not in result.stderr
+
+
+def with_subagents(folder: Path) -> Path:
+    """The database of `database` at today's schema (`session_type`, `parent_session_id`,
+    `parent_delegation`, as `SessionStorage` writes them): a sub-agent the first session
+    delegated to with its call `c3` (`save_foreground_delegation_message`), then a hidden session
+    and a sub-agent whose parent is not recorded."""
+    path = database(folder)
+    with sqlite3.connect(path) as db:
+        for column in ("session_type TEXT NOT NULL DEFAULT 'user'", "parent_session_id TEXT"):
+            db.execute(f"ALTER TABLE sessions ADD COLUMN {column}")
+        db.execute("ALTER TABLE sessions ADD COLUMN parent_delegation TEXT")
+        delegation = {
+            "execution_mode": "foreground",
+            "parent_delegate_message_id": f"m{len(MESSAGES) - 1}",
+            "result_delivered_to_parent": True,
+        }
+        children = [
+            ("20260408_2", "sub_agent", "20260408_1", json.dumps(delegation), "write health.ts"),
+            ("20260408_3", "hidden", None, None, "name this session"),
+            ("20260408_4", "sub_agent", None, None, "scan the repo"),
+        ]
+        for n, (sid, kind, parent, delegated, text) in enumerate(children):
+            db.execute(
+                "INSERT INTO sessions (id, name, working_dir, created_at, session_type,"
+                " parent_session_id, parent_delegation) VALUES (?,?,?,?,?,?,?)",
+                (sid, text, "/home/u/server", f"2026-04-08 15:0{n}:00", kind, parent, delegated),
+            )
+            db.execute(
+                "INSERT INTO messages (message_id, session_id, role, content_json,"
+                " created_timestamp) VALUES (?,?,?,?,?)",
+                (f"s{n}", sid, "user", json.dumps([{"type": "text", "text": text}]), 1775661000),
+            )
+    return path
+
+
+def test_sub_agent_sessions_come_after_the_users_own_and_name_their_parent(
+    tmp_path: Path,
+) -> None:
+    contexts = compactkit.load(with_subagents(tmp_path))
+    assert [c.metadata["session_id"] for c in contexts] == [
+        "20260408_1",
+        "20260409_1",
+        "20260408_2",
+        "20260408_3",
+        "20260408_4",
+    ]
+    assert [c.metadata.get("sidechain") for c in contexts] == [None, None, True, True, True]
+    delegated, hidden, orphan = contexts[2:]
+    assert delegated.metadata["goose_session_type"] == "sub_agent"
+    assert delegated.metadata["parent_session_id"] == "20260408_1"
+    assert delegated.metadata["parent_tool_call_id"] == "c3"
+    assert hidden.metadata["goose_session_type"] == "hidden"
+    assert "parent_session_id" not in orphan.metadata
+    assert [m.text for m in orphan.messages] == ["scan the repo"]  # loaded, marked
+    result = CliRunner().invoke(CLI, ["inspect", str(tmp_path / "sessions.db") + "#0"])
+    assert result.exit_code == 0, result.output
