@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from .context import AgentContext, CollapsedBlock, ThinkingBlock, ToolResultBlock
 from .pins import broken
@@ -141,14 +142,13 @@ def _thinking(ctx: AgentContext, original: AgentContext) -> list[Violation]:
     return out
 
 
-def _markers(ctx: AgentContext, stash: Mapping[str, str] | None) -> list[Violation]:
+def dangling(ctx: AgentContext, stash: Mapping[str, str] | None = None) -> list[tuple[int, Any]]:
+    """(message index, marker) of every marker of `ctx` whose etag is neither in its recovery
+    store (or `stash`) nor, for a collapsed marker, the etag of a full copy the context holds."""
     store = ctx.recovery if not stash else {**stash, **ctx.recovery}
-    found = markers(ctx)
-    if not found:
-        return []
     full_copies: set[str] | None = None
-    out: list[Violation] = []
-    for i, block in found:
+    out: list[tuple[int, Any]] = []
+    for i, block in markers(ctx):
         if block.etag in store:
             continue
         if isinstance(block, CollapsedBlock):
@@ -156,14 +156,19 @@ def _markers(ctx: AgentContext, stash: Mapping[str, str] | None) -> list[Violati
                 full_copies = _full_copies(ctx)
             if block.etag in full_copies:
                 continue
-        out.append(
-            Violation(
-                "dangling-marker",
-                i,
-                f"{block.type} marker etag {block.etag} is neither in the context nor recoverable",
-            )
-        )
+        out.append((i, block))
     return out
+
+
+def _markers(ctx: AgentContext, stash: Mapping[str, str] | None) -> list[Violation]:
+    return [
+        Violation(
+            "dangling-marker",
+            i,
+            f"{block.type} marker etag {block.etag} is neither in the context nor recoverable",
+        )
+        for i, block in dangling(ctx, stash)
+    ]
 
 
 def _added(store: Mapping[str, str], original: AgentContext | None) -> Mapping[str, str]:

@@ -1,7 +1,8 @@
 """`expand` never says ok while a marker remains: every entry of a recovery store removed in turn
 (its header count kept true, so only the marker can tell) makes `expand` exit 2 naming the etag and
 `validate` report the dangling marker; a store whose header count is wrong is exit 2; `run` on a
-compacted output whose store was tampered with copies nothing through."""
+compacted output whose store was tampered with copies nothing through, and `run` on one whose store
+is missing or empty is exit 2 naming the store."""
 
 from __future__ import annotations
 
@@ -107,3 +108,37 @@ def test_run_on_a_tampered_store_copies_nothing_through(work: Path) -> None:
     assert f"recovery entry {record['etag']}: does not match its etag" in err
     assert not (work / "again.json").exists()
     assert not (work / "again.json.recovery.jsonl").exists()
+
+
+@pytest.mark.parametrize("store", ["missing", "empty", "header only"])
+@pytest.mark.parametrize("strategy", ["default", "sliding-window"])
+def test_run_on_an_output_without_its_store_names_the_store(
+    work: Path, store: str, strategy: str
+) -> None:
+    """Not the first strategy blamed for a broken contract (exit 3), nor a new output whose
+    markers stand for nothing (exit 0): one line naming the store, exit 2, nothing written."""
+    path = work / STORE
+    etags = sorted(json.loads(line)["etag"] for line in _entries(path)[1])
+    if store == "missing":
+        path.unlink()
+    else:
+        path.write_text(
+            "" if store == "empty" else '{"format": "compactkit.recovery/1", "entries": 0}\n'
+        )
+    again = work / "again.json"
+    code, _, err = cli(
+        "run", str(work / "small.json"), "-s", strategy, "--budget", "10000", "-o", str(again)
+    )
+    assert code == 2, err
+    assert err.count("\n") == 1 and "cannot be restored" in err
+    assert f"its recovery store {path} is {'missing' if store == 'missing' else 'empty'}" in err
+    assert any(etag in err for etag in etags)
+    assert not again.exists() and not Path(f"{again}.recovery.jsonl").exists()
+
+
+def test_run_on_an_output_read_from_stdin_without_its_store_is_exit_2(work: Path) -> None:
+    result = CliRunner().invoke(
+        CLI, ["run", "-", "-o", str(work / "again.json")], input=(work / "small.json").read_text()
+    )
+    assert result.exit_code == 2
+    assert "cannot be restored" in result.stderr and "recovery store lacks them" in result.stderr

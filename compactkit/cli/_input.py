@@ -111,18 +111,41 @@ def with_sidecar(ctx: AgentContext, address: str) -> AgentContext:
     """`ctx` with the entries of the store beside its file added to its recovery store, so that
     compacting a compacted output again keeps what the first run removed. Each entry is checked
     against its etag first (exit 2 naming the store and a tampered etag): a bad entry is never
-    copied into a new output's store."""
-    from ..recovery import read_sidecar, verify
+    copied into a new output's store. A marker whose content is in no store (the store beside
+    the file missing, empty or not the one written with it) is exit 2 naming that store, before
+    any strategy runs: compacting it again would lose what it stands for."""
+    from ..recovery import read_sidecar, sidecar_path, verify
+    from ..validate import dangling
 
     path = sidecar_of(address)
-    if path is None:
+    entries: dict[str, str] = {}
+    if path is not None:
+        entries = read_sidecar(path)
+        try:
+            verify(entries)
+        except BadInputError as exc:
+            raise BadInputError(exc.what, path=path) from None
+        ctx = ctx.replace(recovery={**entries, **ctx.recovery})
+    lost = sorted({marker.etag for _, marker in dangling(ctx)})
+    if not lost:
         return ctx
-    entries = read_sidecar(path)
-    try:
-        verify(entries)
-    except BadInputError as exc:
-        raise BadInputError(exc.what, path=path) from None
-    return ctx.replace(recovery={**entries, **ctx.recovery})
+    file, _ = split_address(address)
+    hint = "put back the store written with it, or expand it with --stash first"
+    if file == STDIO:
+        where = "the context's recovery store lacks them"
+        hint = "expand it with --stash first, or compact with --embed-recovery"
+    elif path is None:
+        where = f"its recovery store {sidecar_path(file)} is missing"
+    elif not entries:
+        where = f"its recovery store {path} is empty"
+    else:
+        where = f"its recovery store {path} lacks them"
+    raise BadInputError(
+        f"{len(lost)} marker(s) cannot be restored (etag {', '.join(lost[:3])}"
+        f"{' ...' if len(lost) > 3 else ''}): {where}",
+        path=file,
+        hint=hint,
+    )
 
 
 def read_entries(stash: str | None, address: str | None = None) -> dict[str, str]:
