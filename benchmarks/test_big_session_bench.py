@@ -1,12 +1,18 @@
-"""Big sessions: peak memory of `compactkit inspect` and `compactkit run` on a generated ~300 MB
-session, as a ratio to the file's size (target < 3x), and the size of what `run` writes.
+"""Big sessions: peak memory of `compactkit inspect`, `run` and `expand` on generated sessions of
+three formats, as a ratio to the session file's size (target < 3x), and the size of what `run`
+writes.
 
-The session is made at benchmark time, in a temporary directory, from a real Claude Code session of
-the corpus: its records repeated, every copy with its own uuids, tool-call ids, response ids and
-long strings (tagged with the copy's number, so that no copy repeats another's payloads) and
-chained onto the previous copy through `parentUuid`, so that the file is one long conversation.
-`COMPACTKIT_BIG_SESSION_MB` sets the size (default 300; a smaller one for quick iterations).
-Each command runs in its own process; its peak RSS is the `ru_maxrss` that `wait4` reports for it.
+The sessions are made at benchmark time, in a temporary directory, from real sessions of the
+corpus. The Claude Code session (JSON Lines, read a record at a time): the records of the
+corpus's largest one repeated, every copy with its own uuids, tool-call ids, response ids and long
+strings (tagged with the copy's number, so that no copy repeats another's payloads) and chained
+onto the previous copy through `parentUuid`, so that the file is one long conversation. Two
+whole-document JSON formats, read as one value: compactkit's own context (that session converted
+by `compactkit convert`, about a third of its size: the native form is denser) and a
+mini-swe-agent trajectory (the corpus's largest, its steps repeated the same way to a third of
+the size). `COMPACTKIT_BIG_SESSION_MB` sets the Claude Code session's size (default 300; a
+smaller one for quick iterations). Each command runs in its own process; its peak RSS is the
+`ru_maxrss` that `wait4` reports for it.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from tests.conftest import corpus_files
 SIZE_MB = int(os.environ.get("COMPACTKIT_BIG_SESSION_MB", "300"))
 TARGET_RATIO = 3.0
 SOURCE_NAME = "codemie_session-3fe1b6bc.jsonl"  # the largest Claude Code session of the corpus
+TRAJ_NAME = "gemini3pro_psf__requests-1142.traj.json"  # the largest mini-swe-agent trajectory
 
 _UUID = re.compile(r"\b([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-)([0-9a-f]{12})\b")
 _IDS = re.compile(r"\b(?:toolu|msg|call|req)_[A-Za-z0-9_]+")
@@ -54,6 +61,21 @@ def make_session(source: Path, target: Path, size: int) -> int:
                 if isinstance(record.get("uuid"), str):
                     last_uuid = record["uuid"]
                 written += out.write(text + "\n")
+    return target.stat().st_size
+
+
+def make_trajectory(source: Path, target: Path, size: int) -> int:
+    """Write to `target` the mini-swe-agent trajectory `source` with its steps (the messages
+    between the task and the submission) repeated, long strings varied per copy, until `size`
+    bytes; return the bytes written."""
+    data = json.loads(source.read_text(encoding="utf-8"))
+    messages = data["messages"]
+    first, steps, last = messages[:2], messages[2:-2], messages[-2:]
+    one = len(json.dumps(steps, ensure_ascii=False))
+    copies = max(1, size // one)
+    repeated = [m for k in range(1, copies + 1) for m in _varied(steps, f" [{k}]")]
+    data["messages"] = [*first, *repeated, *last]
+    target.write_text(json.dumps(data, ensure_ascii=False, indent=1), encoding="utf-8")
     return target.stat().st_size
 
 
@@ -86,9 +108,13 @@ def peak_rss(args: list[str], cwd: Path) -> tuple[int, subprocess.CompletedProce
 
 @pytest.fixture(scope="module")
 def source() -> Path:
-    sources = [p for p in corpus_files() if p.name == SOURCE_NAME]
+    return _corpus(SOURCE_NAME)
+
+
+def _corpus(name: str) -> Path:
+    sources = [p for p in corpus_files() if p.name == name]
     if not sources:
-        pytest.skip(f"{SOURCE_NAME} is only in the full corpus, which is not present here")
+        pytest.skip(f"{name} is only in the full corpus, which is not present here")
     return sources[0]
 
 
@@ -100,6 +126,23 @@ def big_session(source: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
     yield path
     for made in folder.iterdir():  # nothing this large is left behind in the temporary folder
         made.unlink()
+
+
+@pytest.fixture(scope="module")
+def sessions(big_session: Path) -> dict[str, Path]:
+    """The big session of each format, by format name (made once, beside the Claude Code one)."""
+    folder = big_session.parent
+    native = folder / "big-native.json"
+    _, done = peak_rss(
+        ["convert", big_session.name, "--to", "compactkit", "-o", native.name], folder
+    )
+    assert done.returncode == 0, done.stderr
+    trajectory = folder / "big.traj.json"
+    make_trajectory(_corpus(TRAJ_NAME), trajectory, SIZE_MB * 1024 * 1024 // 3)
+    return {"claude-code": big_session, "compactkit": native, "mini-swe-agent": trajectory}
+
+
+FORMATS = ["claude-code", "compactkit", "mini-swe-agent"]
 
 
 @pytest.fixture(scope="module")
@@ -124,26 +167,38 @@ def _check(name: str, rss: int, size: int, fixed: int) -> None:
     assert (ratio if SIZE_MB >= 300 else added) < TARGET_RATIO
 
 
-def test_inspect_peak_rss(big_session: Path, fixed_cost: int) -> None:
-    size = big_session.stat().st_size
-    rss, done = peak_rss(["inspect", "--json", big_session.name], big_session.parent)
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_inspect_peak_rss(fmt: str, sessions: dict[str, Path], fixed_cost: int) -> None:
+    path = sessions[fmt]
+    rss, done = peak_rss(["inspect", "--json", path.name], path.parent)
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout.splitlines()[0])["messages"] > 1000
-    _check("inspect", rss, size, fixed_cost)
+    report = json.loads(done.stdout.splitlines()[0])
+    assert report["messages"] > 1000 and report["format"] == fmt
+    _check(f"{fmt}: inspect", rss, path.stat().st_size, fixed_cost)
 
 
-def test_run_sliding_window_peak_rss(big_session: Path, fixed_cost: int) -> None:
-    size = big_session.stat().st_size
-    args = ["run", big_session.name, "-s", "sliding-window", "--budget", "30000", "-o", "out.json"]
-    rss, done = peak_rss(args, big_session.parent)
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_run_and_expand_peak_rss(fmt: str, sessions: dict[str, Path], fixed_cost: int) -> None:
+    path = sessions[fmt]
+    size = path.stat().st_size
+    folder = path.parent
+    output, back = folder / f"out-{fmt}.json", folder / f"back-{fmt}.json"
+    args = ["run", path.name, "-s", "sliding-window", "--budget", "30000", "-o", output.name]
+    rss, done = peak_rss(args, folder)
     # 1: the user's words of a session this long do not all fit 30,000 tokens; they are pinned,
     # so the output is written over the budget and says so
     assert done.returncode in (0, 1), done.stderr
-    output = big_session.parent / "out.json"
-    store = big_session.parent / "out.json.recovery.jsonl"
+    store = Path(f"{output}.recovery.jsonl")
     print(
-        f"\nrun: output {output.stat().st_size / 2**10:,.0f} KiB, "
+        f"\n{fmt}: run output {output.stat().st_size / 2**10:,.0f} KiB, "
         f"store beside it {store.stat().st_size / 2**20:,.0f} MiB"
     )
-    assert output.stat().st_size < size / 100  # the small context asked for, not the session
-    _check("run -s sliding-window", rss, size, fixed_cost)
+    assert output.stat().st_size < size / 10  # the small context asked for, not the session
+    _check(f"{fmt}: run -s sliding-window", rss, size, fixed_cost)
+    rss, done = peak_rss(["expand", output.name, "-o", back.name], folder)
+    assert done.returncode == 0, done.stderr
+    restored = json.loads(back.read_text(encoding="utf-8"))
+    assert len(restored["messages"]) > 1000 and '"etag"' not in back.read_text(encoding="utf-8")
+    _check(f"{fmt}: expand (ratio to the session file)", rss, size, fixed_cost)
+    for made in (output, store, back):
+        made.unlink()

@@ -11,7 +11,7 @@ import hashlib
 import json
 import re
 import sys
-from collections.abc import Iterable, Mapping, MutableMapping
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -168,14 +168,15 @@ def message_marker(msg: Message) -> SummaryBlock | OmittedBlock | None:
 
 def markers(ctx: AgentContext) -> list[tuple[int, Any]]:
     """(message index, marker block) for every marker, tool-result parts included."""
-    out: list[tuple[int, Any]] = []
-    for i, msg in enumerate(ctx.messages):
-        for block in msg.content:
-            if is_marker(block):
-                out.append((i, block))
-            elif isinstance(block, ToolResultBlock):
-                out.extend((i, part) for part in block.content if is_marker(part))
-    return out
+    return [(i, block) for i, msg in enumerate(ctx.messages) for block in _markers_of(msg)]
+
+
+def _markers_of(msg: Message) -> Iterator[Any]:
+    for block in msg.content:
+        if is_marker(block):
+            yield block
+        elif isinstance(block, ToolResultBlock):
+            yield from (part for part in block.content if is_marker(part))
 
 
 FIELD_PLACEHOLDER = "[]"
@@ -290,22 +291,21 @@ class _Expander:
                 out.extend(self.blocks(tuple(found), depth + 1))
         return tuple(out)
 
-    def messages(self, messages: Iterable[Message], depth: int = 0) -> list[Message]:
+    def messages(self, messages: Iterable[Message], depth: int = 0) -> Iterator[Message]:
+        """The messages restored one at a time (a window of stored parts is read a part at a
+        time, so only the part being restored is ever held)."""
         if depth > 500:
             raise BadInputError("recovery store nests deeper than 500 levels (a cycle?)")
-        out: list[Message] = []
         for msg in messages:
             marker = message_marker(msg)
             data = self._load(marker) if marker is not None else None
             if marker is not None and data is not None:
                 found = _shaped(_messages, data, marker.etag, "messages")
-                out.extend(self.messages(found, depth + 1))
+                del data
+                yield from self.messages(found, depth + 1)
                 continue
             content = self.blocks(msg.content, depth)
-            out.append(
-                msg if content == msg.content else msg.model_copy(update={"content": content})
-            )
-        return out
+            yield msg if content == msg.content else msg.model_copy(update={"content": content})
 
 
 def flatten(messages: Iterable[Message], store: Mapping[str, str]) -> list[Message]:
@@ -332,11 +332,33 @@ def expand(ctx: AgentContext, stash: Mapping[str, str] | None = None) -> AgentCo
     `RecoveryError` naming the etag, and nothing is restored from it. A collapsed marker whose
     etag is in no store but names a payload the context holds in full is that payload.
     """
-    store = {**(stash or {}), **ctx.recovery}
-    expander = _Expander(store, ctx)
-    messages = expander.messages(ctx.messages)
-    recovery = {k: v for k, v in ctx.recovery.items() if k not in expander.used}
-    return ctx.replace(messages=tuple(messages), recovery=recovery)
+    expansion = Expansion(ctx, stash)
+    messages = tuple(expansion.messages())
+    return ctx.replace(messages=messages, recovery=expansion.recovery())
+
+
+class Expansion:
+    """`expand(ctx, stash)` a message at a time, for a context too large to hold expanded (the
+    `expand` command writes each message as it comes): iterate `messages()` once; then
+    `recovery()` is the store the expanded context keeps and `left_over` the etags of the
+    markers it still holds (what `left_over(expand(ctx, stash))` gives)."""
+
+    def __init__(self, ctx: AgentContext, stash: Mapping[str, str] | None = None) -> None:
+        self._ctx = ctx
+        self._expander = _Expander({**(stash or {}), **ctx.recovery}, ctx)
+        self._left: set[str] = set()
+
+    def messages(self) -> Iterator[Message]:
+        for msg in self._expander.messages(self._ctx.messages):
+            self._left.update(m.etag for m in _markers_of(msg))
+            yield msg
+
+    def recovery(self) -> dict[str, str]:
+        return {k: v for k, v in self._ctx.recovery.items() if k not in self._expander.used}
+
+    @property
+    def left_over(self) -> list[str]:
+        return sorted(self._left)
 
 
 def unrecoverable(ctx: AgentContext, stash: Mapping[str, str] | None = None) -> list[str]:

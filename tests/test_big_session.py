@@ -1,11 +1,14 @@
-"""Big sessions: JSON Lines read a line at a time, and what `run -o OUT` removes kept in the
+"""Big sessions: JSON Lines read a line at a time, whole-document JSON read one byte a character,
+`expand` and `convert` writing a message at a time, and what `run -o OUT` removes kept in the
 content-addressed store OUT.recovery.jsonl beside the output (found by `expand` and `validate`),
 or in the output with `--embed-recovery`."""
 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -17,6 +20,7 @@ from compactkit.cli import make_cli
 from compactkit.context import Message, OmittedBlock, TextBlock
 from compactkit.errors import BadInputError
 from compactkit.formats.base import parse_text, read_document
+from compactkit.formats.native import NativeFormat, write_native
 from compactkit.registry import make_registry
 
 from .conftest import corpus_file, corpus_files
@@ -207,3 +211,74 @@ def test_a_bad_record_or_byte_is_one_line_naming_where(tmp_path: Path) -> None:
     path.write_bytes(b'{"a": 1}\n{"b": "\xff"}\n')
     with pytest.raises(BadInputError, match=r"bad byte at offset 16"):
         read_document(path)
+
+
+# --------------------------------------------------------------------------- whole-document JSON
+
+
+def test_every_corpus_json_reads_as_a_plain_read_would() -> None:
+    """A whole-document session is read with its wide characters as JSON escapes (one byte a
+    character in memory); the value read is the one a plain read gives."""
+    files = [p for p in corpus_files() if p.suffix != ".jsonl"]
+    assert files
+    for path in files:
+        read = read_document(path)
+        plain = parse_text(path.read_text(encoding="utf-8-sig"), str(path))
+        assert (read.kind, read.data) == (plain.kind, plain.data), path
+
+
+def test_a_whole_document_with_an_emoji_is_read_in_under_four_times_its_size(
+    tmp_path: Path,
+) -> None:
+    """One emoji made the whole text a four-byte-a-character string, and the read peaked at
+    eleven times the file (the bytes, that text and a stripped copy of it). Now its peak is the
+    text at one byte a character and the value parsed from it (its strings that hold wide
+    characters two or four bytes a character): under four times the file."""
+    ctx = compactkit.load_one(corpus_file("codemie_session-3fe1b6bc"))
+    path = tmp_path / "session.json"
+    path.write_text(compactkit.render(ctx.replace(messages=ctx.messages * 10)) + " \n", "utf-8")
+    read_document(path)  # what a first read imports is not the read's
+    text = path.read_text(encoding="utf-8")
+    assert max(text) > "\uffff"  # the session holds characters that make a string four-byte
+    del text
+    tracemalloc.start()
+    try:
+        doc = read_document(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert doc.data == json.loads(path.read_text(encoding="utf-8"))
+    assert peak < 4 * path.stat().st_size, f"{peak / path.stat().st_size:.2f}x the file"
+
+
+def test_a_bad_whole_document_is_reported_where_a_plain_read_reports_it(tmp_path: Path) -> None:
+    """Positions in a parse error are those of the file as it is, wide characters before them
+    (which the read writes as escapes) or not."""
+    path = tmp_path / "s.json"
+    text = '{"messages": [{"text": "café → 🙂 ✓"} x]}'
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(json.JSONDecodeError) as plain:
+        json.loads(text)
+    where = f"not JSON: {plain.value.msg} at line 1 column {plain.value.colno}"
+    with pytest.raises(BadInputError, match=where):
+        read_document(path)
+    path.write_text('{"text": "\\→"}', encoding="utf-8")  # a backslash escaping no escape
+    with pytest.raises(BadInputError, match=r"Invalid \\escape"):
+        read_document(path)
+
+
+def test_the_native_writer_streams_the_text_dump_gives(tmp_path: Path) -> None:
+    for path in corpus_files()[:40]:
+        for ctx in compactkit.load(path):
+            handle = io.StringIO()
+            write_native(ctx, handle)
+            assert handle.getvalue() == NativeFormat().dump([ctx]), path
+
+
+def test_expand_writes_the_text_expand_would_render(tmp_path: Path, session: Path) -> None:
+    out = compacted(tmp_path, session)
+    back = tmp_path / "back.json"
+    assert cli("expand", out, "-o", back)[0] == 0
+    store = recovery.read_sidecar(f"{out}.recovery.jsonl")
+    expanded = recovery.expand(compactkit.load_one(out), store)
+    assert back.read_text(encoding="utf-8") == compactkit.render(expanded)

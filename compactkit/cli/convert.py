@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from functools import partial
+from typing import TextIO
+
 import click
 
+from ..context import AgentContext
 from ..errors import BadInputError, ConfigError
 from ..formats.export import PENDING_CHOICES, Pending, ProviderWriter, WriterOptions
+from ..formats.native import write_native
 from ..io import render, split_address
 from ._app import State, command
 from ._input import check_one_stdin, load, load_single, read_entries, sidecar_of
@@ -62,6 +67,9 @@ def convert(
                 say(f"warning: {warning}", err=True)
         elif request or pending is not None:
             raise ConfigError(f"--request and --pending apply to provider formats, not {to!r}")
+        elif to == "compactkit" and len(contexts) == 1 and output not in (None, STDIO):
+            outputs.stream(output, partial(write_native, contexts[0]))  # a message at a time
+            return
         else:
             text = render(contexts, to, state.registry)
         outputs.emit(text, output, verbatim=True)
@@ -89,15 +97,36 @@ def expand(state: State, file: str, stash: str | None, to: str, output: str | No
       compactkit run s.jsonl --budget 30000 -o small.json --stash small.stash
       compactkit expand small.json --stash small.stash -o back.json
     """
-    from ..recovery import expand as expand_context
-    from ..recovery import left_over, sidecar_path
+    from ..recovery import Expansion
 
     check_one_stdin(file, stash)
     outputs = Outputs([file, stash or sidecar_of(file) or STDIO], output=output)
     ctx = load_single(state, file)
     entries = read_entries(stash, file)
-    expanded = expand_context(ctx, entries)
-    missing = left_over(expanded)  # nested markers too: every one resolved, or nothing written
+    expansion = Expansion(ctx, entries)
+    if to == "compactkit" and output not in (None, STDIO):
+        # written a message at a time as restored; the file is renamed into place only when
+        # every marker was restored (the check below raises inside the write, before the rename)
+        def write(handle: TextIO) -> None:
+            def after() -> AgentContext:
+                return ctx.replace(messages=(), recovery=expansion.recovery())
+
+            write_native(ctx, handle, expansion.messages(), after)
+            _all_restored(expansion.left_over, file)
+
+        with outputs:
+            outputs.stream(output, write)
+        return
+    expanded = ctx.replace(messages=tuple(expansion.messages()), recovery=expansion.recovery())
+    _all_restored(expansion.left_over, file)  # nested markers too: all resolved, or no output
+    with outputs:
+        outputs.emit(render(expanded, to, state.registry), output, verbatim=True)
+
+
+def _all_restored(missing: list[str], file: str) -> None:
+    """Exit 2 naming the markers `expand` could not restore, when there are any."""
+    from ..recovery import sidecar_path
+
     if missing:
         raise BadInputError(
             f"{len(missing)} marker(s) cannot be restored (etag {', '.join(missing[:3])}"
@@ -106,5 +135,3 @@ def expand(state: State, file: str, stash: str | None, to: str, output: str | No
             hint=f"keep {sidecar_path(split_address(file)[0])} beside it, or pass --stash "
             "with the store or stash written when it was compacted",
         )
-    with outputs:
-        outputs.emit(render(expanded, to, state.registry), output, verbatim=True)

@@ -194,7 +194,7 @@ _BOM = b"\xef\xbb\xbf"
 _SHORT = 40
 
 
-def _interned(obj: dict[str, Any]) -> dict[str, Any]:
+def interned(obj: dict[str, Any]) -> dict[str, Any]:
     """A decoded JSON object with its keys and short string values (record types, roles, session
     ids, model names) interned: a long session repeats them in every record, and one shared string
     instead of one per record saves a fifth of the parsed size."""
@@ -219,7 +219,7 @@ def stream_jsonl(
     it as one JSON value). Errors are the one-line `BadInputError`s of a whole read: binary data,
     a byte that is not UTF-8 (its offset in the file).
     """
-    from ..errors import BadInputError
+    from ..jsonio import not_utf8
 
     records: list[Any] = []
     bad: list[tuple[int, str, bool]] = []
@@ -236,17 +236,13 @@ def stream_jsonl(
             except UnicodeDecodeError as exc:
                 if number == 1:
                     return None
-                raise BadInputError(
-                    f"not UTF-8 text (bad byte at offset {offset + start + exc.start})",
-                    path=display,
-                    hint="expected a JSON or JSONL session file",
-                ) from None
+                raise not_utf8(offset + start + exc.start, display) from None
             offset += len(raw)
             if number == 1:
                 if not line.lstrip().startswith("{"):
                     return None
                 try:
-                    records.append(loads(line, display, 1, object_hook=_interned))
+                    records.append(loads(line, display, 1, object_hook=interned))
                 except json.JSONDecodeError:
                     return None  # maybe one JSON value over several lines
                 last_line = 1
@@ -285,7 +281,7 @@ def jsonl_record(line: str, path: str, number: int, loads: Loads) -> Any:
     record nested too deep or a number too long is a one-line `BadInputError`, whatever the
     format)."""
     try:
-        return loads(line, path, number, object_hook=_interned)
+        return loads(line, path, number, object_hook=interned)
     except json.JSONDecodeError as exc:
         raise BadJsonLine(json_error_text(exc), path, number) from None
 

@@ -13,7 +13,8 @@ from ..context import AgentContext
 from ..errors import BadInputError
 from ..jsonio import MAX_DEPTH as MAX_DEPTH  # re-exported: where readers have always found it
 from ..jsonio import loads as loads
-from ._util import BadJsonLine, json_error_text, jsonl_record, stream_jsonl
+from ..jsonio import read_text
+from ._util import BadJsonLine, interned, json_error_text, jsonl_record, stream_jsonl
 
 
 @dataclass(frozen=True)
@@ -53,11 +54,14 @@ class Document:
 
 def parse_text(text: str, path: str) -> Document:
     """Parse file text as JSON, else as JSON Lines; raise a one-line `BadInputError` otherwise."""
-    stripped = text.strip()
-    if not stripped:
+    if not text or text.isspace():
         raise BadInputError("file is empty", path=path, hint="expected a JSON or JSONL session")
     try:
-        return Document(path=path, kind="json", data=loads(stripped, path))
+        return _one_value(text, path)
+    except json.JSONDecodeError:
+        pass
+    try:  # Unicode whitespace around the value that JSON does not skip (a copy, so only now)
+        return _one_value(text.strip(), path)
     except json.JSONDecodeError as whole_error:
         lines = text.splitlines()
         if len(lines) < 2 or not lines[0].lstrip().startswith("{"):
@@ -78,6 +82,13 @@ def parse_text(text: str, path: str) -> Document:
                 raise exc.error() from None  # one JSON value over several lines, broken
             bad.append(BadLine(number, exc.reason, last=number == numbered[-1][0]))
     return Document(path=path, kind="jsonl", data=records, bad_lines=tuple(bad))
+
+
+def _one_value(text: str, path: str, *, narrowed: bool = False) -> Document:
+    """`text` as one JSON value (its keys and short strings interned, as JSONL records'),
+    `json.JSONDecodeError` when it is not one; `narrowed`: text that `read_text` made."""
+    data = loads(text, path, object_hook=interned, surrogates_fixed=narrowed)
+    return Document(path=path, kind="json", data=data)
 
 
 def _mostly_jsonl(numbered: list[tuple[int, str]], path: str) -> bool:
@@ -109,6 +120,11 @@ def read_document(path: str | Path) -> Document:
                 data=records,
                 bad_lines=tuple(BadLine(n, reason, last) for n, reason, last in bad),
             )
+        text = read_text(p, display)  # one byte a character, whatever the file holds
+        if text and not text.isspace():
+            with contextlib.suppress(json.JSONDecodeError):
+                return _one_value(text, display, narrowed=True)
+        del text  # not one JSON value: read as it is, for the errors' positions and JSONL
         raw = p.read_bytes()
     except OSError as exc:
         raise BadInputError(f"cannot read: {exc.strerror}", path=display) from None

@@ -10,12 +10,12 @@ included.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TextIO
 
 from pydantic import ValidationError
 
-from ..context import NATIVE_FORMAT_TAG, AgentContext
+from ..context import NATIVE_FORMAT_TAG, AgentContext, Message
 from ..errors import BadInputError
 from .base import Document, Format
 
@@ -54,11 +54,48 @@ class NativeFormat(Format):
         return "".join(json.dumps(c.to_native(), ensure_ascii=False) + "\n" for c in contexts)
 
 
+def write_native(
+    ctx: AgentContext,
+    handle: TextIO,
+    messages: Iterable[Message] | None = None,
+    after: Callable[[], AgentContext] | None = None,
+) -> None:
+    """`NativeFormat().dump([ctx])`, the same text, written to `handle` a message at a time, so
+    that no dump of the whole context and no string of the whole file is ever held.
+
+    `messages` (default: `ctx.messages`) is read once, as it is written: a generator (`expand`
+    restoring a message at a time) works. The fields after the messages are those of `after()`
+    when given, called once every message is written (what `expand` knows only then)."""
+    items = iter(ctx.messages if messages is None else messages)
+    head = ctx.model_dump(mode="json", exclude_none=True, include={"system_instruction"})
+    handle.write('{\n "format": ' + json.dumps(NATIVE_FORMAT_TAG))
+    for key, value in head.items():
+        handle.write(f",\n {json.dumps(key)}: " + _indented(value, 1))
+    handle.write(',\n "messages": ')
+    count = 0
+    for message in items:
+        dump = message.model_dump(mode="json", exclude_none=True)
+        handle.write(("[" if count == 0 else ",") + "\n  " + _indented(dump, 2))
+        count += 1
+    handle.write("\n ]" if count else "[]")
+    rest = (after() if after else ctx).model_copy(update={"messages": ()}).to_native()
+    for key, value in rest.items():
+        if key not in ("format", "system_instruction", "messages"):
+            handle.write(f",\n {json.dumps(key)}: " + _indented(value, 1))
+    handle.write("\n}\n")
+
+
 # --------------------------------------------------------------------------- helpers
+
+
+def _indented(value: Any, depth: int) -> str:
+    """`value` as `json.dumps(..., indent=1)` writes it `depth` levels down (no newline of the
+    text is in a string, where JSON escapes them)."""
+    return json.dumps(value, ensure_ascii=False, indent=1).replace("\n", "\n" + " " * depth)
 
 
 def _is_native(value: Any) -> bool:
     return isinstance(value, dict) and value.get("format") == NATIVE_FORMAT_TAG
 
 
-__all__ = ["NativeFormat"]
+__all__ = ["NativeFormat", "write_native"]
