@@ -4,7 +4,10 @@ Upstream: the Copilot CLI is closed; its event schema is published with the offi
 github/copilot-sdk `session-events.schema.json` and the code generated from it
 (`python/copilot/generated/session_events.py`, `dotnet/src/Generated/SessionEvents.cs`), which is
 what each line of `events.jsonl` holds: `{"type", "data", "id", "timestamp", "parentId"}`.
-Older CLIs wrote the same events to `session-state/<id>.jsonl`; both read the same. The session
+Older CLIs wrote the same events to `session-state/<id>.jsonl`; both read the same. Older still,
+`history-session-state/<id>.json` held the session as one object whose `chatMessages` are the
+chat-completions messages the CLI sent (`sessionId`, `startTime`, a display `timeline`): read as
+those messages (see `_history_state`). The session
 folder itself may be given (its `events.jsonl` is read).
 
 Mapping:
@@ -70,6 +73,7 @@ from ._util import (
     str_or_none,
 )
 from .base import Document, Format, read_document
+from .openai_chat import OpenAIChatFormat
 
 EVENTS_FILE = "events.jsonl"
 _SNIFF_LIMIT = 20
@@ -97,6 +101,8 @@ class CopilotCliFormat(Format):
         return None
 
     def sniff(self, doc: Document) -> bool:
+        if doc.kind == "json":
+            return _is_history_state(doc.data)
         try:
             head = [r for r in _records(doc)[:_SNIFF_LIMIT] if isinstance(r, dict)]
             return (
@@ -108,6 +114,8 @@ class CopilotCliFormat(Format):
             return False
 
     def load(self, doc: Document) -> list[AgentContext]:
+        if doc.kind == "json" and _is_history_state(doc.data):
+            return [_history_state(doc)]
         records = _records(doc)
         if not any(_is_event(r) and r["type"] in _MESSAGE_TYPES for r in records):
             raise BadInputError(
@@ -302,6 +310,39 @@ def _records(doc: Document) -> list[Any]:
     if doc.kind == "jsonl":
         return list(doc.data)
     return [doc.data] if isinstance(doc.data, dict) else []
+
+
+def _is_history_state(data: Any) -> bool:
+    """An older CLI's `history-session-state/<id>.json`: `chatMessages`, the chat-completions
+    messages it sent, beside `sessionId` / `startTime` / `timeline`."""
+    return (
+        isinstance(data, dict)
+        and isinstance(data.get("chatMessages"), list)
+        and any(k in data for k in ("sessionId", "startTime", "timeline"))
+    )
+
+
+def _history_state(doc: Document) -> AgentContext:
+    """An older CLI's session: its `chatMessages` read as the chat-completions messages they are
+    (a leading system message is the system instruction, `tool_calls` pair with `tool` results),
+    with the session's id and start time."""
+    data = doc.data
+    messages = [m for m in data["chatMessages"] if isinstance(m, dict)]
+    if not messages:
+        raise BadInputError(
+            "a Copilot CLI history-session-state file with no messages", path=doc.path
+        )
+    ctx = OpenAIChatFormat().load(Document(doc.path, "json", messages))[0]
+    meta: dict[str, JsonValue] = {
+        **ctx.metadata,
+        "source_format": CopilotCliFormat.name,
+        "copilot_layout": "history-session-state",
+    }
+    for key, field in (("session_id", "sessionId"), ("started", "startTime")):
+        value = str_or_none(data.get(field))
+        if value is not None:
+            meta[key] = value
+    return ctx.replace(metadata=meta)
 
 
 def _rewind(records: list[Any]) -> tuple[list[Any], list[dict[str, Any]]]:

@@ -266,3 +266,57 @@ def test_a_rewind_to_an_unknown_event_removes_nothing(tmp_path: Path) -> None:
     ctx = compactkit.load_one(path)
     assert len([m for m in ctx.messages if m.is_human]) == 3
     assert "copilot_rewound" not in ctx.metadata
+
+
+def chat_call(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """One `tool_calls` entry of a chat-completions assistant message."""
+    function = {"name": name, "arguments": json.dumps(arguments)}
+    return {"id": call_id, "type": "function", "function": function}
+
+
+# an older CLI's ~/.copilot/history-session-state/<id>.json: the session as one object whose
+# chatMessages are the chat-completions messages it sent, beside a display timeline
+HISTORY_STATE = dict(
+    sessionId="3f0a9c2e-7b1d-4e55-9a61-0c2d4e6f8a10",
+    startTime="2025-10-08T21:10:16.398Z",
+    chatMessages=[
+        {"role": "system", "content": "You are the GitHub Copilot CLI."},
+        {"role": "user", "content": "please add mcp servers"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [chat_call("toolu_v1", "str_replace_editor", {"path": "/x"})],
+        },
+        {"role": "tool", "tool_call_id": "toolu_v1", "content": "file contents here"},
+        {"role": "assistant", "content": "Added two servers."},
+        {"role": "user", "content": "thanks"},
+    ],
+    timeline=[{"id": "t1", "type": "user", "text": "please add mcp servers"}],
+)
+
+
+def test_an_older_history_session_state_file_loads(tmp_path: Path) -> None:
+    folder = tmp_path / "history-session-state"
+    folder.mkdir()
+    path = folder / f"{HISTORY_STATE['sessionId']}.json"
+    path.write_text(json.dumps(HISTORY_STATE), encoding="utf-8")
+    ctx = compactkit.load_one(path)
+    assert ctx.metadata["source_format"] == "copilot-cli"
+    assert ctx.metadata["session_id"] == HISTORY_STATE["sessionId"]
+    assert ctx.system_instruction == "You are the GitHub Copilot CLI."
+    assert [m.text for m in ctx.messages if m.is_human] == ["please add mcp servers", "thanks"]
+    results = {r.tool_call_id: r.text for m in ctx.messages for r in m.tool_results}
+    assert results == {"toolu_v1": "file contents here"}
+    assert pairing_problems(ctx) == []
+    result = CliRunner().invoke(CLI, ["inspect", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "copilot-cli" in result.output
+
+
+def test_a_history_session_state_file_without_messages_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "empty.json"
+    path.write_text(json.dumps(dict(HISTORY_STATE, chatMessages=[])), encoding="utf-8")
+    result = CliRunner().invoke(CLI, ["inspect", str(path)])
+    assert result.exit_code == 2
+    assert "history-session-state file with no messages" in result.output
+    assert "Traceback" not in result.output
