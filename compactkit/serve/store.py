@@ -123,7 +123,7 @@ class SqliteServeStore:
     operation is one `BEGIN IMMEDIATE` transaction, so two processes serving the same session at
     once are serialized, never interleaved. A file that is not such a database is a
     `BadInputError` naming it; a row that cannot be read is forgotten with a warning (what it
-    recorded is sent in full again).
+    recorded is sent in full again; an unreadable call count forgets its whole session).
     """
 
     def __init__(self, path: str | Path, *, timeout: float = 30.0) -> None:
@@ -196,8 +196,17 @@ class SqliteServeStore:
         return db
 
     def _calls(self, db: sqlite3.Connection, session: str) -> int:
+        """The session's call count; one that cannot be read forgets the session (markers name
+        calls by number), with a warning."""
         row = db.execute("SELECT calls FROM serve_session WHERE session = ?", (session,)).fetchone()
-        return int(row[0]) if row is not None else 0
+        if row is None:
+            return 0
+        if isinstance(row[0], int) and row[0] >= 0:
+            return row[0]
+        self._warn(session, "its call count")
+        db.execute("DELETE FROM serve_entry WHERE session = ?", (session,))
+        db.execute("DELETE FROM serve_session WHERE session = ?", (session,))
+        return 0
 
     def _entry(self, session: str, key: str, text: str) -> ServedPayload | None:
         try:
@@ -208,14 +217,16 @@ class SqliteServeStore:
 
     def _one(self, db: sqlite3.Connection, session: str, key: str) -> ServeState:
         """The session's call count and what it served under `key` (all a serve reads)."""
+        calls = self._calls(db, session)  # first: an unreadable count forgets the entries
         row = db.execute(
             "SELECT entry FROM serve_entry WHERE session = ? AND key = ?", (session, key)
         ).fetchone()
         entry = None if row is None else self._entry(session, key, row[0])
         served = {} if entry is None else {key: entry}
-        return ServeState(calls=self._calls(db, session), served=served)
+        return ServeState(calls=calls, served=served)
 
     def _all(self, db: sqlite3.Connection, session: str) -> ServeState:
+        calls = self._calls(db, session)
         rows = db.execute(
             "SELECT key, entry FROM serve_entry WHERE session = ?", (session,)
         ).fetchall()
@@ -224,7 +235,7 @@ class SqliteServeStore:
             entry = self._entry(session, key, text)
             if entry is not None:
                 served[key] = entry
-        return ServeState(calls=self._calls(db, session), served=served)
+        return ServeState(calls=calls, served=served)
 
     @staticmethod
     def _write(

@@ -133,6 +133,28 @@ def test_an_unreadable_row_is_forgotten_with_a_warning_naming_the_file(
     assert not SqliteServeStore(db).serve("s", "other", BIG + "x").full  # the rest is kept
 
 
+def test_an_unreadable_call_count_forgets_the_session_with_a_warning_naming_the_file(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # markers name calls by number: a session whose count is lost is sent in full again, and the
+    # proxy goes on serving (it failed every call of that session as an upstream message)
+    db = tmp_path / "serve.db"
+    store = SqliteServeStore(db)
+    key, _ = serve_key("echo", {"text": BIG})
+    for session in ("s", "t", "other"):
+        store.serve(session, key, BIG)
+    with sqlite3.connect(db) as raw:
+        raw.execute("UPDATE serve_session SET calls = 'many' WHERE session IN ('s', 't')")
+    with connect(proxied(FAKE, "--state", str(db), "--session", "s")) as client:
+        first = client.call("echo", {"text": BIG})
+        assert not first.is_error and served(first)["full"] and served(first)["call"] == 1
+        assert not served(client.call("echo", {"text": BIG}))["full"]
+    with caplog.at_level(logging.WARNING, logger="compactkit.serve"):
+        assert SqliteServeStore(db).load("t").served == {}
+    assert str(db) in caplog.text and "'t'" in caplog.text and "call count" in caplog.text
+    assert not SqliteServeStore(db).serve("other", key, BIG).full  # other sessions are kept
+
+
 def test_a_state_file_of_the_first_layout_is_carried_over(tmp_path: Path) -> None:
     db = tmp_path / "serve.db"
     state = MemoryServeStore()
