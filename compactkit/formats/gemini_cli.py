@@ -11,6 +11,10 @@ Upstream: google-gemini/gemini-cli `packages/core/src/services/chatRecordingServ
   `{"$set": {...}}` metadata updates (a `messages` list replaces the history, e.g. after a
   compression) and `{"$rewindTo": id}` (the user rewound: that message and all after it go).
 
+A `/chat save` checkpoint (`checkpoint-<tag>.json` beside them, `core/logger.ts`
+`saveCheckpoint`: `{"history": [Content], "authType"}`, older CLIs the bare `[Content]` array that
+`loadCheckpoint` still reads) is the history as the model got it, read by `_checkpoint`.
+
 Each message has `type` user / gemini / info / error / warning. A user message's `content` is
 what the model got (Gemini API parts: text, inline images, files; `displayContent` is only what
 the terminal showed). A gemini message holds the model's text (`content`), its thoughts
@@ -70,6 +74,8 @@ class GeminiCliFormat(Format):
 
     def sniff(self, doc: Document) -> bool:
         data = doc.data
+        if doc.kind == "json" and _checkpoint_history(data) is not None:
+            return True
         if doc.kind == "jsonl":
             head = data[0] if isinstance(data, list) and data else None
             return _is_header(head)
@@ -89,6 +95,9 @@ class GeminiCliFormat(Format):
                 path=doc.path,
                 hint="expected ~/.gemini/tmp/<project>/chats/session-*.json or .jsonl",
             )
+        history = _checkpoint_history(doc.data) if doc.kind == "json" else None
+        if history is not None:
+            return [_checkpoint(history)]
         builder = _Builder()
         if doc.kind == "jsonl" or not isinstance(doc.data.get("messages"), list):
             records = doc.records if doc.kind == "jsonl" else [doc.data]
@@ -227,6 +236,90 @@ class _Builder:
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+_SETUP_CONTEXT = "This is the Gemini CLI. We are setting up the context for our chat."
+"""How the environment context the CLI puts first in every chat history begins."""
+
+
+def _checkpoint_history(data: Any) -> list[dict[str, Any]] | None:
+    """The history of a `/chat save` checkpoint (`checkpoint-<tag>.json`, `Logger.saveCheckpoint`):
+    `{"history": [Content], "authType"?}`, or, as older CLIs saved it, the bare `[Content]`;
+    each Content `{role: "user" | "model", parts: [Part]}`. None for anything else."""
+    history = data.get("history") if isinstance(data, dict) else data
+    if isinstance(data, dict) and not set(data) <= {"history", "authType"}:
+        return None
+    if not isinstance(history, list) or not history:
+        return None
+    if not all(
+        isinstance(c, dict)
+        and c.get("role") in ("user", "model")
+        and isinstance(c.get("parts"), list)
+        for c in history
+    ):
+        return None
+    return history
+
+
+def _checkpoint(history: list[dict[str, Any]]) -> AgentContext:
+    """A checkpoint's history as the model got it: `user` Content -> a user message (its
+    `functionResponse` parts the results of the calls they name, by `id`, else by name in
+    order), `model` Content -> an assistant message (`thought` parts as thinking, text,
+    `functionCall` parts as calls). The environment context the CLI sends first is
+    `origin: harness`."""
+    turns: list[Turn] = []
+    open_calls: list[tuple[str, str]] = []
+    n_calls = 0
+    for content in history:
+        parts = [p for p in content["parts"] if isinstance(p, dict)]
+        if content["role"] == "model":
+            blocks: list[Block] = []
+            for part in parts:
+                call = part.get("functionCall")
+                if isinstance(call, dict):
+                    cid = str_or_none(call.get("id")) or f"call_{n_calls}"
+                    n_calls += 1
+                    name = as_text(call.get("name"))
+                    args = call.get("args") if isinstance(call.get("args"), dict) else {}
+                    blocks.append(ToolCallBlock(id=cid, name=name, input=args))
+                    open_calls.append((cid, name))
+                elif part.get("thought") is True and isinstance(part.get("text"), str):
+                    blocks.append(ThinkingBlock(thinking=part["text"]))
+                else:
+                    blocks.extend(_parts(part))
+            turns.append(Turn("assistant", blocks))
+            continue
+        results: list[Block] = []
+        for part in parts:
+            response = part.get("functionResponse")
+            if not isinstance(response, dict):
+                continue
+            wanted = str_or_none(response.get("id"))
+            name = as_text(response.get("name"))
+            match = next((c for c in open_calls if c[0] == wanted), None) or next(
+                (c for c in open_calls if c[1] == name), None
+            )
+            if match is not None:
+                open_calls.remove(match)
+            found, error = _function_response(response)
+            cid = match[0] if match else wanted or f"call_{name}"
+            results.append(ToolResultBlock(tool_call_id=cid, content=tuple(found), is_error=error))
+        if results:
+            turns.append(Turn("tool", results))
+        rest = _parts([p for p in parts if "functionResponse" not in p])
+        if rest:
+            text = " ".join(b.text for b in rest if isinstance(b, TextBlock))
+            meta: dict[str, JsonValue] = {ORIGIN_KEY: "harness"} if _SETUP_CONTEXT in text else {}
+            turns.append(Turn("user", list(rest), meta))
+    repaired = repair_pairing(
+        [t.freeze() for t in turns],
+        close="unless_answered",
+        keep_pending="last_assistant",
+        orphan_results="keep",
+    )
+    meta = context_metadata(GeminiCliFormat.name, gemini_layout="checkpoint")
+    note_repairs(meta, repaired)
+    return AgentContext(messages=tuple(repaired.messages), metadata=meta)
 
 
 def _is_header(record: Any) -> bool:
