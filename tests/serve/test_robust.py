@@ -116,6 +116,48 @@ def test_a_state_file_that_is_not_a_database_is_one_clear_line(tmp_path: Path) -
     assert len(result.output.strip().splitlines()) == 1
 
 
+def test_a_state_file_damaged_past_its_header_serves_in_full_naming_the_file(
+    tmp_path: Path,
+) -> None:
+    # the header and schema read at start are intact; the tables' pages are not, so the first
+    # call is where it shows: each call is answered in full, one line on stderr names the file
+    db = tmp_path / "serve.db"
+    store = SqliteServeStore(db)
+    for n in range(200):
+        store.serve("s", f"/src/f{n}.py", BIG + str(n))
+    store.close()
+    with sqlite3.connect(db) as raw:
+        raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    page = 4096
+    data = bytearray(db.read_bytes())
+    assert len(data) > 2 * page
+    data[page:] = b"\xde\xad\xbe\xef" * ((len(data) - page) // 4)
+    db.write_bytes(bytes(data))
+    proxy = subprocess.Popen(
+        proxied(FAKE, "--state", str(db), "--session", "s"),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proxy.stdout is not None and proxy.stdin is not None
+    try:
+        hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t"}}
+        _rpc(proxy, 1, "initialize", hello)
+        assert "result" in json.loads(proxy.stdout.readline())
+        for n in (2, 3):
+            _rpc(proxy, n, "tools/call", {"name": "echo", "arguments": {"text": BIG}})
+            answer = json.loads(proxy.stdout.readline())
+            assert answer["result"]["content"][0]["text"] == BIG
+        proxy.stdin.close()
+        assert proxy.wait(timeout=30) == 0
+    finally:
+        proxy.kill()
+        proxy.wait()
+    assert proxy.stderr is not None
+    lines = proxy.stderr.read().decode().splitlines()
+    assert lines and all(str(db) in line and "malformed" in line for line in lines)
+
+
 def test_an_unreadable_row_is_forgotten_with_a_warning_naming_the_file(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
