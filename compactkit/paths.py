@@ -33,15 +33,18 @@ def session_files(folder: Path) -> list[str]:
     """The sessions under `folder`, each once: files by `SESSION_SUFFIXES` or `STORE_NAMES`, and
     the agents' sessions of several files by the path that reads them whole: an OpenCode
     `storage/` folder (`session/`, `message/`, `part/`; left out beside an `opencode.db`, which
-    OpenCode migrated it into), a software-agent-sdk conversation folder (`base_state.json` and
-    `events/`); a Claude Code session's `<session>/subagents/` transcripts are read with
-    `<session>.jsonl`, and the legacy `.jsonl` files beside Goose's `sessions.db` are in it."""
+    OpenCode migrated it into) or its first layout's `storage/session/` (`info/`, `message/`), a
+    software-agent-sdk conversation folder (`base_state.json` and `events/`); a Claude Code
+    session's `<session>/subagents/` transcripts are read with `<session>.jsonl`, and the legacy
+    `.jsonl` files beside Goose's `sessions.db` are in it."""
     found: list[str] = []
     for root, dirs, files in os.walk(folder, followlinks=False):
         here = Path(root)
         dirs.sort()
-        if {"session", "message", "part"} <= set(dirs) or (
-            "base_state.json" in files and "events" in dirs
+        if (
+            {"session", "message", "part"} <= set(dirs)
+            or ("base_state.json" in files and "events" in dirs)
+            or (here.name == "session" and {"info", "message"} <= set(dirs))
         ):
             found.append(root)  # a session store of several files: read as one
             dirs.clear()

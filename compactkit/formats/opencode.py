@@ -5,7 +5,9 @@ Upstream: anomalyco/opencode (formerly sst/opencode) `packages/opencode/src/sess
 `src/session/message-v2.ts` (`MessageV2.Info` and `Part`, and `toModelMessages`, what the model is
 sent) and the older storage layout under `~/.local/share/opencode/storage/`:
 `session/<project>/<session>.json`, `message/<session>/<message>.json`,
-`part/<message>/<part>.json` (the same JSON, one file each).
+`part/<message>/<part>.json` (the same JSON, one file each); before that, a project's
+`storage/session/` with `info/`, `message/` and, later, `part/` folders, its first messages holding
+their parts inline (see `_opencode_legacy`).
 
 Given `opencode.db`, or the `storage` folder (or a session's `session/<project>/<id>.json`), every
 session is a conversation (`FILE#N`, oldest first; a sub-agent's session records `parent_session`).
@@ -55,6 +57,7 @@ from ..context import (
 )
 from ..errors import BadInputError
 from ._marks import Span, Where, find_after, mark_words
+from ._opencode_legacy import is_project_storage, project_storage_sessions
 from ._pairing import Turn, repair_pairing
 from ._util import (
     as_dict,
@@ -88,6 +91,9 @@ class OpenCodeFormat(Format):
     def read_layout(self, path: Path) -> Document | None:
         if is_sqlite(path) and _has_tables(path, ("session", "message", "part")):
             return Document(str(path), "json", {_KEY: _from_db(path)})
+        first, only = _project_storage_of(path)
+        if first is not None:
+            return Document(str(path), "json", {_KEY: project_storage_sessions(first, only)})
         storage, only = _storage_of(path)
         if storage is None:
             return None
@@ -289,6 +295,18 @@ def _storage_of(path: Path) -> tuple[Path | None, str | None]:
         root = path.parents[2]
         if path.parents[1].name == "session" and is_storage(root):
             return root, path.stem
+    return None, None
+
+
+def _project_storage_of(path: Path) -> tuple[Path | None, str | None]:
+    """(the first layout's `storage/session/` folder, the one session to read or None for all)
+    for that folder, the `storage/` holding it, or a session's `info/<id>.json`."""
+    for folder in (path, path / "session"):
+        if path.is_dir() and is_project_storage(folder):
+            return folder, None
+    info_file = path.is_file() and path.suffix == ".json" and path.parent.name == "info"
+    if info_file and is_project_storage(path.parents[1]):
+        return path.parents[1], path.stem
     return None, None
 
 
