@@ -372,7 +372,8 @@ def _rewind(records: list[Any]) -> tuple[list[Any], list[dict[str, Any]]]:
             after = kept[at + 1 : -1]
             removed = data.get("eventsRemoved")
             gone = kept[at:-1] if removed == len(after) + 1 else after
-        kept = [r for r in kept if not any(r is g for g in gone)]
+        removed_ids = {id(g) for g in gone}
+        kept = [r for r in kept if id(r) not in removed_ids]
         rewound.extend(gone)
     return kept, rewound
 

@@ -263,10 +263,10 @@ def _checkpoint_history(data: Any) -> list[dict[str, Any]] | None:
 
 def _checkpoint(history: list[dict[str, Any]]) -> AgentContext:
     """A checkpoint's history as the model got it: `user` Content -> a user message (its
-    `functionResponse` parts the results of the calls they name, by `id`, else by name in
-    order), `model` Content -> an assistant message (`thought` parts as thinking, text,
-    `functionCall` parts as calls). The environment context the CLI sends first is
-    `origin: harness`."""
+    `functionResponse` parts the results of the calls they name, by `id`, else by name, else
+    the earliest open call; one answering no call is user text, `origin: tool-output`), `model`
+    Content -> an assistant message (`thought` parts as thinking, text, `functionCall` parts as
+    calls). The environment context the CLI sends first is `origin: harness`."""
     turns: list[Turn] = []
     open_calls: list[tuple[str, str]] = []
     n_calls = 0
@@ -296,8 +296,10 @@ def _checkpoint(history: list[dict[str, Any]]) -> AgentContext:
                 continue
             wanted = str_or_none(response.get("id"))
             name = as_text(response.get("name"))
-            match = next((c for c in open_calls if c[0] == wanted), None) or next(
-                (c for c in open_calls if c[1] == name), None
+            match = (
+                next((c for c in open_calls if c[0] == wanted), None)
+                or next((c for c in open_calls if c[1] == name), None)
+                or (open_calls[0] if open_calls and wanted is None else None)
             )
             if match is not None:
                 open_calls.remove(match)
@@ -315,7 +317,7 @@ def _checkpoint(history: list[dict[str, Any]]) -> AgentContext:
         [t.freeze() for t in turns],
         close="unless_answered",
         keep_pending="last_assistant",
-        orphan_results="keep",
+        orphan_results="user_message_each",
     )
     meta = context_metadata(GeminiCliFormat.name, gemini_layout="checkpoint")
     note_repairs(meta, repaired)

@@ -84,3 +84,28 @@ def test_an_empty_checkpoint_is_refused_in_one_line(tmp_path: Path) -> None:
     result = CliRunner().invoke(CLI, ["inspect", str(path)])
     assert result.exit_code == 2
     assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def test_responses_without_ids_pair_in_order_and_a_stray_one_is_not_a_result(
+    tmp_path: Path,
+) -> None:
+    """Older checkpoints' `functionCall`/`functionResponse` parts carry no `id`."""
+    history = [
+        text("user", "count the lines"),
+        {"role": "model", "parts": [{"functionCall": {"name": "run_shell_command", "args": {}}}]},
+        {
+            "role": "user",
+            "parts": [
+                {"functionResponse": {"name": "shell", "response": {"output": "42"}}},
+                {"functionResponse": {"id": "gone", "name": "x", "response": {"output": "?"}}},
+            ],
+        },
+    ]
+    path = tmp_path / "checkpoint-old.json"
+    path.write_text(json.dumps(history), encoding="utf-8")
+    ctx = compactkit.load_one(path)
+    assert [r.text for m in ctx.messages for r in m.tool_results] == ["42"]
+    assert [m.origin for m in ctx.messages if m.role == "user"] == [None, "tool-output"]
+    assert pairing_problems(ctx) == []
+    result = CliRunner().invoke(CLI, ["run", str(path), "--budget", "20000", "-o", "-"])
+    assert result.exit_code == 0, result.output
