@@ -4,13 +4,13 @@ official SDK's `StreamableHTTPServerTransport`, one per client session, under uv
 Each client session (an `initialize` without an `mcp-session-id`) gets its own transport and its
 own upstream connection (a process started for it, or a session of the upstream URL), relayed as
 on stdio; its serve-state session is the proxy's `--session` when given, else its MCP session id.
-A DELETE, or the client's session ending, closes the upstream connection.
+A DELETE, or the client's session ending, closes the upstream connection. A session whose upstream
+cannot be started is refused with 502 and the reason, in one line (on stderr too).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import sys
 import uuid
 from typing import Any
 
@@ -19,7 +19,8 @@ from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServ
 from starlette.responses import PlainTextResponse
 from starlette.types import Receive, Scope, Send
 
-from .mcp_proxy import ProxyConfig, relay, upstream_streams
+from ..errors import CompactkitError
+from .mcp_proxy import ProxyConfig, _log, relay, upstream_streams
 
 
 class ProxyApp:
@@ -55,7 +56,12 @@ class ProxyApp:
             return
         transport = StreamableHTTPServerTransport(mcp_session_id=uuid.uuid4().hex)
         assert self.tg is not None
-        await self.tg.start(self._run_session, transport)
+        try:
+            await self.tg.start(self._run_session, transport)
+        except CompactkitError as exc:  # its upstream cannot be started or reached
+            _log(f"session {transport.mcp_session_id}: {exc}")
+            await PlainTextResponse(f"mcp-proxy: {exc}\n", status_code=502)(scope, receive, send)
+            return
         await transport.handle_request(scope, receive, send)
 
     async def _run_session(
@@ -67,16 +73,17 @@ class ProxyApp:
         sid = transport.mcp_session_id
         assert sid is not None
         config = dataclasses.replace(self.config, session=self.shared_session or sid)
-        self.sessions[sid] = transport
-        try:
-            async with transport.connect() as client, upstream_streams(config) as upstream:
-                task_status.started()
-                await relay(config, client, upstream)
-        except Exception as exc:  # one session's failure never ends the others
-            print(f"compactkit mcp-proxy: session {sid}: {exc}", file=sys.stderr)
-        finally:
-            self.sessions.pop(sid, None)
-            await transport.terminate()
+        async with upstream_streams(config) as upstream:  # fails the start: the request says why
+            self.sessions[sid] = transport
+            try:
+                async with transport.connect() as client:
+                    task_status.started()
+                    await relay(config, client, upstream)
+            except Exception as exc:  # one session's failure never ends the others
+                _log(f"session {sid}: {exc}")
+            finally:
+                self.sessions.pop(sid, None)
+                await transport.terminate()
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         async with anyio.create_task_group() as tg:

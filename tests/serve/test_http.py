@@ -34,21 +34,28 @@ def _free_port() -> int:
 
 
 @contextmanager
+def listening_to(proc: subprocess.Popen[bytes], port: int) -> Iterator[str]:
+    """The URL of a server process once it accepts connections on `port`."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                err = proc.stderr.read().decode() if proc.stderr else ""
+                raise RuntimeError(f"{proc.args} did not listen on {port}: {err}") from None
+            time.sleep(0.2)
+    yield f"http://127.0.0.1:{port}/mcp"
+
+
+@contextmanager
 def listening(command: list[str], port: int) -> Iterator[str]:
     """Start a server process that listens on `port`; its URL once it accepts connections."""
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    err = proc.stderr.read().decode() if proc.stderr else ""
-                    raise RuntimeError(f"{command} did not listen on {port}: {err}") from None
-                time.sleep(0.2)
-        yield f"http://127.0.0.1:{port}/mcp"
+        with listening_to(proc, port) as url:
+            yield url
     finally:
         proc.terminate()
         try:
@@ -127,3 +134,38 @@ def test_serve_tools_inside_a_server_that_serves_http(root: Path) -> None:
     with listening(command, port) as url, connect_http(url) as one, connect_http(url) as two:
         _reads_then_marker(one)
         _reads_then_marker(two)  # each MCP session is a serve-state session
+
+
+def test_proxy_serving_http_whose_upstream_cannot_start_answers_502_in_one_line(
+    tmp_path: Path,
+) -> None:
+    # each client session starts its own upstream: one that cannot start fails that session
+    # with the reason (was: 500 'Internal Server Error' and a traceback on stderr)
+    import httpx
+
+    missing = str(tmp_path / "no-such-server")
+    port = _free_port()
+    command = [*PROXY, "--http", f"127.0.0.1:{port}", "--", missing]
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t"}}
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}
+    headers = {"accept": "application/json, text/event-stream"}
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        with listening_to(proc, port) as url:
+            for _ in range(2):  # the proxy lives on
+                answer = httpx.post(url, json=initialize, headers=headers, timeout=30)
+                assert answer.status_code == 502
+                assert (
+                    "cannot start the upstream MCP server" in answer.text and missing in answer.text
+                )
+                assert len(answer.text.strip().splitlines()) == 1
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert proc.stderr is not None
+    err = proc.stderr.read().decode()
+    assert "Traceback" not in err
+    assert [line for line in err.splitlines() if missing in line] == [
+        line for line in err.splitlines() if "cannot start the upstream MCP server" in line
+    ]
+    assert err.count("cannot start the upstream MCP server") == 2
