@@ -30,8 +30,9 @@ Reading:
   of that tool in the previous assistant message whose input holds the argument the header names
   (`[read_file for 'b.py']`), else of its first open call of that tool, else of its first open call
   (with none it stays user text with origin `tool-output`); `Tool [x] was not executed ...` /
-  `Skipping tool [x ...]` notices are error results of such calls; native `tool_result` / `tool-result` blocks pair by id. A
-  result is an error when recorded so, or when its text says the user denied it or the tool failed.
+  `Skipping tool [x ...]` notices are error results of such calls; native `tool_result` /
+  `tool-result` blocks pair by id. A result is an error when recorded so, or when its text says the
+  user denied it or the tool failed.
   What the user wrote inside a result (`<feedback>`, `<answer>`, `<user_message>`: Cline's
   USER_CONTENT_TAGS) is split off into the user message, from the tag on (also out of a harness
   block such as `[TASK RESUMPTION] ...` holding it, and from a slash command's
