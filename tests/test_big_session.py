@@ -13,8 +13,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import compactkit
+import compactkit.jsonio as jsonio
 import compactkit.recovery as recovery
 from compactkit.cli import make_cli
 from compactkit.context import Message, OmittedBlock, TextBlock
@@ -282,3 +285,35 @@ def test_expand_writes_the_text_expand_would_render(tmp_path: Path, session: Pat
     store = recovery.read_sidecar(f"{out}.recovery.jsonl")
     expanded = recovery.expand(compactkit.load_one(out), store)
     assert back.read_text(encoding="utf-8") == compactkit.render(expanded)
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    values=st.lists(
+        st.text(alphabet='ab"\\ \n,:{}[]uD8é→—🧪\ud83d\ude00', max_size=12), max_size=6
+    ),
+    ascii_only=st.booleans(),
+    indent=st.sampled_from([None, 1]),
+)
+def test_text_read_in_pieces_parses_to_the_value_a_whole_read_gives(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    values: list[str],
+    ascii_only: bool,
+    indent: int | None,
+) -> None:
+    """Pieces of a few bytes, cut anywhere a character or an escape may be cut: the narrowed
+    text (one byte a character) parses to what the file's own text parses to."""
+    if not ascii_only and any("\ud800" <= c <= "\udfff" for v in values for c in v):
+        return  # a lone surrogate cannot be written raw as UTF-8
+    monkeypatch.setattr(jsonio, "_READ", 5)
+    text = json.dumps(
+        {"k": values, "n→": {"x": values[:1]}}, ensure_ascii=ascii_only, indent=indent
+    )
+    path = tmp_path / "s.json"
+    path.write_text(text, encoding="utf-8")
+    narrowed = jsonio.read_text(path, str(path))
+    assert all(c <= "\xff" for c in narrowed)
+    assert jsonio.loads(narrowed, "s", surrogates_fixed=True) == jsonio.loads(text, "s")
