@@ -14,7 +14,8 @@ from ._app import State, command
 @command(
     "mcp-proxy",
     exit_codes="0 the client closed the connection; 2 no command or URL, the `mcp` extra missing, "
-    "an upstream that cannot be started, or a --state file that is not a serve-state database",
+    "an upstream that cannot be started or reached, or a --state file that is not a serve-state "
+    "database",
     context_settings={"help_option_names": ["-h", "--help"], "ignore_unknown_options": True},
 )
 @click.option(

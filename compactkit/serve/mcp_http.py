@@ -5,7 +5,8 @@ Each client session (an `initialize` without an `mcp-session-id`) gets its own t
 own upstream connection (a process started for it, or a session of the upstream URL), relayed as
 on stdio; its serve-state session is the proxy's `--session` when given, else its MCP session id.
 A DELETE, or the client's session ending, closes the upstream connection. A session whose upstream
-cannot be started is refused with 502 and the reason, in one line (on stderr too).
+cannot be started is refused with 502 and the reason, in one line (on stderr too); one whose
+upstream fails later ends alone, with one line on stderr.
 """
 
 from __future__ import annotations
@@ -73,17 +74,22 @@ class ProxyApp:
         sid = transport.mcp_session_id
         assert sid is not None
         config = dataclasses.replace(self.config, session=self.shared_session or sid)
-        async with upstream_streams(config) as upstream:  # fails the start: the request says why
-            self.sessions[sid] = transport
-            try:
-                async with transport.connect() as client:
-                    task_status.started()
-                    await relay(config, client, upstream)
-            except Exception as exc:  # one session's failure never ends the others
-                _log(f"session {sid}: {exc}")
-            finally:
-                self.sessions.pop(sid, None)
-                await transport.terminate()
+        started = False
+        try:
+            async with upstream_streams(config) as upstream:
+                self.sessions[sid] = transport
+                try:
+                    async with transport.connect() as client:
+                        task_status.started()
+                        started = True
+                        await relay(config, client, upstream)
+                finally:
+                    self.sessions.pop(sid, None)
+                    await transport.terminate()
+        except Exception as exc:
+            if not started:
+                raise  # the request that opened the session says why
+            _log(f"session {sid}: {exc}")  # one session's failure never ends the others
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         async with anyio.create_task_group() as tg:

@@ -305,8 +305,17 @@ async def upstream_streams(config: ProxyConfig) -> AsyncIterator[tuple[Any, Any]
     if config.url is not None:
         from mcp.client.streamable_http import streamable_http_client
 
-        async with streamable_http_client(config.url) as streams:
-            yield streams[0], streams[1]
+        try:
+            async with streamable_http_client(config.url) as streams:
+                yield streams[0], streams[1]
+        except Exception as exc:
+            reason = _http_failure(exc)
+            if reason is None:
+                raise
+            raise BadInputError(
+                f"cannot reach the upstream MCP server at {config.url}: {reason}",
+                hint="check --url",
+            ) from exc
         return
     started: AbstractAsyncContextManager[tuple[Any, Any]]
     async with AsyncExitStack() as stack:
@@ -327,6 +336,19 @@ async def upstream_streams(config: ProxyConfig) -> AsyncIterator[tuple[Any, Any]
                 hint="check the command after --",
             ) from exc
         yield pipes
+
+
+def _http_failure(exc: BaseException) -> str | None:
+    """What went wrong on the way to an upstream URL (the HTTP client's error, found inside the
+    exception groups its task groups raise), else None."""
+    inner = getattr(exc, "exceptions", None)
+    if isinstance(inner, tuple):
+        return next((r for e in inner if (r := _http_failure(e)) is not None), None)
+    # httpx's or the SDK's fork of it (httpx2): the same error tree
+    http = any(
+        c.__name__ == "HTTPError" and c.__module__.startswith("httpx") for c in type(exc).__mro__
+    )
+    return f"{type(exc).__name__}: {exc}" if http else None
 
 
 async def relay(config: ProxyConfig, client: tuple[Any, Any], upstream: tuple[Any, Any]) -> None:

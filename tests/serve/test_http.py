@@ -5,6 +5,7 @@ official SDK's."""
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import time
@@ -169,3 +170,51 @@ def test_proxy_serving_http_whose_upstream_cannot_start_answers_502_in_one_line(
         line for line in err.splitlines() if "cannot start the upstream MCP server" in line
     ]
     assert err.count("cannot start the upstream MCP server") == 2
+
+
+def test_stdio_proxy_whose_url_cannot_be_reached_exits_2_in_one_line() -> None:
+    url = f"http://127.0.0.1:{_free_port()}/mcp"  # nothing listens there
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t"}}
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}
+    proc = subprocess.Popen(
+        [*PROXY, "--url", url],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    try:
+        proc.stdin.write(json.dumps(initialize).encode() + b"\n")
+        proc.stdin.flush()  # and the client waits for its answer
+        assert proc.stdout.readline() == b""  # none comes: the proxy ends
+        assert proc.wait(timeout=60) == 2
+    finally:
+        proc.kill()
+        proc.wait()
+    err = proc.stderr.read().decode().strip()
+    assert len(err.splitlines()) == 1 and url in err and "cannot reach" in err, err
+
+
+def test_proxy_serving_http_whose_url_cannot_be_reached_says_so_per_session() -> None:
+    import httpx
+
+    url = f"http://127.0.0.1:{_free_port()}/mcp"  # nothing listens there
+    port = _free_port()
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t"}}
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}
+    headers = {"accept": "application/json, text/event-stream"}
+    command = [*PROXY, "--http", f"127.0.0.1:{port}", "--url", url]
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        with listening_to(proc, port) as proxy_url:
+            for _ in range(2):  # each session fails alone; the proxy lives on
+                answer = httpx.post(proxy_url, json=initialize, headers=headers, timeout=30)
+                assert '"result"' not in answer.text
+            assert proc.poll() is None
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert proc.stderr is not None
+    err = proc.stderr.read().decode()
+    assert "Traceback" not in err and "TaskGroup" not in err
+    assert err.count(f"cannot reach the upstream MCP server at {url}") == 2, err
