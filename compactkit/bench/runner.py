@@ -32,8 +32,12 @@ def run_bench(
     registry: Registry | None = None,
     progress: Callable[[JobResult], None] | None = None,
     timeout: float | None = None,
+    sessions: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """Run the benchmark and return the versioned JSON report.
+
+    `sessions`: the addresses `collect_sessions(paths)` gave, when the caller has them already
+    (the CLI collects once, to keep its outputs off every session); None: collected here.
 
     `timeout`: seconds each plugin strategy may run on one conversation before it is stopped and
     the session's row fails (see `Pipeline`); None or 0, no limit.
@@ -53,7 +57,7 @@ def run_bench(
         build(spec, registry, tokenizer)
     jobs = [
         Job(a, list(specs), mode, list(profiles), trigger, tokenizer, timeout or None)
-        for a in collect_sessions(paths)
+        for a in (collect_sessions(paths) if sessions is None else sessions)
     ]
     results: list[JobResult] = []
     with open_executor(

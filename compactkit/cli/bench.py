@@ -106,7 +106,7 @@ def bench(
     outputs = Outputs([*paths, *sessions], json=json_out, markdown=md_out, html=html_out)
     progress = _BenchProgress(len(paths))
     report = run_bench(
-        sessions,
+        paths,
         parse_pipelines(specs or ("default",), trigger=trigger, pins=pins),
         mode="persistent" if mode == "replay" else mode,  # type: ignore[arg-type]  # click.Choice
         profiles=tuple(pricing) or ("anthropic", "openai"),
@@ -118,6 +118,7 @@ def bench(
         registry=state.registry,
         progress=progress,
         timeout=timeout,
+        sessions=sessions,
     )
     progress.close()
     nothing = nothing_loaded(report, paths)

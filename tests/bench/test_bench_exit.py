@@ -107,3 +107,31 @@ def test_nothing_loaded_is_exit_2_in_one_line_and_writes_nothing(tmp_path: Path)
         assert stdout == "" and not out.exists()
     code, _, stderr = bench("bench", str(missing), str(tmp_path / "notes.json"))
     assert code == 2 and "none of 2 files loaded; the first: " in stderr
+
+
+def test_a_bench_run_collects_its_sessions_once(tmp_path: Path, monkeypatch: Any) -> None:
+    """The CLI walks the folders once (to keep its outputs off every session) and the runner
+    measures that list: the same sessions, never collected a second time."""
+    import compactkit.bench.jobs as jobs
+    import compactkit.bench.runner as runner
+
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    for path in SESSIONS[:2]:
+        (folder / path.name).write_bytes(path.read_bytes())
+    calls: list[list[str]] = []
+    collect = jobs.collect_sessions
+
+    def counted(paths: Any) -> list[str]:
+        calls.append(list(paths))
+        return collect(paths)
+
+    monkeypatch.setattr(jobs, "collect_sessions", counted)
+    monkeypatch.setattr(runner, "collect_sessions", counted)
+    out = tmp_path / "bench.json"
+    code, _, stderr = bench("bench", str(folder), "-s", "etag-collapse", "--json", str(out))
+    assert code == 0, stderr
+    assert calls == [[str(folder)]]
+    report = json.loads(out.read_text())
+    measured = {Path(s["session"].partition("#")[0]).name for s in report["sessions"]}
+    assert measured == {path.name for path in SESSIONS[:2]}
