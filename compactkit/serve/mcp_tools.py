@@ -250,7 +250,7 @@ class ServeMiddleware:
         self.serving = ToolServing(store if store is not None else MemoryServeStore())
         self.session = session
         self._sessions: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
-        self._pending: dict[str, ToolCall] = {}
+        self._pending: dict[tuple[str, str], ToolCall] = {}  # (session, key) -> call in flight
 
     def _session(self, ctx: Any) -> str:
         """The configured session, else one per client connection (its MCP session id over
@@ -285,15 +285,18 @@ class ServeMiddleware:
         if taken is None:
             return await call_next(ctx)
         params, call = taken
-        earlier = self._pending.get(call.key)
+        # a later call of the same key in the same session supersedes this one; another
+        # session's call of it is no concern of this session's state
+        pending = (call.session, call.key)
+        earlier = self._pending.get(pending)
         if earlier is not None:
             earlier.superseded = True
-        self._pending[call.key] = call
+        self._pending[pending] = call
         try:  # the context is rebuilt only when compactkit's own keys were taken out
             result = await call_next(ctx if params == ctx.params else replace(ctx, params=params))
         finally:
-            if self._pending.get(call.key) is call:
-                del self._pending[call.key]
+            if self._pending.get(pending) is call:
+                del self._pending[pending]
         if not isinstance(result, Mapping):
             return result
         # recorded as it is computed: the answer leaves this process with the SDK's writer

@@ -8,6 +8,7 @@ import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -109,3 +110,49 @@ def test_the_low_level_server_gets_it_with_one_line(root: Path) -> None:
         marker = _marker(client.text("big_text", {"path": "app.py"}))
         assert marker["etag"] == text_etag(TEXT)
         assert client.text("big_text", {"path": "app.py", REFRESH: True}) == TEXT
+
+
+def test_two_sessions_reading_the_same_file_at_once_both_hold_it(root: Path) -> None:
+    # each session's read is recorded for that session: a call of the same file by another
+    # session in between is no later call of this one (was: one of the two went in full again)
+    import anyio
+    from mcp import Client as SdkClient
+    from mcp.server.mcpserver import MCPServer
+
+    from compactkit.serve import serve_tools
+
+    server = MCPServer("two-sessions")
+    entered: list[str] = []
+    both = anyio.Event()
+
+    @server.tool()
+    async def read_text_file(path: str) -> str:
+        """The text of a file (the first two calls wait for each other: both in flight)."""
+        entered.append(path)
+        if len(entered) == 2:
+            both.set()
+        with anyio.fail_after(30):
+            await both.wait()
+        return (root / path).read_text(encoding="utf-8")
+
+    serve_tools(server)
+
+    async def main() -> list[dict[str, Any]]:
+        # handshake-era connections: one per client, each its own serve-state session
+        clients = SdkClient(server, mode="legacy"), SdkClient(server, mode="legacy")
+        async with clients[0] as one, clients[1] as two:
+            firsts: list[types.CallToolResult] = []
+
+            async def read(client: SdkClient) -> None:
+                firsts.append(await client.call_tool("read_text_file", {"path": "app.py"}))
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(read, one)
+                tg.start_soon(read, two)
+            assert [r.content[0].text for r in firsts] == [TEXT, TEXT]  # type: ignore[union-attr]
+            again = [await c.call_tool("read_text_file", {"path": "app.py"}) for c in (one, two)]
+            return [served(r) | {"text": r.content[0].text} for r in again]  # type: ignore[union-attr]
+
+    for second in anyio.run(main):
+        assert not second["full"], second  # each session holds its first read: a marker
+        assert _marker(second["text"])["etag"] == text_etag(TEXT)
