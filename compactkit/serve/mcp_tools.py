@@ -43,7 +43,24 @@ COMPACTED = "notifications/compactkit/compacted"
 
 
 class BadMeta(ValueError):
-    """A compactkit `_meta` key whose value is not what it must be (invalid params)."""
+    """A compactkit `_meta` key, or the `refresh` argument, whose value is not what it must be
+    (invalid params)."""
+
+
+_REFRESH_WORDS = {"true": True, "1": True, "false": False, "0": False}
+
+
+def _refresh(value: Any) -> bool:
+    """The `refresh` argument as a boolean: true or false (also as the strings "true", "false",
+    "1", "0", any case, or the numbers 1 and 0, as models write them; null is false). Anything
+    else raises `BadMeta` rather than guess: `"false"` taken as true would resend in full."""
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, int | float) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in _REFRESH_WORDS:
+        return _REFRESH_WORDS[value.strip().lower()]
+    raise BadMeta(f"argument {REFRESH!r} must be true or false, not {json.dumps(value)[:80]}")
 
 
 @dataclass
@@ -88,7 +105,8 @@ class ToolServing:
     ) -> tuple[dict[str, Any], ToolCall] | None:
         """A tools/call's params with `refresh` and compactkit's `_meta` keys taken out, and what
         its answer needs; None for a malformed call (the tool answers it as it sees fit).
-        Raises `BadMeta` for a compactkit `_meta` value of the wrong shape."""
+        Raises `BadMeta` for a compactkit `_meta` value of the wrong shape, or a `refresh` that
+        is neither true nor false."""
         params = dict(params)
         name = params.get("name")
         arguments = params.get("arguments")
@@ -97,7 +115,7 @@ class ToolServing:
         arguments = dict(arguments or {})
         refresh = False
         if name not in self.own_refresh and REFRESH in arguments:
-            refresh = bool(arguments.pop(REFRESH))
+            refresh = _refresh(arguments.pop(REFRESH))
             params["arguments"] = arguments
         meta = params.get("_meta")
         known: list[str] | None = None

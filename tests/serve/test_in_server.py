@@ -102,6 +102,25 @@ def test_compaction_and_hostile_meta_in_the_server(sdk: Client, root: Path) -> N
     assert sdk.text("read_text_file", {"path": "b.py"}) == TEXT  # the model lost it: full
 
 
+def test_refresh_false_as_a_string_is_false_and_a_refresh_neither_true_nor_false_fails_alone(
+    sdk: Client, root: Path
+) -> None:
+    # same rule in the server and in the proxy (was: "false" resent the result in full)
+    (root / "r.py").write_text(TEXT)
+    assert sdk.text("read_text_file", {"path": "r.py"}) == TEXT
+    for no in ["false", "0", " False ", 0, None]:
+        again = sdk.call("read_text_file", {"path": "r.py", REFRESH: no})
+        assert not served(again)["full"], no
+        _marker(again.content[0].text)  # type: ignore[union-attr]
+    for yes in ["true", "1", "TRUE", 1]:
+        assert sdk.text("read_text_file", {"path": "r.py", REFRESH: yes}) == TEXT, yes
+    for bad in ["maybe", "", 2, [True], {"refresh": True}]:
+        with pytest.raises(MCPError, match="'refresh' must be true or false") as err:
+            sdk.call("read_text_file", {"path": "r.py", REFRESH: bad})
+        assert err.value.code == types.INVALID_PARAMS and len(str(err.value).splitlines()) == 1
+    assert not served(sdk.call("read_text_file", {"path": "r.py"}))["full"]  # it lives on
+
+
 def test_the_low_level_server_gets_it_with_one_line(root: Path) -> None:
     with connect([*SERVER, "lowlevel", str(root)]) as client:
         (tool,) = client.tools()
