@@ -5,8 +5,8 @@ Each client session (an `initialize` without an `mcp-session-id`) gets its own t
 own upstream connection (a process started for it, or a session of the upstream URL), relayed as
 on stdio; its serve-state session is the proxy's `--session` when given, else its MCP session id.
 A DELETE, or the client's session ending, closes the upstream connection. A session whose upstream
-cannot be started is refused with 502 and the reason, in one line (on stderr too); one whose
-upstream fails later ends alone, with one line on stderr.
+cannot be started, or whose upstream URL does not answer, is refused with 502 and the reason, in
+one line (on stderr too); one whose upstream fails later ends alone, with one line on stderr.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from starlette.responses import PlainTextResponse
 from starlette.types import Receive, Scope, Send
 
 from ..errors import CompactkitError
-from .mcp_proxy import ProxyConfig, _log, relay, upstream_streams
+from .mcp_proxy import ProxyConfig, _log, check_reachable, relay, upstream_streams
 
 
 class ProxyApp:
@@ -75,6 +75,7 @@ class ProxyApp:
         assert sid is not None
         config = dataclasses.replace(self.config, session=self.shared_session or sid)
         started = False
+        await check_reachable(config)  # else the first request would get an empty event stream
         try:
             async with upstream_streams(config) as upstream:
                 self.sessions[sid] = transport

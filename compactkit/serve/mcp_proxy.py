@@ -42,7 +42,7 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
-from ..errors import BadInputError
+from ..errors import BadInputError, redact
 from ._pipes import event_loop_stdio
 from ._wire import WireMessage, client_streams, upstream_process
 from .mcp_tools import (
@@ -312,10 +312,7 @@ async def upstream_streams(config: ProxyConfig) -> AsyncIterator[tuple[Any, Any]
             reason = _http_failure(exc)
             if reason is None:
                 raise
-            raise BadInputError(
-                f"cannot reach the upstream MCP server at {config.url}: {reason}",
-                hint="check --url",
-            ) from exc
+            raise _unreachable(config.url, reason) from exc
         return
     started: AbstractAsyncContextManager[tuple[Any, Any]]
     async with AsyncExitStack() as stack:
@@ -336,6 +333,37 @@ async def upstream_streams(config: ProxyConfig) -> AsyncIterator[tuple[Any, Any]
                 hint="check the command after --",
             ) from exc
         yield pipes
+
+
+async def check_reachable(config: ProxyConfig) -> None:
+    """Raise the error `upstream_streams` would when the upstream URL (if any) does not answer an
+    HTTP request: the SDK's client connects only with the first message, and a failure there ends
+    the connection rather than answering that message. Any HTTP answer (a 400 or 405 to the GET a
+    streamable HTTP endpoint may refuse without a session) counts as reachable."""
+    if config.url is None:
+        return
+    import httpx2
+    from mcp.shared._httpx_utils import create_mcp_http_client  # the transport's own client
+
+    timeout = httpx2.Timeout(config.startup_timeout)
+    try:
+        async with (
+            create_mcp_http_client(timeout=timeout) as client,
+            client.stream("GET", config.url, headers={"accept": "text/event-stream"}),
+        ):
+            pass  # the status line came: something answers there
+    except Exception as exc:
+        reason = _http_failure(exc)
+        if reason is None:
+            raise
+        raise _unreachable(config.url, reason) from exc
+
+
+def _unreachable(url: str, reason: str) -> BadInputError:
+    """The error for an upstream URL that cannot be reached (credentials in it masked)."""
+    return BadInputError(
+        redact(f"cannot reach the upstream MCP server at {url}: {reason}"), hint="check --url"
+    )
 
 
 def _http_failure(exc: BaseException) -> str | None:

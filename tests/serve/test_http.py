@@ -195,10 +195,13 @@ def test_stdio_proxy_whose_url_cannot_be_reached_exits_2_in_one_line() -> None:
     assert len(err.splitlines()) == 1 and url in err and "cannot reach" in err, err
 
 
-def test_proxy_serving_http_whose_url_cannot_be_reached_says_so_per_session() -> None:
+def test_proxy_serving_http_whose_url_cannot_be_reached_answers_502_in_one_line() -> None:
+    # each session's first request is refused with the reason, naming the URL with its secrets
+    # masked (was: an empty event stream, and the reason on stderr only)
     import httpx
 
-    url = f"http://127.0.0.1:{_free_port()}/mcp"  # nothing listens there
+    where = f"127.0.0.1:{_free_port()}/mcp"  # nothing listens there
+    url = f"http://alice:pa55word@{where}?token=t0ps3cret"
     port = _free_port()
     hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t"}}
     initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}
@@ -208,8 +211,11 @@ def test_proxy_serving_http_whose_url_cannot_be_reached_says_so_per_session() ->
     try:
         with listening_to(proc, port) as proxy_url:
             for _ in range(2):  # each session fails alone; the proxy lives on
-                answer = httpx.post(proxy_url, json=initialize, headers=headers, timeout=30)
-                assert '"result"' not in answer.text
+                answer = httpx.post(proxy_url, json=initialize, headers=headers, timeout=60)
+                assert answer.status_code == 502, answer.text
+                (line,) = answer.text.strip().splitlines()
+                assert "cannot reach the upstream MCP server at" in line and where in line, line
+                assert "pa55word" not in line and "t0ps3cret" not in line, line
             assert proc.poll() is None
     finally:
         proc.terminate()
@@ -217,4 +223,5 @@ def test_proxy_serving_http_whose_url_cannot_be_reached_says_so_per_session() ->
     assert proc.stderr is not None
     err = proc.stderr.read().decode()
     assert "Traceback" not in err and "TaskGroup" not in err
-    assert err.count(f"cannot reach the upstream MCP server at {url}") == 2, err
+    assert "pa55word" not in err and "t0ps3cret" not in err, err
+    assert err.count("cannot reach the upstream MCP server at") == 2, err
