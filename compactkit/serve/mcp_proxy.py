@@ -361,8 +361,9 @@ async def check_reachable(config: ProxyConfig) -> None:
 
 def _unreachable(url: str, reason: str) -> BadInputError:
     """The error for an upstream URL that cannot be reached (credentials in it masked)."""
-    return BadInputError(
-        redact(f"cannot reach the upstream MCP server at {url}: {reason}"), hint="check --url"
+    return BadInputError(  # the URL masked alone: a query's masked value ends at no colon
+        f"cannot reach the upstream MCP server at {redact(url)}: {redact(reason)}",
+        hint="check --url",
     )
 
 
