@@ -33,6 +33,7 @@ from tests.live.clis import (
     start_codex_tui,
 )
 from tests.live.sessioncheck import load_all_checked
+from tests.live.terminal import Terminal, TerminalError
 from tests.live.upstream import (
     FakeUpstream,
     RecordedRequest,
@@ -270,6 +271,23 @@ def codex_interactive_script(sandbox: Sandbox) -> Script:
     return Script(main, is_turn=offers_exec_command, side_text=CODEX_SUMMARY)
 
 
+def choose_existing_model(term: Terminal) -> None:
+    """Move Codex's model announcement to "Use existing model". A key pressed before the menu
+    takes keys is lost (a loaded machine: Enter then took "Try new model", whose tools the script
+    does not offer), so press until the screen shows the choice selected."""
+    for _ in range(10):
+        mark = term.mark()
+        term.press("down")
+        try:
+            term.wait_for(
+                "\u203a 2. Use existing model", since=mark, timeout=5
+            )  # the selection mark
+            return
+        except TerminalError:
+            continue
+    raise TerminalError(f"'Use existing model' never showed selected\nscreen tail:\n{term.tail()}")
+
+
 def run_codex_interactive(
     sandbox: Sandbox, upstream: FakeUpstream, executable: Path | None = None
 ) -> Path:
@@ -281,8 +299,9 @@ def run_codex_interactive(
     ) as term:
         # a model announcement comes first for the pinned model: keep the configured one
         term.wait_for("Use existing model")
+        choose_existing_model(term)
         mark = term.mark()
-        term.press("down", "enter")
+        term.press("enter")
         term.wait_for(idle, since=mark)
 
         mark = term.mark()
