@@ -219,7 +219,10 @@ class ToolServing:
         if served.full:
             return {**result, "_meta": meta}, record
         parts = [{**content[0], "text": served.text}] if served.parts else []
-        out: dict[str, Any] = {"content": parts, "isError": False, "_meta": meta}
+        # what else the result holds stays (a 2026-07-28 result's `resultType`: a client of that
+        # protocol refuses a result without it)
+        out: dict[str, Any] = {k: v for k, v in result.items() if k != "structuredContent"}
+        out |= {"content": parts, "isError": False, "_meta": meta}
         if structured is not None:
             out["structuredContent"] = structured
         return out, record

@@ -175,3 +175,39 @@ def test_two_sessions_reading_the_same_file_at_once_both_hold_it(root: Path) -> 
     for second in anyio.run(main):
         assert not second["full"], second  # each session holds its first read: a marker
         assert _marker(second["text"])["etag"] == text_etag(TEXT)
+
+
+@pytest.mark.parametrize("session", [None, "build-7"])
+def test_a_stateless_client_holds_its_reads_only_in_a_named_session(
+    root: Path, session: str | None
+) -> None:
+    # a 2026-07-28 client sends each request on its own (no handshake, no connection that
+    # lasts): by default nothing names it, so every read goes in full (never a marker for what
+    # another client got); with `session=` its repeats are markers
+    import anyio
+    from mcp import Client as SdkClient
+    from mcp.server.mcpserver import MCPServer
+
+    from compactkit.serve import serve_tools
+
+    server = MCPServer("stateless")
+
+    @server.tool()
+    def read_text_file(path: str) -> str:
+        """The text of a file."""
+        return (root / path).read_text(encoding="utf-8")
+
+    serve_tools(server, session=session)
+
+    async def main() -> list[dict[str, Any]]:
+        async with SdkClient(server) as client:
+            reads = [await client.call_tool("read_text_file", {"path": "app.py"}) for _ in "ab"]
+            return [served(r) | {"text": r.content[0].text} for r in reads]  # type: ignore[union-attr]
+
+    first, second = anyio.run(main)
+    assert first["full"] and first["text"] == TEXT
+    if session is None:
+        assert second["full"] and second["text"] == TEXT
+    else:
+        assert not second["full"], second
+        assert _marker(second["text"])["etag"] == text_etag(TEXT)
