@@ -153,7 +153,7 @@ class GooseFormat(Format):
                 "not a Goose session (sessions.db or a legacy .jsonl)", path=doc.path
             )
         sessions = [as_dict(s) for s in sessions]
-        by_id = {as_dict(s.get("info")).get("id"): s for s in sessions}
+        by_id = {str_or_none(as_dict(s.get("info")).get("id")): s for s in sessions}
         own: list[AgentContext] = []
         runs: list[AgentContext] = []
         for session in sessions:
@@ -244,7 +244,7 @@ _AGENT_SESSIONS = ("sub_agent", "hidden")
 (`SubAgent`) and internal ones (`Hidden`); its session lists show `user` and `scheduled` ones."""
 
 
-def _run_of(info: dict[str, Any], by_id: dict[Any, dict[str, Any]]) -> dict[str, JsonValue]:
+def _run_of(info: dict[str, Any], by_id: dict[str | None, dict[str, Any]]) -> dict[str, JsonValue]:
     """How a sub-agent or hidden session hangs on the session that ran it: `sidechain`, its
     `goose_session_type`, `parent_session_id`, and `parent_tool_call_id` when the parent's
     delegation message (`parent_delegation.parent_delegate_message_id`) holds one tool call."""
