@@ -126,6 +126,7 @@ from ._util import (
     note_skipped,
     parts_from_content,
     session_uuid,
+    str_or_none,
 )
 from .base import BadLine, Document, Format, read_document, require_single
 
@@ -459,7 +460,7 @@ class _RecordTree:
         self.records = records
         self.by_uuid: dict[str, int] = {}
         self.previous: dict[int, int] = {}  # record -> the record before it in its thread
-        last_in_thread: dict[Any, int] = {}
+        last_in_thread: dict[tuple[bool, str | None], int] = {}
         for index, record in enumerate(records):
             uuid = record.get("uuid")
             if isinstance(uuid, str) and uuid not in self.by_uuid:
@@ -703,10 +704,11 @@ class _RecordTree:
 # --------------------------------------------------------------------------- helpers
 
 
-def _thread(record: dict[str, Any]) -> tuple[bool, Any]:
-    """Which thread a record belongs to: the main conversation, or one subagent's."""
+def _thread(record: dict[str, Any]) -> tuple[bool, str | None]:
+    """Which thread a record belongs to: the main conversation, or one subagent's (an `agentId`
+    that is not a string names none)."""
     sidechain = record.get("isSidechain") is True
-    return (sidechain, record.get("agentId") if sidechain else None)
+    return (sidechain, str_or_none(record.get("agentId")) if sidechain else None)
 
 
 @dataclass
