@@ -39,8 +39,8 @@ def pipeline_specs(text: str) -> list[str]:
 
 
 @command(
-    exit_codes="0 stopped (Ctrl-C); 2 a bad option, the `gateway` extra missing, or the "
-    "address in use"
+    exit_codes="0 stopped (Ctrl-C); 2 a bad option, the `gateway` extra missing, the "
+    "address in use, or a --state file that is not a gateway state database"
 )
 @click.option(
     "--listen",

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..context import AgentContext
+from ..errors import BadInputError
 
 
 @dataclass
@@ -132,13 +133,22 @@ class Conversations:
         self._db: sqlite3.Connection | None = None
         if path is not None:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute(
-                "CREATE TABLE IF NOT EXISTS conversations "
-                "(key TEXT PRIMARY KEY, touched REAL, state TEXT)"
-            )
-            self._db.execute("DELETE FROM conversations WHERE touched < ?", (time.time() - ttl,))
+            try:
+                self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute(
+                    "CREATE TABLE IF NOT EXISTS conversations "
+                    "(key TEXT PRIMARY KEY, touched REAL, state TEXT)"
+                )
+                self._db.execute(
+                    "DELETE FROM conversations WHERE touched < ?", (time.time() - ttl,)
+                )
+            except sqlite3.DatabaseError as exc:  # not SQLite, or a path SQLite cannot open
+                raise BadInputError(
+                    f"not a usable gateway state database ({exc})",
+                    path=path,
+                    hint="remove it to start afresh, or name another --state file",
+                ) from None
 
     def get(self, key: str) -> Conversation:
         now = time.time()
