@@ -12,6 +12,7 @@ live) and, given a sqlite file, survives a restart.
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import threading
 import time
@@ -22,6 +23,8 @@ from typing import Any
 
 from ..context import AgentContext
 from ..errors import BadInputError
+
+log = logging.getLogger("compactkit.gateway")
 
 
 @dataclass
@@ -160,8 +163,8 @@ class Conversations:
                 row = self._db.execute(
                     "SELECT touched, state FROM conversations WHERE key = ?", (key,)
                 ).fetchone()
-                if row is not None and now - row[0] <= self.ttl:
-                    conv = Conversation.load(key, row[1], row[0])
+                if row is not None:
+                    conv = self._loaded(key, row, now)
             if conv is None:
                 conv = Conversation(key)
             conv.touched = now
@@ -169,6 +172,23 @@ class Conversations:
             while len(self._held) > self.limit:
                 self._held.popitem(last=False)
             return conv
+
+    def _loaded(self, key: str, row: tuple[Any, Any], now: float) -> Conversation | None:
+        """The saved conversation, if it is still alive; a row that cannot be read (an edited or
+        damaged file) is forgotten with a warning: the conversation starts afresh."""
+        try:
+            if now - row[0] > self.ttl:
+                return None
+            return Conversation.load(key, row[1], row[0])
+        except (ValueError, TypeError, AttributeError) as exc:
+            log.warning(
+                "saved state of conversation %s cannot be read (%s); it starts afresh",
+                key,
+                type(exc).__name__,
+            )
+            assert self._db is not None
+            self._db.execute("DELETE FROM conversations WHERE key = ?", (key,))
+            return None
 
     def save(self, conv: Conversation) -> None:
         if self._db is None:
