@@ -122,9 +122,12 @@ def workers_option(fn: F) -> F:
 
 
 class _Seconds(click.ParamType[float]):
-    """A finite number of seconds, 0 or more (nan and inf are refused)."""
+    """A finite number of seconds, `minimum` or more (nan and inf are refused)."""
 
     name = "seconds"
+
+    def __init__(self, minimum: float = 0) -> None:
+        self.minimum = minimum
 
     def convert(
         self, value: Any, param: click.Parameter | None, ctx: click.Context | None
@@ -135,12 +138,15 @@ class _Seconds(click.ParamType[float]):
             seconds = float(value)
         except (TypeError, ValueError):
             self.fail(f"{value!r} is not a number of seconds", param, ctx)
-        if not math.isfinite(seconds) or seconds < 0:
-            self.fail(f"{value!r} is not a finite number of seconds, 0 or more", param, ctx)
+        if not math.isfinite(seconds) or seconds < self.minimum:
+            least = f"{self.minimum:g}"
+            self.fail(f"{value!r} is not a finite number of seconds, {least} or more", param, ctx)
         return seconds
 
 
 _SECONDS = _Seconds()
+WAIT_SECONDS = _Seconds(minimum=0.1)
+"""How long to wait for a server (`gateway`, `mcp-proxy`): finite, at least 0.1 s."""
 
 
 def timeout_option(fn: F) -> F:

@@ -11,7 +11,7 @@ import click
 from ..defaults import DEFAULT_TRIGGER
 from ..errors import ConfigError
 from ._app import State, command
-from ._options import pin_option, tokenizer_option
+from ._options import WAIT_SECONDS, pin_option, tokenizer_option
 
 
 def _listen(value: str) -> tuple[str, int]:
@@ -114,7 +114,7 @@ def pipeline_specs(text: str) -> list[str]:
 )
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0.1),
+    type=WAIT_SECONDS,
     default=600.0,
     show_default=True,
     help="Seconds to wait for the upstream to connect or send its next bytes.",

@@ -9,6 +9,7 @@ import click
 
 from ..errors import ConfigError
 from ._app import State, command
+from ._options import WAIT_SECONDS
 
 
 @command(
@@ -39,7 +40,7 @@ from ._app import State, command
     "--timeout",
     default=60.0,
     show_default=True,
-    type=click.FloatRange(min=0.1),
+    type=WAIT_SECONDS,
     help="Seconds to wait for the upstream's answer to one request; then the call fails.",
 )
 @click.option(

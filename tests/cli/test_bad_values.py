@@ -36,6 +36,12 @@ def _one_line_exit_2(args: list[str]) -> str:
         (["inspect", SESSION, "--top", "-1"], "--top"),
         (["run", SESSION, "-s", "a++b"], "empty step in pipeline 'a++b'"),
         (["run", SESSION, "-s", "etag-collapse+"], "empty step in pipeline"),
+        # (a --listen and no upstream command too: what is wrong first is the timeout)
+        (["gateway", "--timeout", "nan", "--listen", "?"], "'nan' is not a finite number"),
+        (["gateway", "--timeout", "inf", "--listen", "?"], "'inf' is not a finite number"),
+        (["gateway", "--timeout", "0.05", "--listen", "?"], "'0.05' is not a finite number"),
+        (["mcp-proxy", "--timeout", "nan"], "'nan' is not a finite number of seconds"),
+        (["mcp-proxy", "--timeout", "inf"], "'inf' is not a finite number of seconds"),
     ],
 )
 def test_bad_option_values_are_refused(args: list[str], said: str) -> None:
