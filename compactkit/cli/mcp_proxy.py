@@ -15,8 +15,8 @@ from ._options import WAIT_SECONDS
 @command(
     "mcp-proxy",
     exit_codes="0 the client closed the connection; 2 no command or URL, the `mcp` extra missing, "
-    "an upstream that cannot be started or reached, or a --state file that is not a serve-state "
-    "database",
+    "an upstream that cannot be started or reached, an --http address in use, or a --state file "
+    "that is not a serve-state database",
     context_settings={"help_option_names": ["-h", "--help"], "ignore_unknown_options": True},
 )
 @click.option(
@@ -123,4 +123,4 @@ def _listen(value: str) -> tuple[str, int]:
     host, _, port = value.rpartition(":")
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise ConfigError(f"--http {value!r}: expected HOST:PORT, e.g. 127.0.0.1:8931")
-    return host, int(port)
+    return host.strip("[]"), int(port)

@@ -12,6 +12,7 @@ one line (on stderr too); one whose upstream fails later ends alone, with one li
 from __future__ import annotations
 
 import dataclasses
+import socket
 import uuid
 from typing import Any
 
@@ -20,7 +21,7 @@ from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServ
 from starlette.responses import PlainTextResponse
 from starlette.types import Receive, Scope, Send
 
-from ..errors import CompactkitError
+from ..errors import CompactkitError, ConfigError
 from .mcp_proxy import ProxyConfig, _log, check_reachable, relay, upstream_streams
 
 
@@ -116,8 +117,12 @@ async def serve_http(
     client session is a serve-state session of its own unless `shared_session` names one."""
     import uvicorn
 
+    try:  # bound here, so an address in use is one line (uvicorn logs a traceback)
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.create_server((host, port), family=family)
+    except OSError as exc:
+        reason = str(exc.strerror).split(" (while attempting")[0]  # which address: said already
+        raise ConfigError(f"cannot listen on {host}:{port}: {reason}") from None
     app: Any = ProxyApp(config, path, shared_session)
-    server = uvicorn.Server(
-        uvicorn.Config(app, host=host, port=port, lifespan="on", log_level="warning")
-    )
-    await server.serve()
+    server = uvicorn.Server(uvicorn.Config(app, lifespan="on", log_level="warning"))
+    await server.serve(sockets=[sock])

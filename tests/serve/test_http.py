@@ -225,3 +225,19 @@ def test_proxy_serving_http_whose_url_cannot_be_reached_answers_502_in_one_line(
     assert "Traceback" not in err and "TaskGroup" not in err
     assert "pa55word" not in err and "t0ps3cret" not in err, err
     assert err.count("cannot reach the upstream MCP server at") == 2, err
+
+
+def test_proxy_serving_http_on_an_address_in_use_exits_2_in_one_line() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [*PROXY, "--http", f"127.0.0.1:{port}", "--", "cat"],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=60,
+        )
+    err = done.stderr.decode().strip()
+    assert done.returncode == 2, err
+    assert err == f"compactkit: error: cannot listen on 127.0.0.1:{port}: Address already in use"
