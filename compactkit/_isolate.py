@@ -15,10 +15,11 @@ the copied address space down again. The worker instead holds the messages of it
 input and its output, by slot) and is sent, as a pickle, only the messages it does not hold and
 the context's fields that changed; the caller's context never leaves the caller, so nothing the
 strategy does can touch it. The strategy is given the held messages themselves, each checked after
-the call against a snapshot of what could be changed in place (its attributes, metadata and tool
-inputs), and copies of the context's dicts: no whole-context copy per call, which the in-process
-path pays. Only what the strategy changed travels back: messages it kept are sent as their index
-in the input and rebuilt from the caller's own objects, so unchanged messages keep their identity.
+the call against a snapshot of what could be changed in place (its attributes, metadata, its
+blocks' fields and tool inputs), and copies of the context's dicts: no whole-context copy per
+call, which the in-process path pays. Only what the strategy changed travels back: messages it
+kept are sent as their index in the input and rebuilt from the caller's own objects, so unchanged
+messages keep their identity.
 
 A worker is replaced (the old one stopped) when the call needs a strategy or registry the worker
 was not forked with, when the caller's working directory, environment or stdout protection changed
@@ -28,6 +29,7 @@ out or ended the worker), and when a strategy left a thread running in it.
 
 from __future__ import annotations
 
+import copy
 import operator
 import os
 import pickle
@@ -115,12 +117,13 @@ def _json_copy(value: Any) -> Any:
 
 
 def _copy_block(block: Any) -> Any:
-    # blocks are frozen; the only mutable thing a block holds is a tool call's parsed input
+    # a tool call's parsed input is mutable; every block is copied, frozen or not: a strategy can
+    # still set a field in place (`object.__setattr__`), and must not reach the caller's block
     if isinstance(block, ToolCallBlock) and isinstance(block.input, (dict, list)):
         return ToolCallBlock.model_construct(
             id=block.id, name=block.name, input=_json_copy(block.input)
         )
-    return block
+    return copy.copy(block)
 
 
 def _copy_message(m: Message) -> Message:
@@ -133,7 +136,7 @@ def _copy_message(m: Message) -> Message:
 
 
 def private_copy(ctx: AgentContext) -> AgentContext:
-    """A copy sharing nothing mutable with `ctx` (dicts and lists copied, frozen blocks shared),
+    """A copy sharing nothing mutable with `ctx` (dicts, lists and blocks copied; strings shared),
     built without re-validation: far cheaper than a JSON round trip."""
     return AgentContext.model_construct(
         system_instruction=ctx.system_instruction,
@@ -208,24 +211,32 @@ def _result(
 
 def _snapshot(m: Message) -> tuple[Any, ...]:
     """What a strategy could change in place in a message (its attributes, its metadata, its
-    tool calls' inputs), the dicts and lists copied."""
+    blocks' fields, its tool calls' inputs), the dicts and lists copied."""
     inputs = tuple(
         (b, _json_copy(b.input))
         for b in m.content
         if isinstance(b, ToolCallBlock) and isinstance(b.input, (dict, list))
     )
-    return m.role, m.content, m.name, _json_copy(m.metadata), inputs
+    fields = tuple(tuple(vars(b).values()) for b in m.content)
+    return m.role, m.content, m.name, _json_copy(m.metadata), inputs, fields
 
 
 def _intact(m: Message, snapshot: tuple[Any, ...]) -> bool:
-    role, content, name, metadata, inputs = snapshot
+    role, content, name, metadata, inputs, fields = snapshot
     return (
         m.role is role
         and m.content is content
         and m.name is name
         and m.metadata == metadata
         and all(b.input == value for b, value in inputs)
+        and all(_same_fields(b, held) for b, held in zip(content, fields, strict=True))
     )
+
+
+def _same_fields(block: Any, held: tuple[Any, ...]) -> bool:
+    """Whether a frozen block still holds the very objects it held (none set in place)."""
+    values = tuple(vars(block).values())
+    return len(values) == len(held) and all(a is b for a, b in zip(values, held, strict=True))
 
 
 class _Held:

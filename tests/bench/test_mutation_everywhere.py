@@ -39,10 +39,38 @@ def register_strategies(register):
 '''
 
 
+REWRITER = '''
+"""A hostile strategy: it rewrites a user's words inside a frozen text block, in place (around
+pydantic's frozen check), and returns its input as it is."""
+from compactkit import Strategy, hookimpl
+from compactkit.context import TextBlock
+
+
+class Rewriter(Strategy):
+    name = "rewriter"
+    description = "rewrites a block of its input in place"
+
+    def compact(self, ctx):
+        for m in ctx.messages:
+            if m.role == "user" and m.metadata.get("origin") not in ("harness", "tool-output"):
+                for b in m.content:
+                    if isinstance(b, TextBlock):
+                        object.__setattr__(b, "text", "REWRITTEN " + b.text)
+                        return ctx
+        return ctx
+
+
+@hookimpl
+def register_strategies(register):
+    register(Rewriter)
+'''
+
+
 @pytest.fixture
 def work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "plugins").mkdir()
     (tmp_path / "plugins" / "mutator.py").write_text(MUTATOR)
+    (tmp_path / "plugins" / "rewriter.py").write_text(REWRITER)
     shutil.copyfile(sample("sphinx-doc"), tmp_path / "S.json")
     monkeypatch.chdir(tmp_path)
     return tmp_path
@@ -63,6 +91,14 @@ def test_run_fails_a_strategy_that_changes_its_input(work: Path) -> None:
     code, _, err = cli("run", "S.json", "-s", "mutator", "-o", "out.json")
     assert code == 3
     assert "strategy 'mutator' broke the contract: it mutated its input" in err
+
+
+@pytest.mark.parametrize("timeout", ["0", "30"])  # in-process, and in the reused worker
+def test_run_fails_a_strategy_that_rewrites_a_block_in_place(work: Path, timeout: str) -> None:
+    code, _, err = cli("run", "S.json", "-s", "rewriter", "--timeout", timeout, "-o", "out.json")
+    assert code == 3, err
+    assert "strategy 'rewriter' broke the contract: it mutated its input" in err
+    assert not (work / "out.json").exists()
 
 
 @pytest.mark.parametrize("mode", ["oneshot", "persistent"])
