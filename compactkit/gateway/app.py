@@ -29,7 +29,7 @@ from ..context import AgentContext
 from ..defaults import DEFAULT_TRIGGER
 from ..errors import redact
 from ..formats.session_log import appended
-from ..pipeline import Pipeline
+from ..pipeline import PLUGIN_TIMEOUT, Pipeline
 from ..registry import Registry
 from ..serve.reset import held_etags
 from ..serve.store import SqliteServeStore
@@ -89,6 +89,9 @@ class GatewayConfig:
     ttl: float = 24 * 3600
     timeout: float = 600.0
     """Seconds to wait for the upstream to connect or send the next bytes."""
+    strategy_timeout: float = PLUGIN_TIMEOUT
+    """Seconds a plugin strategy may run (in its worker process) before its compaction fails and
+    the request goes upstream as the client sent it; 0: no limit, in-process."""
 
 
 @dataclass
@@ -126,18 +129,16 @@ class Policy:
         self.config = config
         self.trigger = config.trigger
         self.target = setup.target
-        self.pipeline = setup.pipeline
-        if config.pins:
-            built = setup.pipeline
-            self.pipeline = Pipeline(
-                built.strategies,
-                tokenizer=built.tokenizer,
-                check=built.check,
-                registry=built.registry,
-                name=built.title,
-                timeout=built.timeout,
-                pins=(*built.pins, *config.pins),
-            )
+        built = setup.pipeline
+        self.pipeline = Pipeline(  # a plugin that never returns must not hold every request
+            built.strategies,
+            tokenizer=built.tokenizer,
+            check=built.check,
+            registry=built.registry,
+            name=built.title,
+            timeout=config.strategy_timeout or None,
+            pins=(*built.pins, *config.pins),
+        )
         self.counter = setup.counter
         self.conversations = Conversations(config.max_conversations, config.ttl, config.state)
         self.recorder = Recorder(config.record) if config.record else None
