@@ -8,7 +8,7 @@ import json
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, NoReturn
 
 from .errors import BadInputError
 
@@ -40,14 +40,13 @@ def loads(
     line: int | None = None,
     *,
     object_hook: Callable[..., Any] | None = None,
-    surrogates_fixed: bool = False,
 ) -> Any:
     """`json.loads`, with JSON nested deeper than `MAX_DEPTH` and numbers longer than Python reads
     as one-line `BadInputError`s; `json.JSONDecodeError` passes through. A lone UTF-16 surrogate
     escape (`"\\ud83d"` without its pair, as a string cut in JavaScript leaves) reads as U+FFFD,
-    so that every string read can be written as UTF-8 (`surrogates_fixed`: `read_text` did it)."""
+    so that every string read can be written as UTF-8."""
     too_deep = BadInputError(f"JSON nested deeper than {MAX_DEPTH} levels", path=path, line=line)
-    if not surrogates_fixed and ("\\ud" in text or "\\uD" in text):
+    if "\\ud" in text or "\\uD" in text:
         text = _fix_surrogates(text)
     try:
         value = json.loads(text, object_hook=object_hook)
@@ -57,40 +56,35 @@ def loads(
         raise too_deep from None
     except ValueError:  # an integer of more digits than int() converts
         raise BadInputError("a number has too many digits to read", path=path, line=line) from None
-    level = [value]
-    for _ in range(MAX_DEPTH):
+    if _deeper(value, MAX_DEPTH):
+        raise too_deep
+    return value
+
+
+def _deeper(value: Any, levels: int) -> bool:
+    """Whether arrays and objects nest in `value` (one itself) more than `levels` levels."""
+    level = [value] if isinstance(value, (dict, list)) else []
+    for _ in range(levels):
         level = [
             child
             for item in level
-            if isinstance(item, (dict, list))
             for child in (item.values() if isinstance(item, dict) else item)
             if isinstance(child, (dict, list))
         ]
         if not level:
-            return value
-    raise too_deep
+            return False
+    return True
 
 
-_READ = 1 << 20  # bytes read at a time by `read_text`
-_WIDE = re.compile(r"[^\x00-\xff]+")
-_ESCAPED_WIDE = re.compile(r"(?<!\\)(?:\\\\)*\\[^\x00-\xff]")
-"""A character above U+00FF right after an escaping backslash: invalid JSON, left as it is."""
-_BACKSLASH_WIDE = re.compile(r"\\[^\x00-\xff]")  # what `_ESCAPED_WIDE` needs, found fast
-_CUT_BEFORE = '",:{}[] \n'
-"""Characters that no escape holds (`\\\\`, `\\uXXXX`): text cut before one is cut between
-escapes, so each piece can be narrowed on its own."""
-
-
-def _narrow(piece: str) -> str:
-    """`piece` of JSON text with its lone surrogate escapes made U+FFFD and each character above
-    U+00FF written as a JSON escape (same value once parsed, one byte a character as a string)."""
-    if "\\ud" in piece or "\\uD" in piece:
-        piece = _fix_surrogates(piece)
-    if piece.isascii() or not _WIDE.search(piece):
-        return piece
-    if _BACKSLASH_WIDE.search(piece) and _ESCAPED_WIDE.search(piece):
-        return piece
-    return _WIDE.sub(lambda m: json.dumps(m[0])[1:-1], piece)
+_READ = 1 << 16  # bytes read at a time by `read_value` (its text's copies are a few times that)
+_IN_ESCAPES = frozenset("\\u0123456789abcdefABCDEF")
+"""The characters of the escapes `_fix_surrogates` reads: text cut before any other character is
+cut between two of them, so each piece can have its lone surrogates fixed on its own."""
+_WHITESPACE = re.compile(r"[ \t\n\r]*")  # what JSON skips between values (as `json` does)
+_STREAMED_DEPTH = 3
+"""The outer levels parsed a member at a time: the top-level value, and containers held by an
+object up to this depth (`{"messages": [...]}`, `{"info": {...}, "history": [...]}`); every
+other value (a message, a record: an element of such an array) is parsed whole."""
 
 
 def not_utf8(offset: int, display: str) -> BadInputError:
@@ -102,39 +96,188 @@ def not_utf8(offset: int, display: str) -> BadInputError:
     )
 
 
-def read_text(path: Path, display: str) -> str:
-    """The JSON text of the file at `path` (UTF-8, a BOM dropped) for `loads(...,
-    surrogates_fixed=True)`, made a megabyte at a time: every character above U+00FF is written
-    as its JSON escape, because one emoji makes a Python string four bytes a character, and a
-    whole session read as one such string took four times the file in memory (each string
-    parsed from the text is wide only when it holds such a character). The value parsed is the
-    same; positions in a parse error are not (parse the plain text again to report one).
-    Raises `BadInputError` for binary data and a byte that is not UTF-8 (its offset);
-    `OSError` passes through."""
-    decoder = codecs.getincrementaldecoder("utf-8-sig")()
-    pieces: list[str] = []
-    carry = ""
-    offset = 0
-    with path.open("rb") as handle:
-        while True:
-            raw = handle.read(_READ)
-            if offset == 0 and b"\x00" in raw[:65536]:
+class _Text:
+    """The text of a UTF-8 file (a BOM dropped), a piece at a time, each piece with its lone
+    surrogate escapes made U+FFFD (as `loads` does: same length, so positions stay the file's)."""
+
+    def __init__(self, handle: BinaryIO, display: str) -> None:
+        self.handle, self.display = handle, display
+        self.decoder = codecs.getincrementaldecoder("utf-8-sig")()
+        self.carry = ""  # decoded text after the last cut between escapes
+        self.offset = 0  # bytes read
+        self.done = False
+
+    def read(self, want: int) -> str:
+        """At least `want` more characters (fewer only at the end of the file, "" after it).
+        Raises `BadInputError` for binary data and a byte that is not UTF-8 (its offset)."""
+        pieces: list[str] = []
+        got = 0
+        while got < want and not self.done:
+            raw = self.handle.read(max(_READ, want - got))
+            if self.offset == 0 and b"\x00" in raw[:65536]:
                 raise BadInputError(
                     "binary data, not a text session file",
-                    path=display,
+                    path=self.display,
                     hint="expected JSON or JSONL",
                 )
-            pending = len(decoder.getstate()[0])  # bytes of a character the last read cut
+            pending = len(self.decoder.getstate()[0])  # bytes of a character the last read cut
             try:
-                text = carry + decoder.decode(raw, final=not raw)
+                text = self.carry + self.decoder.decode(raw, final=not raw)
             except UnicodeDecodeError as exc:
-                raise not_utf8(offset - pending + exc.start, display) from None
-            offset += len(raw)
-            if not raw:
-                pieces.append(_narrow(text))
-                break
-            end = max(text.rfind(c) for c in _CUT_BEFORE)
-            end = max(end, 0)
-            pieces.append(_narrow(text[:end]))
-            carry = text[end:]
-    return "".join(pieces)
+                raise not_utf8(self.offset - pending + exc.start, self.display) from None
+            self.offset += len(raw)
+            end = len(text) if not raw else _last_cut(text)
+            self.carry, self.done = text[end:], not raw
+            piece = text[:end]
+            if "\\ud" in piece or "\\uD" in piece:
+                piece = _fix_surrogates(piece)
+            pieces.append(piece)
+            got += len(piece)
+        return "".join(pieces)
+
+
+def _last_cut(text: str) -> int:
+    """Where to cut `text` between escapes: before the last of its last 64 characters that no
+    escape holds (0, nothing to cut off, when there is none)."""
+    for end in range(len(text) - 1, max(len(text) - 64, 0) - 1, -1):
+        if text[end] not in _IN_ESCAPES:
+            return end
+    return 0
+
+
+class _Parser:
+    """One JSON value parsed from `_Text` with no copy of the whole text ever held: the outer
+    levels (`_STREAMED_DEPTH`) a member at a time, each other value whole by `json`'s own
+    scanner from a buffer that holds it. A value cut at the end of the buffer is parsed again
+    once the buffer holds at least twice as much (so the work stays linear in the file)."""
+
+    def __init__(self, text: _Text, path: str, object_hook: Callable[..., Any] | None) -> None:
+        self.text, self.path, self.object_hook = text, path, object_hook
+        self.decoder = json.JSONDecoder(object_hook=object_hook)
+        self.buf = ""
+        self.pos = 0
+        self.too_deep = False  # a value nested deeper than MAX_DEPTH: refused once all parses
+
+    def more(self) -> bool:
+        """Drop what is parsed and read at least as much text as is left (a value cut again
+        and again is parsed on a buffer doubled each time); False at the end of the file."""
+        rest = self.buf[self.pos :]
+        added = self.text.read(max(_READ, len(rest)))
+        if not added:
+            return False
+        self.buf, self.pos = rest + added, 0
+        return True
+
+    def peek(self) -> str:
+        """The next character that is not whitespace ("" at the end of the text)."""
+        while True:
+            self.pos = _skip_whitespace(self.buf, self.pos)
+            if self.pos < len(self.buf):
+                return self.buf[self.pos]
+            if not self.more():
+                return ""
+
+    def error(self, what: str) -> json.JSONDecodeError:
+        return json.JSONDecodeError(what, self.buf, self.pos)
+
+    def document(self) -> Any:
+        value = self.value(1, in_object=True)
+        if self.peek():
+            raise self.error("Extra data")
+        if self.too_deep:
+            raise BadInputError(f"JSON nested deeper than {MAX_DEPTH} levels", path=self.path)
+        return value
+
+    def value(self, depth: int, *, in_object: bool) -> Any:
+        """The value at the next character, `depth` levels down (the top-level value is 1)."""
+        first = self.peek()
+        if in_object and depth <= _STREAMED_DEPTH and first in ("[", "{"):
+            self.pos += 1
+            return self.array(depth) if first == "[" else self.object(depth)
+        return self.whole(depth)
+
+    def array(self, depth: int) -> list[Any]:
+        items: list[Any] = []
+        if self.peek() == "]":
+            self.pos += 1
+            return items
+        while True:
+            items.append(self.value(depth + 1, in_object=False))
+            if not self.after_member("]"):
+                return items
+
+    def object(self, depth: int) -> Any:
+        members: dict[str, Any] = {}
+        if self.peek() == "}":
+            self.pos += 1
+            return self.object_hook(members) if self.object_hook else members
+        while True:
+            if self.peek() != '"':
+                raise self.error("Expecting property name enclosed in double quotes")
+            key = self.whole(depth + 1)
+            if self.peek() != ":":
+                raise self.error("Expecting ':' delimiter")
+            self.pos += 1
+            members[key] = self.value(depth + 1, in_object=True)
+            if not self.after_member("}"):
+                return self.object_hook(members) if self.object_hook else members
+
+    def after_member(self, close: str) -> bool:
+        """True after a comma (another member follows), False after `close` (the end)."""
+        found = self.peek()
+        if found in (",", close):
+            self.pos += 1
+            return found == ","
+        raise self.error("Expecting ',' delimiter")
+
+    def whole(self, depth: int) -> Any:
+        """The value at the next character, parsed whole by `json` (its objects through
+        `object_hook`); a number is read on only once text follows it (`1` may go on `.5`)."""
+        self.peek()
+        while True:
+            try:
+                value, end = self.decoder.raw_decode(self.buf, self.pos)
+            except json.JSONDecodeError as exc:
+                if self.cut(exc) and self.more():
+                    continue
+                raise
+            except RecursionError:  # deeper than the interpreter parses, so than MAX_DEPTH
+                self.refuse(f"JSON nested deeper than {MAX_DEPTH} levels")
+            except ValueError:  # an integer of more digits than int() converts
+                self.refuse("a number has too many digits to read")
+            if value.__class__ in (int, float) and len(self.buf) - end < 3 and self.more():
+                continue
+            self.pos = end
+            if _deeper(value, MAX_DEPTH - depth + 1):
+                self.too_deep = True
+            return value
+
+    def cut(self, exc: json.JSONDecodeError) -> bool:
+        """Whether `exc` may come from a value cut at the end of the buffer (it is at the end:
+        every value `json` reads ends in a few characters it checks, and a string runs on to
+        its closing quote), not from text that is not JSON."""
+        return exc.pos >= len(self.buf) - 16 or exc.msg.startswith("Unterminated string")
+
+    def refuse(self, what: str) -> NoReturn:
+        """A one-line `BadInputError`, once the rest of the file is read: a byte further on that
+        is not UTF-8 is the error a whole read gives."""
+        while self.text.read(_READ):
+            pass
+        raise BadInputError(what, path=self.path)
+
+
+def _skip_whitespace(text: str, pos: int) -> int:
+    match = _WHITESPACE.match(text, pos)
+    return match.end() if match else pos
+
+
+def read_value(path: Path, display: str, object_hook: Callable[..., Any] | None = None) -> Any:
+    """The one JSON value of the file at `path` (UTF-8, a BOM dropped), `loads` of its text,
+    read a megabyte at a time: no copy of the whole text is ever held beside the value (a
+    session's text takes as much memory as the file, four times that with one emoji).
+    `json.JSONDecodeError` when the text is not one JSON value (its position is not the file's:
+    parse the text again to report one); `BadInputError` for binary data, a byte that is not
+    UTF-8 (its offset), nesting deeper than `MAX_DEPTH` and a number too long to read;
+    `OSError` passes through."""
+    with path.open("rb") as handle:
+        return _Parser(_Text(handle, display), display, object_hook).document()

@@ -8,7 +8,7 @@ import re
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from pydantic import JsonValue
 
@@ -226,8 +226,9 @@ def stream_jsonl(
     last_line = 0
     offset = 0
     with path.open("rb") as handle:
-        if b"\x00" in handle.read(65536):
-            return None  # the whole read says "binary data"
+        head = handle.read(65536)
+        if b"\x00" in head or _not_jsonl(head, handle):
+            return None  # the whole read says "binary data", or reads the one JSON value
         handle.seek(0)
         for number, raw in enumerate(handle, start=1):
             start = len(_BOM) if number == 1 and raw.startswith(_BOM) else 0
@@ -256,6 +257,24 @@ def stream_jsonl(
     if bad and bad[-1][0] == last_line:
         bad[-1] = (*bad[-1][:2], True)
     return (records, bad) if len(records) + len(bad) > 1 else None
+
+
+def _not_jsonl(head: bytes, handle: BinaryIO) -> bool:
+    """True when the file whose first bytes are `head` is surely not JSON Lines (its text does not
+    start with `{`, or it holds one line only), told without reading its first line whole: a
+    JSON document written on one line is that line (Cline's, a provider request)."""
+    start = head[len(_BOM) :] if head.startswith(_BOM) else head
+    if start.lstrip()[:1] not in (b"{", b""):
+        return True
+    handle.seek(0)
+    while b"\n" not in (chunk := handle.read(1 << 20)):
+        if not chunk:
+            return True
+    rest = chunk[chunk.index(b"\n") + 1 :]
+    while not rest.strip():  # only ASCII whitespace: blank lines, as `str.strip` says too
+        if not (rest := handle.read(1 << 20)):
+            return True
+    return False
 
 
 class BadJsonLine(ValueError):

@@ -13,7 +13,7 @@ from ..context import AgentContext
 from ..errors import BadInputError
 from ..jsonio import MAX_DEPTH as MAX_DEPTH  # re-exported: where readers have always found it
 from ..jsonio import loads as loads
-from ..jsonio import read_text
+from ..jsonio import read_value
 from ._util import BadJsonLine, interned, json_error_text, jsonl_record, stream_jsonl
 
 
@@ -84,10 +84,10 @@ def parse_text(text: str, path: str) -> Document:
     return Document(path=path, kind="jsonl", data=records, bad_lines=tuple(bad))
 
 
-def _one_value(text: str, path: str, *, narrowed: bool = False) -> Document:
+def _one_value(text: str, path: str) -> Document:
     """`text` as one JSON value (its keys and short strings interned, as JSONL records'),
-    `json.JSONDecodeError` when it is not one; `narrowed`: text that `read_text` made."""
-    data = loads(text, path, object_hook=interned, surrogates_fixed=narrowed)
+    `json.JSONDecodeError` when it is not one."""
+    data = loads(text, path, object_hook=interned)
     return Document(path=path, kind="json", data=data)
 
 
@@ -120,12 +120,9 @@ def read_document(path: str | Path) -> Document:
                 data=records,
                 bad_lines=tuple(BadLine(n, reason, last) for n, reason, last in bad),
             )
-        text = read_text(p, display)  # one byte a character, whatever the file holds
-        if text and not text.isspace():
-            with contextlib.suppress(json.JSONDecodeError):
-                return _one_value(text, display, narrowed=True)
-        del text  # not one JSON value: read as it is, for the errors' positions and JSONL
-        raw = p.read_bytes()
+        with contextlib.suppress(json.JSONDecodeError):  # a megabyte at a time
+            return Document(path=display, kind="json", data=read_value(p, display, interned))
+        raw = p.read_bytes()  # not one JSON value: read whole, for the errors' positions and JSONL
     except OSError as exc:
         raise BadInputError(f"cannot read: {exc.strerror}", path=display) from None
     if b"\x00" in raw[:65536]:
