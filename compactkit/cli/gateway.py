@@ -9,7 +9,7 @@ import socket
 import click
 
 from ..defaults import DEFAULT_TRIGGER
-from ..errors import ConfigError
+from ..errors import ConfigError, redact
 from ._app import State, command
 from ._options import WAIT_SECONDS, pin_option, tokenizer_option
 
@@ -174,7 +174,9 @@ def gateway(
         timeout=timeout,
     )
     app = create_app(config, state.registry)
-    logging.basicConfig(level=logging.INFO, format="compactkit gateway: %(message)s")
+    handler = logging.StreamHandler()
+    handler.setFormatter(_Redacting("compactkit gateway: %(message)s"))
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
     try:
         sock = socket.create_server((host, port), family=_family(host))
     except OSError as exc:
@@ -184,6 +186,14 @@ def gateway(
     click.echo(f"compactkit gateway: listening on http://{shown}:{bound}", err=True)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
     server.run(sockets=[sock])
+
+
+class _Redacting(logging.Formatter):
+    """Every log line through `redact`: the HTTP client logs each request's URL, whose query or
+    user info may hold a key."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record), one_line=False)
 
 
 def _family(host: str) -> socket.AddressFamily:
