@@ -144,6 +144,14 @@ class _Seconds(click.ParamType[float]):
         return seconds
 
 
+def nonempty_path(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A path option's callback: an empty value (an unset variable, `--state "$STATE"`) is a
+    usage error, not a silent default."""
+    if value == "":
+        raise click.BadParameter("an empty path (is the variable it came from unset?)", ctx, param)
+    return value
+
+
 _SECONDS = _Seconds()
 WAIT_SECONDS = _Seconds(minimum=0.1)
 """How long to wait for a server (`gateway`, `mcp-proxy`): finite, at least 0.1 s."""

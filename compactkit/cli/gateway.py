@@ -11,7 +11,7 @@ import click
 from ..defaults import DEFAULT_TRIGGER
 from ..errors import ConfigError, redact
 from ._app import State, command
-from ._options import WAIT_SECONDS, pin_option, tokenizer_option
+from ._options import WAIT_SECONDS, nonempty_path, pin_option, tokenizer_option
 
 
 def _listen(value: str) -> tuple[str, int]:
@@ -91,6 +91,7 @@ def pipeline_specs(text: str) -> list[str]:
     default=None,
     metavar="DB",
     type=click.Path(dir_okay=False),
+    callback=nonempty_path,
     help="Keep conversations in this SQLite file, so a restart resumes them.",
 )
 @click.option(

@@ -9,7 +9,7 @@ import click
 
 from ..errors import ConfigError
 from ._app import State, command
-from ._options import WAIT_SECONDS
+from ._options import WAIT_SECONDS, nonempty_path
 
 
 @command(
@@ -25,6 +25,7 @@ from ._options import WAIT_SECONDS
     default=None,
     metavar="DB",
     type=click.Path(dir_okay=False),
+    callback=nonempty_path,
     help="Keep serve state in this SQLite file (shared by proxies that name the same --session); "
     "default: in memory.",
 )

@@ -42,6 +42,8 @@ def _one_line_exit_2(args: list[str]) -> str:
         (["gateway", "--timeout", "0.05", "--listen", "?"], "'0.05' is not a finite number"),
         (["mcp-proxy", "--timeout", "nan"], "'nan' is not a finite number of seconds"),
         (["mcp-proxy", "--timeout", "inf"], "'inf' is not a finite number of seconds"),
+        (["gateway", "--state", "", "--listen", "?"], "'--state': an empty path"),
+        (["mcp-proxy", "--state", ""], "'--state': an empty path"),
     ],
 )
 def test_bad_option_values_are_refused(args: list[str], said: str) -> None:
