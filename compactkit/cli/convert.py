@@ -103,6 +103,7 @@ def expand(state: State, file: str, stash: str | None, to: str, output: str | No
     outputs = Outputs([file, stash or sidecar_of(file) or STDIO], output=output)
     ctx = load_single(state, file)
     entries = read_entries(stash, file)
+    _markers_kept(ctx, entries, stash or sidecar_of(file), file)
     expansion = Expansion(ctx, entries)
     if to == "compactkit" and output not in (None, STDIO):
         # written a message at a time as restored; the file is renamed into place only when
@@ -121,6 +122,22 @@ def expand(state: State, file: str, stash: str | None, to: str, output: str | No
     _all_restored(expansion.left_over, file)  # nested markers too: all resolved, or no output
     with outputs:
         outputs.emit(render(expanded, to, state.registry), output, verbatim=True)
+
+
+def _markers_kept(ctx: AgentContext, entries: dict[str, str], store: str | None, file: str) -> None:
+    """Exit 2 when a store holds what was removed but FILE holds no marker to put it back by: an
+    agent's format (`run --to claude-code`, `pi-session`, ...) keeps markers as the text a model
+    is shown, so `expand` of it would say ok and restore nothing."""
+    from ..recovery import markers
+
+    if entries and not markers(ctx):
+        raise BadInputError(
+            f"holds no marker, but {store} holds {len(entries)} removed entr"
+            f"{'y' if len(entries) == 1 else 'ies'}: its markers were written as plain text (an "
+            "agent's format keeps no marker), so nothing can be put back from it",
+            path=file,
+            hint="expand the compactkit output of run (run -o OUT.json) instead",
+        )
 
 
 def _all_restored(missing: list[str], file: str) -> None:
