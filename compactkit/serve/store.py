@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from ..errors import BadInputError
+from ..errors import BadInputError, ConfigError
 from ..events import Event
 from .state import Served, ServedPayload, ServeState, compaction_loss
 
@@ -128,6 +128,10 @@ class SqliteServeStore:
 
     def __init__(self, path: str | Path, *, timeout: float = 30.0) -> None:
         self.path = str(path)
+        if not self.path:  # SQLite would open a private temporary database: shared with no one
+            raise ConfigError(
+                "the serve-state file path is empty (is the variable it came from unset?)"
+            )
         self.timeout = timeout
         self._local = threading.local()
         with self._guard():

@@ -368,6 +368,13 @@ def test_serve_state_and_serve_session_go_together(tmp_path: Path) -> None:
         Session(serve_session="s")
 
 
+def test_an_empty_serve_state_path_is_refused_not_a_private_database() -> None:
+    # `serve_state=os.environ.get("CK_STATE", "")`: SQLite would open a private temporary
+    # database, and no tool server would ever see what a compaction made it forget
+    with pytest.raises(ConfigError, match="serve-state file path is empty"):
+        Session(serve_state="", serve_session="s")
+
+
 def test_the_langchain_middleware_resets_what_it_compacted(tmp_path: Path) -> None:
     pytest.importorskip("langchain", reason="the langchain extra is not installed")
     from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
