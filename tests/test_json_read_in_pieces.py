@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import compactkit
 import compactkit.jsonio as jsonio
 from compactkit.errors import BadInputError
 from compactkit.formats._util import interned
@@ -69,6 +70,28 @@ def test_every_real_document_reads_as_a_whole_parse_reads_it(
     got = pieces(path)
     assert got[0] == "value"
     assert got == whole(path.read_text(encoding="utf-8-sig"))
+
+
+WRITERS = ["anthropic-messages", "compactkit", "openai-chat"]
+"""The writers whose files are one JSON value (a request, a native context)."""
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_what_each_writer_writes_reads_as_a_whole_parse_reads_it(
+    writer: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Requests and native contexts made from real conversations of several formats, as written
+    and on one line, read at 13-byte and 64 KiB pieces."""
+    path = tmp_path / "s.json"
+    for source in DOCUMENTS[:4] + [p for p in corpus_files() if p.suffix == ".jsonl"][:1]:
+        for ctx in compactkit.load(source):
+            written = compactkit.render(ctx, writer)
+            for text in (written, json.dumps(json.loads(written))):  # as written, one line
+                path.write_text(text, encoding="utf-8")
+                for chunk in (13, 1 << 16):
+                    monkeypatch.setattr(jsonio, "_READ", chunk)
+                    got = pieces(path)
+                    assert got[0] == "value" and got == whole(text), (source.name, chunk)
 
 
 def test_a_real_document_reads_the_same_whatever_byte_the_first_piece_ends_on(
