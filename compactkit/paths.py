@@ -1,13 +1,16 @@
 """Finding session files under folders and globs without following symlinked folders.
 
 A folder's walk and a glob's `**` do not enter a symlink to a folder: a link to `..` would list
-every session again, and `/proc/self/**` would never end.
+every session again, and `/proc/self/**` would never end. Neither lists a named pipe, socket or
+device: reading one waits for a writer that may never come (a file named on its own is read,
+`<(cat s.jsonl)` included).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +18,16 @@ SESSION_SUFFIXES = (".json", ".jsonl", ".traj")
 """The file names a folder of sessions is searched for."""
 
 _MAGIC = re.compile(r"[*?\[]")
+
+
+def _special(path: str) -> bool:
+    """A named pipe, socket or device (a symlink followed; a dangling one is not special: it is
+    listed, and reported as missing when read)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
 def walk_files(folder: Path) -> Iterator[Path]:
@@ -59,9 +72,10 @@ def session_files(folder: Path) -> list[str]:
             dirs.remove("storage")
         goose_db = "sessions.db" in files
         for name in sorted(files):
-            if name in STORE_NAMES or (
-                name.endswith(SESSION_SUFFIXES) and not (goose_db and name.endswith(".jsonl"))
-            ):
+            if (
+                name in STORE_NAMES
+                or (name.endswith(SESSION_SUFFIXES) and not (goose_db and name.endswith(".jsonl")))
+            ) and not _special(str(here / name)):
                 found.append(str(here / name))
     return found
 
@@ -114,8 +128,9 @@ def glob_paths(pattern: str) -> list[str]:
         rel = os.path.relpath(current, root)
         prefix = "" if rel == "." else rel.replace(os.sep, "/") + "/"
         for name in [*dirs, *files]:
-            if regex.match(prefix + name):
-                found.append(os.path.join(current, name))
+            path = os.path.join(current, name)
+            if regex.match(prefix + name) and not _special(path):
+                found.append(path)
     return sorted(found)
 
 

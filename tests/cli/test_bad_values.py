@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -93,16 +94,34 @@ def test_a_symlink_to_a_parent_folder_is_not_followed(tmp_path: Path) -> None:
     (folder / "a.json").write_bytes(sample("sphinx-doc").read_bytes())
     (folder / "up").symlink_to("..")
     assert collect_sessions([str(folder)]) == [str(folder / "a.json")]
-    (tmp_path / "pyproject.toml").write_text(
-        '[project]\nname = "x"\n\n[[tool.compactkit.check]]\nname = "c"\n'
-        'sessions = ["sessions/**/*.json"]\nmode = "oneshot"\n',
-        "utf-8",
-    )
+    assert _sessions_of_check(tmp_path, "sessions/**/*.json") == [str(folder / "a.json")]
+
+
+def _sessions_of_check(tmp_path: Path, pattern: str) -> list[str]:
+    """The session files a check's `sessions = [pattern]` names."""
     from compactkit.check import load_config
     from compactkit.check.config import expand_sessions
 
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "x"\n\n[[tool.compactkit.check]]\nname = "c"\n'
+        f'sessions = ["{pattern}"]\nmode = "oneshot"\n',
+        "utf-8",
+    )
     (check,) = load_config(str(tmp_path / "pyproject.toml")).checks
-    assert expand_sessions(check, tmp_path) == [str(folder / "a.json")]
+    return list(expand_sessions(check, tmp_path))
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes here")
+def test_a_named_pipe_in_a_session_folder_is_not_read(tmp_path: Path) -> None:
+    # reading a FIFO waits for a writer that never comes: `bench sessions/` hung for good
+    from compactkit.bench.jobs import collect_sessions
+
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    (folder / "a.json").write_bytes(sample("sphinx-doc").read_bytes())
+    os.mkfifo(folder / "live.jsonl")
+    assert collect_sessions([str(folder)]) == [str(folder / "a.json")]
+    assert _sessions_of_check(tmp_path, "sessions/*.json*") == [str(folder / "a.json")]
 
 
 def test_a_glob_over_proc_ends_and_matches_no_session(tmp_path: Path) -> None:
