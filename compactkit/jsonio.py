@@ -273,7 +273,7 @@ def _skip_whitespace(text: str, pos: int) -> int:
 
 def read_value(path: Path, display: str, object_hook: Callable[..., Any] | None = None) -> Any:
     """The one JSON value of the file at `path` (UTF-8, a BOM dropped), `loads` of its text,
-    read a megabyte at a time: no copy of the whole text is ever held beside the value (a
+    read `_READ` bytes at a time: no copy of the whole text is ever held beside the value (a
     session's text takes as much memory as the file, four times that with one emoji).
     `json.JSONDecodeError` when the text is not one JSON value (its position is not the file's:
     parse the text again to report one); `BadInputError` for binary data, a byte that is not
