@@ -282,6 +282,11 @@ class Pipeline(Strategy):
     def label(self) -> str:
         return self.title
 
+    @property
+    def builtin(self) -> bool:
+        """Whether every strategy is one of compactkit's own (checked by its conformance tests)."""
+        return _trusted(self)
+
     def subscribe(self, observer: Observer) -> Callable[[], None]:
         """Receive every event of every run; returns the function that unsubscribes."""
         return self._bus.subscribe(observer)

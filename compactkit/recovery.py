@@ -7,13 +7,16 @@ in their own message). `expand` puts everything back.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
 import sys
-from collections.abc import Iterable, Iterator, Mapping, MutableMapping
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
+from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, TextIO
+from typing import IO, Any, TextIO
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -63,22 +66,25 @@ def _etag(pieces: Iterable[str]) -> str:
     return digest.hexdigest()[:16]
 
 
-def _pieces(items: Iterable[Any]) -> tuple[list[str], str, dict[str, str]]:
-    """The text of the entry for `items` in pieces, its etag, and the entries of its parts.
+def _pieces(
+    items: Iterable[Any], keep: Callable[[str, str], object] | None = None
+) -> tuple[list[str], str]:
+    """The text of the entry for `items` in pieces, and its etag.
 
     The text is exactly `canonical_json` of the list of the items' dumps, made one item at a
     time and hashed piece by piece (no dump of the whole window and no encoded copy of it). A
     window of messages whose JSON passes `_CHUNK_ABOVE` characters is stored in parts instead:
-    each part (about `_CHUNK` characters of messages) is an entry of its own, and the window's
-    entry lists one `omitted` marker message per part, which `expand` and `flatten` follow like
-    any other. The parts of a huge session then take a few bytes a character in memory each (a
-    single emoji makes a whole Python string four bytes a character) and are checked one by one.
+    each part (about `_CHUNK` characters of messages) is an entry of its own, given to `keep`
+    (etag, text) as it is made, and the window's entry lists one `omitted` marker message per
+    part, which `expand` and `flatten` follow like any other. The parts of a huge session then
+    take a few bytes a character in memory each (a single emoji makes a whole Python string four
+    bytes a character) and are checked one by one; while a command spills (`spilling`), they
+    are kept in its temporary file instead of in memory.
     """
     items = list(items)
     messages = all(isinstance(item, Message) for item in items)
     dumps: list[str] = []
     parts: list[Message] = []
-    entries: dict[str, str] = {}
     pending = total = 0
     for item in items:
         text = canonical_json(item.model_dump(mode="json", exclude_none=True))
@@ -86,17 +92,19 @@ def _pieces(items: Iterable[Any]) -> tuple[list[str], str, dict[str, str]]:
         pending += len(text)
         total += len(text)
         if messages and total > _CHUNK_ABOVE and pending >= _CHUNK:
-            dumps = _parts_of(dumps, entries, parts)
+            dumps = _parts_of(dumps, keep, parts)
             pending = sum(map(len, dumps))
     if parts and dumps:
-        parts.append(_part(dumps, entries, len(parts) + 1))
+        parts.append(_part(dumps, keep, len(parts) + 1))
     if parts:
         dumps = [canonical_json(m.model_dump(mode="json", exclude_none=True)) for m in parts]
     pieces = _array(dumps)
-    return pieces, _etag(pieces), entries
+    return pieces, _etag(pieces)
 
 
-def _parts_of(dumps: list[str], entries: dict[str, str], parts: list[Message]) -> list[str]:
+def _parts_of(
+    dumps: list[str], keep: Callable[[str, str], object] | None, parts: list[Message]
+) -> list[str]:
     """Store `dumps` as parts of about `_CHUNK` characters each; return the rest (shorter)."""
     group: list[str] = []
     size = 0
@@ -104,7 +112,7 @@ def _parts_of(dumps: list[str], entries: dict[str, str], parts: list[Message]) -
         group.append(text)
         size += len(text)
         if size >= _CHUNK:
-            parts.append(_part(group, entries, len(parts) + 1))
+            parts.append(_part(group, keep, len(parts) + 1))
             group, size = [], 0
     return group
 
@@ -122,10 +130,11 @@ def _narrow(text: str) -> str:
     return escaped if sys.getsizeof(escaped) < sys.getsizeof(text) else text
 
 
-def _part(dumps: list[str], entries: dict[str, str], number: int) -> Message:
+def _part(dumps: list[str], keep: Callable[[str, str], object] | None, number: int) -> Message:
     text = _narrow("".join(_array(dumps)))
     etag = etag_of(text)
-    entries.setdefault(etag, text)
+    if keep is not None:
+        keep(etag, text)
     return Message(
         role="user",
         content=(OmittedBlock(etag=etag, messages=len(dumps), label=f"part {number}"),),
@@ -135,9 +144,8 @@ def _part(dumps: list[str], entries: dict[str, str], number: int) -> Message:
 
 def put(store: MutableMapping[str, str], items: Iterable[Any]) -> str:
     """Store blocks or messages under their content address; return the etag."""
-    pieces, key, parts = _pieces(items)
-    for etag, text in parts.items():
-        store.setdefault(etag, text)
+    spill = _SPILL.get()
+    pieces, key = _pieces(items, spill.add if spill is not None else store.setdefault)
     if key not in store:
         store[key] = "".join(pieces)
     return key
@@ -146,6 +154,17 @@ def put(store: MutableMapping[str, str], items: Iterable[Any]) -> str:
 def payload_etag(items: Iterable[Any]) -> str:
     """The etag `put` would give these items, without storing them."""
     return _pieces(items)[1]
+
+
+def entry(store: Mapping[str, str], etag: str) -> str | None:
+    """The text stored under `etag`: in `store`, or (a part of a huge window, while a command
+    spills) in the command's temporary file."""
+    raw = store.get(etag)
+    if raw is None:
+        spill = _SPILL.get()
+        if spill is not None:
+            return spill.get(etag)
+    return raw
 
 
 def is_marker(block: Any) -> bool:
@@ -251,7 +270,7 @@ class _Expander:
 
     def _load(self, marker: Any) -> list[Any] | None:
         etag = marker.etag
-        raw = self.store.get(etag)
+        raw = entry(self.store, etag)
         if raw is None and self.context is not None and marker.type == "collapsed":
             if self._copies is None:  # only when a collapse is not in the store (rare)
                 self._copies = context_copies(self.context)
@@ -315,7 +334,7 @@ def flatten(messages: Iterable[Message], store: Mapping[str, str]) -> list[Messa
     out: list[Message] = []
     for msg in messages:
         marker = message_marker(msg)
-        raw = store.get(marker.etag) if marker is not None else None
+        raw = entry(store, marker.etag) if marker is not None else None
         if raw is None:
             out.append(msg)
         else:
@@ -379,17 +398,30 @@ def prune(ctx: AgentContext) -> AgentContext:
     """Drop recovery entries no marker refers to (directly, or through another stored payload)."""
     if not ctx.recovery:
         return ctx
-    live: set[str] = set()
-    todo = [m.etag for _, m in markers(ctx)]
-    while todo:
-        etag = todo.pop()
-        if etag in live or etag not in ctx.recovery:
-            continue
-        live.add(etag)
-        todo.extend(_ETAG_IN_JSON.findall(ctx.recovery[etag]))
+    live = _reached([m.etag for _, m in markers(ctx)], ctx.recovery)
     if len(live) == len(ctx.recovery):
         return ctx
     return ctx.replace(recovery={k: v for k, v in ctx.recovery.items() if k in live})
+
+
+def _reached(todo: list[str], store: Mapping[str, str]) -> set[str]:
+    """The etags of `store` that `todo` names, directly or through stored payloads (and through
+    the parts a command spilled, which are not in `store`)."""
+    spill = _SPILL.get()
+    live: set[str] = set()
+    spilled: set[str] = set()
+    while todo:
+        etag = todo.pop()
+        if etag in live or etag in spilled:
+            continue
+        raw = store.get(etag)
+        if raw is not None:
+            live.add(etag)
+            todo.extend(_ETAG_IN_JSON.findall(raw))
+        elif spill is not None and etag in spill:
+            spilled.add(etag)
+            todo.extend(spill.refs(etag))
+    return live
 
 
 def split_stash(ctx: AgentContext) -> tuple[AgentContext, dict[str, str]]:
@@ -424,6 +456,111 @@ def read_stash(text: str, path: str) -> dict[str, str]:
     if not isinstance(entries, dict) or not all(isinstance(v, str) for v in entries.values()):
         raise BadInputError("stash entries must map etags to strings", path=path)
     return dict(entries)
+
+
+# --------------------------------------------------------------------------- spilling
+
+
+class Spill:
+    """The parts of huge windows (`_pieces`) that `put` stores while a command runs, kept in an
+    unnamed temporary file instead of in memory: the store a command writes is as large as what
+    it removed, and the context it removed that from is in memory already. Only the command's
+    own strategies see it (through `put`, `entry`, `flatten`, `prune` and `expand`); `stored`
+    gives the store with them, to write."""
+
+    def __init__(self, folder: str | None = None) -> None:
+        self._folder = folder
+        self._file: IO[bytes] | None = None
+        self._where: dict[str, tuple[int, int, tuple[str, ...]]] = {}
+
+    def add(self, etag: str, text: str) -> None:
+        if etag not in self._where:
+            if self._file is None:  # made on the first part: most runs spill nothing
+                # closed by close(): it outlives this call
+                self._file = tempfile.TemporaryFile(dir=self._folder, prefix=".compactkit-")  # noqa: SIM115
+            data = text.encode("utf-8")
+            offset = self._file.seek(0, 2)
+            self._file.write(data)
+            refs = tuple(dict.fromkeys(_ETAG_IN_JSON.findall(text)))
+            self._where[etag] = (offset, len(data), refs)
+
+    def __contains__(self, etag: object) -> bool:
+        return etag in self._where
+
+    def get(self, etag: str) -> str | None:
+        where = self._where.get(etag)
+        if where is None or self._file is None:
+            return None
+        offset, size, _ = where
+        self._file.seek(offset)
+        return self._file.read(size).decode("utf-8")
+
+    def refs(self, etag: str) -> tuple[str, ...]:
+        """The etags the part stored under `etag` names."""
+        return self._where[etag][2]
+
+    def stored(self, store: Mapping[str, str]) -> Mapping[str, str]:
+        """`store` with the spilled parts its entries reach: what it would hold had nothing been
+        spilled (a part is read from the file only when asked for)."""
+        reached = _spilled_reach(store, self) - store.keys()
+        return _WithParts(store, self, sorted(reached)) if reached else store
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        self._where.clear()
+
+
+def _spilled_reach(store: Mapping[str, str], spill: Spill) -> set[str]:
+    """The spilled etags that the entries of `store` name, directly or through other parts."""
+    found: set[str] = set()
+    todo = [e for raw in store.values() for e in _ETAG_IN_JSON.findall(raw) if e in spill]
+    while todo:
+        etag = todo.pop()
+        if etag not in found:
+            found.add(etag)
+            todo.extend(e for e in spill.refs(etag) if e in spill)
+    return found
+
+
+class _WithParts(Mapping[str, str]):
+    """A store and the spilled parts it reaches, as one mapping (what `Spill.stored` gives)."""
+
+    def __init__(self, store: Mapping[str, str], spill: Spill, parts: list[str]) -> None:
+        self._store, self._spill, self._parts = store, spill, parts
+        self._part_set = set(parts)
+
+    def __getitem__(self, etag: str) -> str:
+        raw = self._store.get(etag)
+        if raw is None and etag in self._part_set:
+            raw = self._spill.get(etag)
+        if raw is None:
+            raise KeyError(etag)
+        return raw
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._store
+        yield from self._parts
+
+    def __len__(self) -> int:
+        return len(self._store) + len(self._parts)
+
+
+_SPILL: ContextVar[Spill | None] = ContextVar("compactkit_spill", default=None)
+
+
+@contextlib.contextmanager
+def spilling(folder: str | None = None) -> Iterator[Spill]:
+    """While the block runs, `put` keeps the parts of huge windows in a temporary file in
+    `folder` (removed at the end, and by the system if the process dies); see `Spill`."""
+    spill = Spill(folder)
+    token = _SPILL.set(spill)
+    try:
+        yield spill
+    finally:
+        _SPILL.reset(token)
+        spill.close()
 
 
 # --------------------------------------------------------------------------- the sidecar store

@@ -113,8 +113,10 @@ def run(
         stats = StatsRecorder()
         pipeline.subscribe(stats)
         pipeline.subscribe(ProgressDisplay())
-        result = pipeline.run(ctx, state.counter(tokenizer))
-        context = _stashed(result.context, stash, sidecar, to, outputs)
+        with _spilling(stash or sidecar, pipeline) as spill:
+            result = pipeline.run(ctx, state.counter(tokenizer))
+            del ctx  # the input: what the output and its store need is in the result
+            context = _stashed(result.context, stash, sidecar, to, outputs, spill)
         outputs.emit(render(context, to, state.registry), output, verbatim=True)
         limit, whose = _limit(budget, pipeline)
         over = result.tokens_after - limit if limit is not None else 0
@@ -151,14 +153,29 @@ def say_extractive(pipeline: Any, to_stderr: bool) -> None:
         )
 
 
-def _stashed(ctx: Any, stash: str | None, sidecar: str | None, to: str, outputs: Outputs) -> Any:
-    """The context to write: its recovery store moved to `stash` or to the `sidecar` store
-    (streamed, staged with the output), else kept (with a warning when the target format cannot
-    carry it)."""
+def _spilling(store: str | None, pipeline: Any) -> contextlib.AbstractContextManager[Any]:
+    """While the store is written to a file (`store`) and every strategy is compactkit's own,
+    the parts of huge removed windows wait in a temporary file in the store's folder instead of
+    in memory (`compactkit.recovery.spilling`); the store written is the same."""
+    from ..recovery import spilling
+
+    if store is None or not pipeline.builtin:
+        return contextlib.nullcontext()
+    return spilling(None if store == STDIO else os.path.dirname(os.path.abspath(store)))
+
+
+def _stashed(
+    ctx: Any, stash: str | None, sidecar: str | None, to: str, outputs: Outputs, spill: Any = None
+) -> Any:
+    """The context to write: its recovery store (with the parts `spill` holds) moved to `stash`
+    or to the `sidecar` store (streamed, staged with the output), else kept (with a warning when
+    the target format cannot carry it)."""
     from ..recovery import split_stash, write_sidecar, write_stash
 
     if stash or (sidecar and ctx.recovery):
         out, entries = split_stash(ctx)
+        if spill is not None:
+            entries = spill.stored(entries)
         if stash:
             outputs.stream(stash, partial(write_stash, entries))
         elif sidecar:
