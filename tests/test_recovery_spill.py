@@ -89,7 +89,10 @@ def test_run_writes_the_store_the_pipeline_gives(tmp_path: Path, session: Path) 
 
 def test_compacting_again_keeps_the_parts_of_the_first_run(tmp_path: Path, session: Path) -> None:
     first, second = tmp_path / "first.json", tmp_path / "second.json"
-    assert cli("run", session, "-s", "sliding-window", "--budget", "60000", "-o", first)[0] in (0, 1)
+    assert cli("run", session, "-s", "sliding-window", "--budget", "60000", "-o", first)[0] in (
+        0,
+        1,
+    )
     code, stderr = cli("run", first, *RUN, "-o", second)
     assert code in (0, 1), stderr
     back = tmp_path / "back.json"
