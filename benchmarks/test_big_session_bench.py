@@ -1,100 +1,132 @@
-"""Big sessions: peak memory of `compactkit inspect`, `run` and `expand` on generated sessions of
-three formats, as a ratio to the session file's size (target < 3x), and the size of what `run`
-writes.
+"""Big sessions: peak memory of `compactkit inspect`, `run -s sliding-window --budget 30000` and
+`expand` on a generated session of every format compactkit reads, as a ratio to the session's
+size (target < 3x), and the size of what `run` writes. The table of every format's peaks and
+ratios is printed at the end of the module.
 
 The sessions are made at benchmark time, in a temporary directory, from real sessions of the
-corpus. The Claude Code session (JSON Lines, read a record at a time): the records of the
-corpus's largest one repeated, every copy with its own uuids, tool-call ids, response ids and long
-strings (tagged with the copy's number, so that no copy repeats another's payloads) and chained
-onto the previous copy through `parentUuid`, so that the file is one long conversation. Two
-whole-document JSON formats, read as one value: compactkit's own context (that session converted
-by `compactkit convert`, about a third of its size: the native form is denser) and a
-mini-swe-agent trajectory (the corpus's largest, its steps repeated the same way to a third of
-the size). `COMPACTKIT_BIG_SESSION_MB` sets the Claude Code session's size (default 300; a
-smaller one for quick iterations). Each command runs in its own process; its peak RSS is the
-`ru_maxrss` that `wait4` reports for it (to a small launcher: see `_LAUNCHER`).
+corpus (`benchmarks/big_sessions.py`): a session's records repeated, every copy with its own ids
+and long strings (tagged with the copy's number, so that no copy repeats another's payloads),
+chained onto the previous copy where the format chains records, and written in the format's own
+layout. Three formats at full size: Claude Code JSON Lines (read a record at a time), the corpus's
+largest session repeated to 300 MB (`COMPACTKIT_BIG_SESSION_MB`; a smaller value for quick
+iterations); two whole-document JSON formats, read as one value, at about 100 MB: compactkit's
+own context (that session converted by `compactkit convert`, about a third of its size: the
+native form is denser) and a mini-swe-agent trajectory (the corpus's largest, its steps
+repeated to a third of the size).
+
+Every other format (and layout: OpenCode's database and its older `storage/` folder) at a
+thirtieth of that size, 10 MiB: at 100 MB each, the fifteen of them would add over an hour to the
+module on a 2-core machine (`inspect` and `run` take 0.7-1.5 s a MiB); at 10 MiB the whole module
+took 10.8 min of CPU (30 min on a machine loaded with 9 runnable processes; the three formats
+alone took 4-5 min on a quiet one). At that size the fixed cost (the interpreter, compactkit and,
+but for `expand`, the tokenizer's vocabulary: about 120 MiB, 45 for `expand`, measured per
+command on the small real session) is most of the peak, so what is judged is what a session adds
+over it, as for the three at a smaller `COMPACTKIT_BIG_SESSION_MB`: `TARGET_RATIO` where a format
+meets it, else its measured bound (`BOUNDS`).
+
+- Real sessions of the format, repeated: Codex rollout (its turns; the session's instructions
+  once), pi session (its entries; a compaction's kept index moved with its copy), Gemini CLI chat
+  (its messages), tau-bench chat messages (the largest trajectory's), SWE-agent `.traj` (its
+  `history` and `trajectory` steps), OpenHands event list (the longest eval run's events, ids
+  and `cause` renumbered per copy).
+- The Session log: a Claude Code session three times the size converted by `compactkit convert`
+  (compactkit chains its records itself).
+- Formats the corpus has no session of: the messages of the corpus's largest Claude Code session
+  as compactkit loads them, written as each format's writer writes them: an Anthropic Messages
+  request, Goose `sessions.db`, OpenCode `opencode.db` and `storage/`, aider's Markdown history,
+  a Cline task's `api_conversation_history.json`, a Copilot CLI `session-state/<id>/` folder, a
+  Cursor agent transcript.
+
+Each command runs in its own process; its peak RSS is the `ru_maxrss` that `wait4` reports for
+it (to a small launcher: see `_LAUNCHER`).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
+import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from benchmarks.big_sessions import (
+    make_aider,
+    make_anthropic,
+    make_cline,
+    make_codex,
+    make_copilot,
+    make_cursor,
+    make_gemini,
+    make_goose,
+    make_openai_chat,
+    make_opencode_db,
+    make_opencode_storage,
+    make_openhands,
+    make_pi,
+    make_session,
+    make_swe_agent,
+    make_trajectory,
+    messages_of,
+)
 from tests.conftest import corpus_files
 
 SIZE_MB = int(os.environ.get("COMPACTKIT_BIG_SESSION_MB", "300"))
 TARGET_RATIO = 3.0
-WHOLE_DOCUMENT_RATIO = 6.0
-"""`inspect` and `run` on a whole-document format are not yet under `TARGET_RATIO`: such a file is
-dense (about its text's size), and its strings holding wide characters take two or four bytes a
-character; `run` holds besides the recovery store's text of all it removed. Measured on a 108 MiB
-compactkit JSON file: `inspect` 4.71x, `run` 5.75x (a 90 MB one took 8.1x before whole documents
-were read one byte a character). A bound that catches a return to that."""
 SOURCE_NAME = "codemie_session-3fe1b6bc.jsonl"  # the largest Claude Code session of the corpus
 TRAJ_NAME = "gemini3pro_psf__requests-1142.traj.json"  # the largest mini-swe-agent trajectory
-
-_UUID = re.compile(r"\b([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-)([0-9a-f]{12})\b")
-_IDS = re.compile(r"\b(?:toolu|msg|call|req)_[A-Za-z0-9_]+")
-
-
-def make_session(source: Path, target: Path, size: int) -> int:
-    """Write to `target` copies of `source`'s records, with ids varied per copy, until `size`
-    bytes; return the bytes written."""
-    lines = [line for line in source.read_text(encoding="utf-8").splitlines() if line.strip()]
-    written = 0
-    copy = 0
-    last_uuid: str | None = None
-    with target.open("w", encoding="utf-8") as out:
-        while written < size:
-            copy += 1
-            first = True
-            for line in lines:
-                text = _UUID.sub(lambda m, k=copy: f"{m[1]}{int(m[2], 16) ^ k:012x}", line)
-                text = _IDS.sub(lambda m, k=copy: f"{m[0]}c{k}", text)
-                record = _varied(json.loads(text), f" [{copy}]")
-                if first and record.get("uuid") and record.get("parentUuid") is None:
-                    record["parentUuid"] = last_uuid  # the copy continues the previous one
-                    first = False
-                text = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
-                if isinstance(record.get("uuid"), str):
-                    last_uuid = record["uuid"]
-                written += out.write(text + "\n")
-    return target.stat().st_size
-
-
-def make_trajectory(source: Path, target: Path, size: int) -> int:
-    """Write to `target` the mini-swe-agent trajectory `source` with its steps (the messages
-    between the task and the submission) repeated, long strings varied per copy, until `size`
-    bytes; return the bytes written."""
-    data = json.loads(source.read_text(encoding="utf-8"))
-    messages = data["messages"]
-    first, steps, last = messages[:2], messages[2:-2], messages[-2:]
-    one = len(json.dumps(steps, ensure_ascii=False))
-    copies = max(1, size // one)
-    repeated = [m for k in range(1, copies + 1) for m in _varied(steps, f" [{k}]")]
-    data["messages"] = [*first, *repeated, *last]
-    target.write_text(json.dumps(data, ensure_ascii=False, indent=1), encoding="utf-8")
-    return target.stat().st_size
-
-
-def _varied(value: Any, tag: str) -> Any:
-    """`value` with `tag` added to each long string, so that no copy repeats another's payloads
-    (repeats within one copy, as the real session has them, stay repeats)."""
-    if isinstance(value, dict):
-        return {k: _varied(v, tag) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_varied(v, tag) for v in value]
-    if isinstance(value, str) and len(value) >= 256:
-        return value + tag
-    return value
+CODEX_NAME = "codemie_rollout-2026-05-11T11-26-55-019e1625-789d-76c0-80ab-3724b5ddb799.jsonl"
+PI_NAME = "pi-mono_before-compaction.jsonl"
+GEMINI_NAME = "codemie_gemini_session-2025-12-01T21-45-5b959dae.json"
+CHAT_NAME = "tau_bench_gpt-4o-airline_historical_trajectories.json"
+SWE_NAME = "testdata_gpt4_pydicom-1458.traj"  # the largest SWE-agent run (not a demonstration)
+OPENHANDS_NAME = "multi_swe_bench_example_output.jsonl"  # the longest event histories
+OTHER_MB = max(1, SIZE_MB // 30)
+BOUNDS: dict[tuple[str, str], float] = {
+    # (format, command): bound, then the figure measured on main (2026-12-02, a loaded 2-core
+    # machine): the ratio for the two whole-document formats at about 100 MiB, the part over
+    # the fixed cost for every other format at 10 MiB
+    ("compactkit", "inspect"): 6.0,  # 4.72x
+    ("compactkit", "run"): 6.0,  # 5.77x (a 90 MB file took 8.1x before)
+    ("mini-swe-agent", "inspect"): 6.0,  # 4.24x
+    ("mini-swe-agent", "run"): 6.0,  # 4.98x
+    ("codex-rollout", "run"): 9.0,  # 7.08x
+    ("codex-rollout", "expand"): 10.0,  # 7.7x: the store's one large entry read whole
+    ("pi-session", "inspect"): 4.0,  # 3.01x
+    ("pi-session", "run"): 6.0,  # 4.44x
+    ("gemini-cli", "inspect"): 4.0,  # 3.09x
+    ("gemini-cli", "run"): 6.5,  # 5.03x
+    ("openai-chat", "inspect"): 6.5,  # 5.05x
+    ("openai-chat", "run"): 7.5,  # 6.09x
+    ("openhands-events", "run"): 4.0,  # 3.07x
+    ("compactkit-session", "inspect"): 10.0,  # 7.84x
+    ("compactkit-session", "run"): 10.0,  # 7.87x
+    ("anthropic-messages", "inspect"): 4.5,  # 3.55x
+    ("anthropic-messages", "run"): 7.5,  # 5.76x
+    ("goose", "inspect"): 5.0,  # 4.04x
+    ("goose", "run"): 7.5,  # 5.76x
+    ("opencode", "inspect"): 5.0,  # 3.77x
+    ("opencode", "run"): 7.5,  # 5.70x
+    ("opencode-storage", "inspect"): 5.0,  # 3.68x
+    ("opencode-storage", "run"): 7.5,  # 5.90x
+    ("aider", "inspect"): 6.5,  # 5.20x
+    ("aider", "run"): 6.5,  # 5.23x
+    ("cline", "inspect"): 5.0,  # 3.84x
+    ("cline", "run"): 7.5,  # 6.04x
+    ("copilot-cli", "inspect"): 5.0,  # 3.73x
+    ("copilot-cli", "run"): 7.5,  # 5.92x
+    ("cursor", "inspect"): 5.0,  # 3.85x
+    ("cursor", "run"): 7.5,  # 5.88x
+}
+"""The measured bound of each (format, command) not yet under `TARGET_RATIO` (every other is
+held to it), a fifth to a quarter over the figure measured on main (the two whole-document
+formats keep their bound from before): a bound that catches a return to worse. Whole documents
+are dense (about their text's size) and their strings holding wide characters take two or four
+bytes a character; `run` holds besides the recovery store's text of all it removed."""
 
 
 _LAUNCHER = """
@@ -112,6 +144,7 @@ command is started by this small process, never by the test process, whose size 
 
 def peak_rss(args: list[str], cwd: Path) -> tuple[int, subprocess.CompletedProcess[str]]:
     """(peak RSS in bytes, the finished process) of `compactkit ARGS` run in its own process."""
+    cwd = cwd.resolve()
     out, err, rss = cwd / "stdout.txt", cwd / "stderr.txt", cwd / "rss.txt"
     with out.open("w") as stdout, err.open("w") as stderr:
         command = [sys.executable, "-m", "compactkit", *args]
@@ -140,72 +173,173 @@ def _corpus(name: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def big_session(source: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    folder = tmp_path_factory.mktemp("big")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    made = tmp_path_factory.mktemp("big")
+    yield made
+    shutil.rmtree(made)  # nothing this large is left behind in the temporary folder
+
+
+@pytest.fixture(scope="module")
+def big_session(source: Path, folder: Path) -> Path:
     path = folder / "big-session.jsonl"
-    make_session(source, path, SIZE_MB * 1024 * 1024)
-    yield path
-    for made in folder.iterdir():  # nothing this large is left behind in the temporary folder
-        made.unlink()
+    make_session(source, path, SIZE_MB * 2**20)
+    return path
 
 
-@pytest.fixture(scope="module")
-def sessions(big_session: Path) -> dict[str, Path]:
-    """The big session of each format, by format name (made once, beside the Claude Code one)."""
-    folder = big_session.parent
-    native = folder / "big-native.json"
+def _convert(session: Path, fmt: str, target: Path) -> Path:
     _, done = peak_rss(
-        ["convert", big_session.name, "--to", "compactkit", "-o", native.name], folder
+        ["convert", str(session.resolve()), "--to", fmt, "-o", target.name], target.parent
     )
     assert done.returncode == 0, done.stderr
-    trajectory = folder / "big.traj.json"
-    make_trajectory(_corpus(TRAJ_NAME), trajectory, SIZE_MB * 1024 * 1024 // 3)
-    return {"claude-code": big_session, "compactkit": native, "mini-swe-agent": trajectory}
+    return target
 
 
-FORMATS = ["claude-code", "compactkit", "mini-swe-agent"]
+def _log(folder: Path, size: int) -> Path:
+    """A Session log: a Claude Code session three times the size converted (its records are
+    chained by compactkit, so they cannot be copied)."""
+    claude = folder / "claude.jsonl"
+    make_session(_corpus(SOURCE_NAME), claude, size * 3)
+    log = _convert(claude, "compactkit-session", folder / "big.session.jsonl")
+    claude.unlink()
+    return log
+
+
+def _messages(make: Callable[[list[dict[str, Any]], Path, int], Path]) -> Maker:
+    return lambda folder, size: make(messages_of(_corpus(SOURCE_NAME)), folder, size)
+
+
+def _real(make: Callable[[Path, Path, int], Path], name: str) -> Maker:
+    return lambda folder, size: make(_corpus(name), folder, size)
+
+
+Maker = Callable[[Path, int], Path]
+OTHERS: dict[str, tuple[str, Maker]] = {
+    "codex-rollout": ("codex-rollout", _real(make_codex, CODEX_NAME)),
+    "pi-session": ("pi-session", _real(make_pi, PI_NAME)),
+    "gemini-cli": ("gemini-cli", _real(make_gemini, GEMINI_NAME)),
+    "openai-chat": ("openai-chat", _real(make_openai_chat, CHAT_NAME)),
+    "swe-agent": ("swe-agent", _real(make_swe_agent, SWE_NAME)),
+    "openhands-events": ("openhands-events", _real(make_openhands, OPENHANDS_NAME)),
+    "compactkit-session": ("compactkit-session", _log),
+    "anthropic-messages": ("anthropic-messages", _messages(make_anthropic)),
+    "goose": ("goose", _messages(make_goose)),
+    "opencode": ("opencode", _messages(make_opencode_db)),
+    "opencode-storage": ("opencode", _messages(make_opencode_storage)),
+    "aider": ("aider", _messages(make_aider)),
+    "cline": ("cline", _messages(make_cline)),
+    "copilot-cli": ("copilot-cli", _messages(make_copilot)),
+    "cursor": ("cursor", _messages(make_cursor)),
+}
+"""Every other format (and layout), by row name: (the format `inspect` names, its maker)."""
+MARKERS = {"collapsed", "elided", "masked", "summary", "omitted"}
+"""The block types that stand for something removed."""
+MAIN = ["claude-code", "compactkit", "mini-swe-agent"]
+FORMATS = [*MAIN, *OTHERS]
 
 
 @pytest.fixture(scope="module")
-def fixed_cost(source: Path, big_session: Path) -> int:
-    """Peak RSS of `inspect` on the small real session: the interpreter, compactkit and the
-    tokenizer's vocabulary, which a session of any size pays once."""
-    rss, done = peak_rss(["inspect", "--json", str(source)], big_session.parent)
-    assert done.returncode == 0, done.stderr
-    return rss
+def sessions(big_session: Path, folder: Path) -> dict[str, Path]:
+    """The big session of each format, by row name (made once, beside the Claude Code one)."""
+    native = _convert(big_session, "compactkit", folder / "big-native.json")
+    trajectory = folder / "big.traj.json"
+    make_trajectory(_corpus(TRAJ_NAME), trajectory, SIZE_MB * 2**20 // 3)
+    made = {"claude-code": big_session, "compactkit": native, "mini-swe-agent": trajectory}
+    for name, (_, make) in OTHERS.items():
+        (folder / name).mkdir()
+        made[name] = make(folder / name, OTHER_MB * 2**20)
+    return made
 
 
-def _check(name: str, rss: int, size: int, fixed: int, target: float = TARGET_RATIO) -> None:
-    """At the full size the whole peak must stay under `target` times the file's size; a
-    smaller session (for quick iterations) cannot, the fixed cost alone being near that, so there
-    what it adds over the fixed cost must."""
+def size_of(path: Path) -> int:
+    """The bytes of a session: its file, or every file of its folder."""
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+@pytest.fixture(scope="module")
+def fixed_cost(source: Path, folder: Path) -> dict[str, int]:
+    """Peak RSS of each command on the small real session, by command: the interpreter,
+    compactkit and (but for `expand`) the tokenizer's vocabulary, which a session of any size
+    pays once."""
+    out = folder / "small-out.json"
+    commands = {
+        "inspect": ["inspect", "--json", str(source)],
+        "run": ["run", str(source), "-s", "sliding-window", "--budget", "30000", "-o", out.name],
+        "expand": ["expand", out.name, "-o", "small-back.json"],
+    }
+    fixed: dict[str, int] = {}
+    for command, args in commands.items():
+        fixed[command], done = peak_rss(args, folder)
+        assert done.returncode in (0, 1), done.stderr
+    return fixed
+
+
+RESULTS: dict[str, dict[str, str]] = {}
+"""The measured peaks, by row name, then command: the table printed at the end."""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def table() -> Iterator[None]:
+    yield
+    if RESULTS:
+        rows = [
+            f"| {name} | {r.get('file', '')} | {r.get('inspect', '')} | {r.get('run', '')} "
+            f"| {r.get('expand', '')} |"
+            for name in FORMATS
+            if (r := RESULTS.get(name))
+        ]
+        head = "| format | file MiB | inspect MiB (ratio) | run MiB (ratio) | expand MiB (ratio) |"
+        print("\n\n" + "\n".join([head, "| --- | --- | --- | --- | --- |", *rows]))
+
+
+def _check(fmt: str, command: str, rss: int, size: int, fixed_cost: dict[str, int]) -> None:
+    """A session of the main three formats at the full size must keep its whole peak under its
+    bound (`TARGET_RATIO`, or the measured bound of `BOUNDS`) times the file's size; a smaller
+    session cannot, the fixed cost alone being near that, so there what it adds over the fixed
+    cost must."""
+    target = BOUNDS.get((fmt, command), TARGET_RATIO)
+    fixed = fixed_cost[command]
     ratio, added = rss / size, (rss - fixed) / size
+    full = fmt in MAIN and SIZE_MB >= 300
+    judged = ratio if full else added
     print(
-        f"\n{name}: file {size / 2**20:,.0f} MiB, peak RSS {rss / 2**20:,.0f} MiB "
+        f"\n{fmt}: {command}: file {size / 2**20:,.1f} MiB, peak RSS {rss / 2**20:,.0f} MiB "
         f"(fixed cost {fixed / 2**20:,.0f} MiB): ratio {ratio:.2f}x, {added:.2f}x over the fixed "
-        f"cost (target < {target}x)"
+        f"cost (target < {target}x on the {'ratio' if full else 'part over the fixed cost'})"
     )
-    assert (ratio if SIZE_MB >= 300 else added) < target
+    row = RESULTS.setdefault(fmt, {"file": f"{size / 2**20:,.1f}"})
+    row[command] = f"{rss / 2**20:,.0f} ({ratio:.2f}x; +{added:.2f}x)"
+    assert judged < target
+
+
+def _least(fmt: str, size: int) -> int:
+    """Fewer messages than this means the session was not read whole: about 40 a MiB (aider's
+    history, with no tool calls, has the fewest)."""
+    return max(10, min(1000, size // 2**20 * 40))
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_inspect_peak_rss(fmt: str, sessions: dict[str, Path], fixed_cost: int) -> None:
+def test_inspect_peak_rss(fmt: str, sessions: dict[str, Path], fixed_cost: dict[str, int]) -> None:
     path = sessions[fmt]
-    rss, done = peak_rss(["inspect", "--json", path.name], path.parent)
+    size = size_of(path)
+    rss, done = peak_rss(["inspect", "--json", str(path)], path.parent)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout.splitlines()[0])
-    assert report["messages"] > 1000 and report["format"] == fmt
-    target = TARGET_RATIO if fmt == "claude-code" else WHOLE_DOCUMENT_RATIO
-    _check(f"{fmt}: inspect", rss, path.stat().st_size, fixed_cost, target)
+    assert report["messages"] > _least(fmt, size)
+    assert report["format"] == OTHERS.get(fmt, (fmt,))[0]
+    _check(fmt, "inspect", rss, size, fixed_cost)
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_run_and_expand_peak_rss(fmt: str, sessions: dict[str, Path], fixed_cost: int) -> None:
+def test_run_and_expand_peak_rss(
+    fmt: str, sessions: dict[str, Path], fixed_cost: dict[str, int]
+) -> None:
     path = sessions[fmt]
-    size = path.stat().st_size
+    size = size_of(path)
     folder = path.parent
     output, back = folder / f"out-{fmt}.json", folder / f"back-{fmt}.json"
-    args = ["run", path.name, "-s", "sliding-window", "--budget", "30000", "-o", output.name]
+    args = ["run", str(path), "-s", "sliding-window", "--budget", "30000", "-o", output.name]
     rss, done = peak_rss(args, folder)
     # 1: the user's words of a session this long do not all fit 30,000 tokens; they are pinned,
     # so the output is written over the budget and says so
@@ -213,15 +347,18 @@ def test_run_and_expand_peak_rss(fmt: str, sessions: dict[str, Path], fixed_cost
     store = Path(f"{output}.recovery.jsonl")
     print(
         f"\n{fmt}: run output {output.stat().st_size / 2**10:,.0f} KiB, "
-        f"store beside it {store.stat().st_size / 2**20:,.0f} MiB"
+        f"store beside it {size_of(store) / 2**20 if store.exists() else 0:,.0f} MiB"
     )
-    assert output.stat().st_size < size / 10  # the small context asked for, not the session
-    target = TARGET_RATIO if fmt == "claude-code" else WHOLE_DOCUMENT_RATIO
-    _check(f"{fmt}: run -s sliding-window", rss, size, fixed_cost, target)
+    # the small context asked for (30,000 tokens and the pinned words), not the session
+    assert output.stat().st_size < max(size / 10, 2**19)
+    _check(fmt, "run", rss, size, fixed_cost)
     rss, done = peak_rss(["expand", output.name, "-o", back.name], folder)
     assert done.returncode == 0, done.stderr
     restored = json.loads(back.read_text(encoding="utf-8"))
-    assert len(restored["messages"]) > 1000 and '"etag"' not in back.read_text(encoding="utf-8")
-    _check(f"{fmt}: expand (ratio to the session file)", rss, size, fixed_cost)
+    assert len(restored["messages"]) > _least(fmt, size)
+    blocks = [b for m in restored["messages"] for b in m["content"]]
+    kinds = {b["type"] for b in blocks} | {p["type"] for b in blocks for p in b.get("content", ())}
+    assert not kinds & MARKERS  # every removal restored
+    _check(fmt, "expand", rss, size, fixed_cost)
     for made in (output, store, back):
-        made.unlink()
+        made.unlink(missing_ok=True)  # no store when nothing was removed (a small session)
