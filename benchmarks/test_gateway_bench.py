@@ -19,7 +19,7 @@ import pytest
 import uvicorn
 
 from compactkit.gateway import GatewayConfig, create_app, wire
-from compactkit.gateway.app import Policy
+from compactkit.gateway.app import Policy, listening_socket
 from compactkit.io import load_one
 from compactkit.serve import SqliteServeStore, serve_key
 from tests.gateway.replay import as_sent, requests_of
@@ -47,7 +47,7 @@ def _serve(sock: socket.socket, factory: Any, arg: Any) -> None:
 
 
 def _start(factory: Any, arg: Any) -> tuple[str, Any]:
-    sock = socket.create_server(("127.0.0.1", 0))
+    sock = listening_socket("127.0.0.1", 0)  # as `compactkit gateway` listens, for all three
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     process = multiprocessing.get_context("fork").Process(
         target=_serve, args=(sock, factory, arg), daemon=True

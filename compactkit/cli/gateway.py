@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import logging
-import socket
 
 import click
 
@@ -154,6 +153,7 @@ def gateway(
         import uvicorn
 
         from ..gateway import GatewayConfig, create_app
+        from ..gateway.app import listening_socket
     except ImportError as exc:
         raise ConfigError(
             f"gateway needs starlette, uvicorn and httpx ({exc.name} is missing): "
@@ -179,7 +179,7 @@ def gateway(
     handler.setFormatter(_Redacting("compactkit gateway: %(message)s"))
     logging.basicConfig(level=logging.INFO, handlers=[handler])
     try:
-        sock = socket.create_server((host, port), family=_family(host))
+        sock = listening_socket(host, port)
     except OSError as exc:
         raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
     bound = sock.getsockname()[1]
@@ -195,7 +195,3 @@ class _Redacting(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         return redact(super().format(record), one_line=False)
-
-
-def _family(host: str) -> socket.AddressFamily:
-    return socket.AF_INET6 if ":" in host else socket.AF_INET

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -18,11 +17,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from compactkit.gateway.app import listening_socket
+
 
 @contextlib.contextmanager
 def serving(app: Any) -> Iterator[str]:
     """Serve `app` on 127.0.0.1 at a free port; yields its base URL; stops within 10 s."""
-    sock = socket.create_server(("127.0.0.1", 0))
+    sock = listening_socket("127.0.0.1", 0)
     port = sock.getsockname()[1]
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
