@@ -217,7 +217,17 @@ def chat_context(
 ) -> AgentContext:
     """The context of one conversation read by format `fmt`: `messages` after
     `repair_chat_pairing`, with `chat_metadata` and the repair counts."""
-    repaired = repair_chat_pairing(messages)
+    return repaired_chat_context(fmt, system, repair_chat_pairing(messages), container, index)
+
+
+def repaired_chat_context(
+    fmt: str,
+    system: str | None,
+    repaired: Repaired,
+    container: dict[str, Any],
+    index: int | None,
+) -> AgentContext:
+    """`chat_context` from messages `repair_chat_pairing` already repaired."""
     meta = chat_metadata(fmt, container, index)
     note_repairs(meta, repaired)
     return AgentContext(system_instruction=system, messages=tuple(repaired.messages), metadata=meta)

@@ -96,6 +96,10 @@ class Repaired(RepairCounts):
     """Messages after `repair_pairing`, with what it had to do."""
 
     messages: list[Message] = field(default_factory=list)
+    settled: bool = True
+    """No call was open after the last message (before the end closed or left any pending): the
+    repair of these messages followed by others naming none of their ids is this repair followed
+    by the others' own (what the gateway's reader relies on to repair only what is new)."""
 
 
 def _with_content(msg: Message, content: Sequence[Block]) -> Message:
@@ -250,6 +254,7 @@ class _Pairing:
             else:
                 self.call_message(index, msg)
         if self.open_calls:
+            self.repaired.settled = False
             finish(self)
         return self.repaired
 

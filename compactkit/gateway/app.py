@@ -11,10 +11,11 @@ import contextlib
 import hashlib
 import json
 import logging
+import operator
 import socket
 import threading
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -26,7 +27,7 @@ from starlette.routing import Route
 
 from ..bench.pricing import get_profile
 from ..bench.replay import prefix_tokens
-from ..context import AgentContext
+from ..context import AgentContext, Message
 from ..defaults import DEFAULT_TRIGGER
 from ..errors import redact
 from ..formats.session_log import appended
@@ -119,15 +120,36 @@ class Plan:
     """What the recall tool answers from: the conversation's own removed content."""
 
 
+@dataclass
+class _Counted:
+    """The messages of the last context counted and their tokens (without the preamble)."""
+
+    messages: tuple[Message, ...] = ()
+    tokens: int = 0
+
+
+@dataclass
+class _Tally:
+    """What a conversation counted last (memory only): the client's context, the history."""
+
+    client: _Counted = field(default_factory=_Counted)
+    history: _Counted = field(default_factory=_Counted)
+
+
 class Policy:
     """The persistent policy over conversations (thread-safe per conversation: the app holds a
     lock per conversation while it plans)."""
 
-    def __init__(self, config: GatewayConfig, registry: Registry | None = None) -> None:
+    def __init__(
+        self, config: GatewayConfig, registry: Registry | None = None, *, incremental: bool = True
+    ) -> None:
+        """`incremental=False` reads, counts and writes every request whole: the reference the
+        gateway's tests hold the incremental work to (the same bytes upstream, the same figures)."""
         setup = CompactionSetup.of(
             "gateway", config.pipeline, config.trigger, config.target, config.tokenizer, registry
         )
         self.config = config
+        self.incremental = incremental
         self.trigger = config.trigger
         self.target = setup.target
         built = setup.pipeline
@@ -157,14 +179,17 @@ class Policy:
         `session` names the serve state that forgets what the model no longer holds."""
         conv = self.conversations.get(key)
         if conv.reader is None or conv.reader.api != api:
-            conv.reader = wire.Reader(api)
+            conv.reader = wire.Reader(api, incremental=self.incremental)
+            conv.tally = _Tally()
         request = conv.reader.read(parsed)
         conv.requests += 1
         if self.recorder is not None:
             self.recorder.record(key, request.context)
         counter = self.counter
         client = request.context
-        conv.tokens_client += counter.context(client)
+        tally: _Tally = conv.tally
+        client_tokens = self._tokens(client, tally.client)
+        conv.tokens_client += client_tokens
         history: AgentContext | None = None
         stands = conv.base is not None and conv.base_items <= len(request.items)
         if stands and (
@@ -178,15 +203,16 @@ class Policy:
             conv.base = None
             history = client
         conv.base_read = conv.base is not None
-        tokens = counter.context(history)
+        tokens = client_tokens if history is client else self._tokens(history, tally.history)
         uncompacted = history
         if tokens > self.trigger:
             result = self.pipeline.run(history, counter)
             if result.context is not history:
                 self._compacted(conv, request, history, result.context, tokens)
                 history = result.context
+                tokens = self._tokens(history, tally.history)
         self._forget(session, conv.last_prompt, uncompacted, history)
-        conv.tokens_sent += counter.context(history)
+        conv.tokens_sent += tokens
         conv.cached_tokens += prefix_tokens(conv.last_prompt, history, counter)
         conv.last_prompt = history
         if conv.base is None:
@@ -203,6 +229,19 @@ class Policy:
         tools: list[Any] = given if isinstance(given, list) else []
         body["tools"] = [*tools, recall.tool_definition(request.api, etags)]
         return Plan(_dumps(body), conv, recall=body, store=dict(history.recovery))
+
+    def _tokens(self, ctx: AgentContext, last: _Counted) -> int:
+        """`counter.context(ctx)`, counting only the messages after those `last` counted when
+        `ctx` continues them (then `last` holds `ctx`'s)."""
+        if not self.incremental:
+            return self.counter.context(ctx)
+        messages, known = ctx.messages, last.messages
+        if known and len(known) <= len(messages) and all(map(operator.is_, known, messages)):
+            tokens = last.tokens + sum(self.counter.messages(messages[len(known) :]))
+        else:
+            tokens = sum(self.counter.messages(messages))
+        last.messages, last.tokens = messages, tokens
+        return self.counter.preamble(ctx) + tokens
 
     def _forget(
         self,

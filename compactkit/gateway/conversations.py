@@ -70,6 +70,8 @@ class Conversation:
     touched: float = field(default_factory=time.time)
     reader: Any = field(default=None, repr=False)
     """The `wire.Reader` of this conversation's requests (memory only)."""
+    tally: Any = field(default=None, repr=False)
+    """What the policy counted last for this conversation (memory only)."""
 
     def figures(self) -> dict[str, Any]:
         return {

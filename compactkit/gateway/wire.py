@@ -15,12 +15,12 @@ import functools
 import hashlib
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..context import AgentContext, Message, ThinkingBlock, ToolCallBlock
-from ..formats._chat import block_as_text, chat_context
-from ..formats._pairing import Turn, repair_pairing
+from ..context import AgentContext, Message, ThinkingBlock, ToolCallBlock, ToolResultBlock
+from ..formats._chat import block_as_text, repair_chat_pairing, repaired_chat_context
+from ..formats._pairing import Repaired, Turn, repair_pairing
 from ..formats.anthropic_messages import _Builder as AnthropicBuilder
 from ..formats.anthropic_messages import to_anthropic_request
 from ..formats.codex import _Builder as ResponsesBuilder
@@ -129,15 +129,19 @@ class Reader:
     """Reads one conversation's requests. A request that extends the previous one (its items
     start with the previous items) is read incrementally: only the new items go through the
     adapter, and messages of turns that did not change are the same objects as before (so
-    counting and comparing them is free)."""
+    counting and comparing them is free). When the previous request's messages were left with
+    no call open, only the new messages are repaired and grouped (`_Mark`); `incremental=False`
+    repairs and groups every request whole (the reference the gateway's tests compare with)."""
 
-    def __init__(self, api: Api) -> None:
+    def __init__(self, api: Api, *, incremental: bool = True) -> None:
         self.api = api
+        self.incremental = incremental
         self.items: list[Any] = []
         self.builder: Any = None
         self.frozen: list[tuple[Turn, int, Message]] = []
         self.extended = False
         """Whether the last request read extended the one before it."""
+        self._mark: _Mark | None = None
 
     def _builder(self, body: dict[str, Any]) -> Any:
         if self.api == "anthropic":
@@ -149,6 +153,7 @@ class Reader:
     def read(self, body: Any) -> Request:
         items = _items_of(self.api, body)
         self.extended = self.builder is not None and _same_prefix(self.items, items)
+        mark, self._mark = self._mark, None
         if not self.extended:
             self.builder = self._builder(body)
             self.items, self.frozen = [], []
@@ -169,6 +174,7 @@ class Reader:
             raise
         self.items = list(items)
         messages = []
+        kept_upto = len(turns)  # messages before it are the previous request's, as they were
         for pos, turn in enumerate(turns):
             if pos < len(self.frozen):
                 kept, blocks, message = self.frozen[pos]
@@ -176,11 +182,94 @@ class Reader:
                     messages.append(message)
                     continue
                 del self.frozen[pos:]
+            kept_upto = min(kept_upto, pos)
             message = turn.freeze()
             self.frozen.append((turn, len(turn.blocks), message))
             messages.append(message)
-        context = _context(self.api, builder, body, messages)
-        return Request(self.api, body, items, context, *_units(context, len(items)))
+        if not self.extended or not self.incremental:
+            mark = None
+        repaired, fold, mark = _repaired(self.api, messages, mark, kept_upto)
+        context = _context(self.api, builder, body, repaired)
+        fold.add(context.messages, fold.seen)
+        units, leading = fold.finish(len(items))
+        if repaired.settled and not repaired.renamed_calls and self.incremental:
+            self._mark = _Mark(len(messages), repaired, mark.ids if mark else _ids(messages), fold)
+        return Request(self.api, body, items, context, units, leading)
+
+
+@dataclass
+class _Mark:
+    """The previous request's messages (`count`), repaired with no call left open and no call id
+    renamed, with every tool call id they name and their units so far. Repairing those messages
+    followed by new ones that name none of those ids gives their repair followed by the new
+    messages' own (`Repaired.settled`); grouping them into units continues likewise."""
+
+    count: int
+    repaired: Repaired
+    ids: set[str]
+    fold: _Fold
+
+
+def _ids(messages: Sequence[Message]) -> set[str]:
+    """The ids of every tool call and tool result of `messages`."""
+    ids: set[str] = set()
+    for msg in messages:
+        for block in msg.content:
+            if isinstance(block, ToolCallBlock):
+                ids.add(block.id)
+            elif isinstance(block, ToolResultBlock):
+                ids.add(block.tool_call_id)
+    return ids
+
+
+def _repair(api: Api, messages: Sequence[Message]) -> Repaired:
+    if api == "openai-responses":
+        return repair_pairing(
+            messages,
+            close="unless_answered",
+            keep_pending="last_assistant",
+            orphan_results="keep",
+        )
+    return repair_chat_pairing(messages)
+
+
+def _repaired(
+    api: Api, messages: list[Message], mark: _Mark | None, kept_upto: int
+) -> tuple[Repaired, _Fold, _Mark | None]:
+    """The repair of `messages` and the units fold to continue over its output: from `mark` (then
+    returned, its ids grown by the new messages') when the new messages continue its messages
+    and name none of their ids, else whole (and no mark)."""
+    if mark is not None and mark.count <= kept_upto:
+        new = messages[mark.count :]
+        ids = _ids(new)
+        if ids.isdisjoint(mark.ids):
+            tail = _repair(api, new)
+            if not tail.renamed_calls:
+                before = mark.repaired
+                repaired = Repaired(
+                    synthesized_results=before.synthesized_results + tail.synthesized_results,
+                    synthesized_calls=before.synthesized_calls + tail.synthesized_calls,
+                    renamed_calls=0,
+                    orphan_results=before.orphan_results + tail.orphan_results,
+                    messages=[*before.messages, *tail.messages],
+                    settled=tail.settled,
+                )
+                mark.ids |= ids
+                return repaired, mark.fold.copy(), mark
+    return _repair(api, messages), _Fold(), None
+
+
+def _context(api: Api, builder: Any, body: dict[str, Any], repaired: Repaired) -> AgentContext:
+    if api == "anthropic":
+        return repaired_chat_context("anthropic-messages", builder.system, repaired, body, None)
+    if api == "openai-chat":
+        return repaired_chat_context("openai-chat", builder.system, repaired, body, None)
+    instructions = body.get("instructions")
+    return AgentContext(
+        system_instruction=instructions if isinstance(instructions, str) else None,
+        messages=tuple(repaired.messages),
+        metadata={"source_format": "openai-responses"},
+    )
 
 
 def _tag(turns: list[Turn], count: int, grown: int, index: int) -> None:
@@ -193,25 +282,6 @@ def _tag(turns: list[Turn], count: int, grown: int, index: int) -> None:
         turn.metadata[SPAN_KEY] = [lo, index]
 
 
-def _context(api: Api, builder: Any, body: dict[str, Any], messages: list[Message]) -> AgentContext:
-    if api == "anthropic":
-        return chat_context("anthropic-messages", builder.system, messages, body, None)
-    if api == "openai-chat":
-        return chat_context("openai-chat", builder.system, messages, body, None)
-    repaired = repair_pairing(
-        messages,
-        close="unless_answered",
-        keep_pending="last_assistant",
-        orphan_results="keep",
-    )
-    instructions = body.get("instructions")
-    return AgentContext(
-        system_instruction=instructions if isinstance(instructions, str) else None,
-        messages=tuple(repaired.messages),
-        metadata={"source_format": "openai-responses"},
-    )
-
-
 def _span(msg: Message) -> tuple[int, int] | None:
     span = msg.metadata.get(SPAN_KEY)
     if isinstance(span, list) and len(span) == 2 and all(isinstance(x, int) for x in span):
@@ -219,36 +289,51 @@ def _span(msg: Message) -> tuple[int, int] | None:
     return None
 
 
-def _units(ctx: AgentContext, n_items: int) -> tuple[list[Unit], int]:
-    """Group messages whose raw items overlap; raw items that made nothing join the next unit."""
-    units: list[Unit] = []
-    covered = 0  # raw items up to here belong to a unit (or lead)
-    leading = 0
-    for pos, msg in enumerate(ctx.messages):
-        span = _span(msg)
-        if span is None:  # made by pairing repair: belongs with the messages around it
-            if units:
+@dataclass
+class _Fold:
+    """Units of the messages seen so far, kept open for more: messages whose raw items overlap
+    make one unit; raw items that made nothing join the next unit."""
+
+    units: list[Unit] = field(default_factory=list)
+    covered: int = 0  # raw items up to here belong to a unit (or lead)
+    leading: int = 0
+    seen: int = 0
+
+    def copy(self) -> _Fold:
+        return _Fold(list(self.units), self.covered, self.leading, self.seen)
+
+    def add(self, messages: Sequence[Message], start: int) -> None:
+        """Group messages `start:` of `messages` (those before were added already)."""
+        units = self.units
+        for pos in range(start, len(messages)):
+            span = _span(messages[pos])
+            if span is None:  # made by pairing repair: belongs with the messages around it
+                if units:
+                    u = units[-1]
+                    units[-1] = Unit(u.lo, u.hi, u.start, pos + 1)
+                else:
+                    units.append(Unit(self.covered, self.covered - 1, pos, pos + 1))
+                continue
+            lo, hi = span
+            if units and lo <= units[-1].hi:
                 u = units[-1]
-                units[-1] = Unit(u.lo, u.hi, u.start, pos + 1)
+                units[-1] = Unit(u.lo, max(u.hi, hi), u.start, pos + 1)
             else:
-                units.append(Unit(covered, covered - 1, pos, pos + 1))
-            continue
-        lo, hi = span
-        if units and lo <= units[-1].hi:
+                if not units:
+                    self.leading = lo
+                else:
+                    lo = units[-1].hi + 1
+                units.append(Unit(lo, hi, pos, pos + 1))
+            self.covered = max(self.covered, units[-1].hi + 1)
+        self.seen = max(self.seen, len(messages))
+
+    def finish(self, n_items: int) -> tuple[list[Unit], int]:
+        """The units, the last one taking trailing raw items that made nothing, and `leading`."""
+        units = list(self.units)
+        if units and units[-1].hi < n_items - 1:
             u = units[-1]
-            units[-1] = Unit(u.lo, max(u.hi, hi), u.start, pos + 1)
-        else:
-            if not units:
-                leading = lo
-                lo = leading
-            else:
-                lo = units[-1].hi + 1
-            units.append(Unit(lo, hi, pos, pos + 1))
-        covered = max(covered, units[-1].hi + 1)
-    if units and units[-1].hi < n_items - 1:  # trailing items that made nothing
-        u = units[-1]
-        units[-1] = Unit(u.lo, n_items - 1, u.start, u.stop)
-    return units, leading
+            units[-1] = Unit(u.lo, n_items - 1, u.start, u.stop)
+        return units, self.leading
 
 
 # --------------------------------------------------------------------------- writing
