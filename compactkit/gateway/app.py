@@ -38,6 +38,8 @@ from ..serve.store import SqliteServeStore
 from ..session import CompactionSetup
 from ..tokens import DEFAULT_TOKENIZER
 from . import recall, wire
+from .body import Bodies
+from .body import dumps as _dumps
 from .conversations import Conversation, Conversations, Usage
 from .record import Recorder
 from .sse import usage_of_body, usage_of_events
@@ -169,6 +171,8 @@ class Policy:
         """The serve states of tool servers sharing `--state`, by session name."""
         self.store: dict[str, str] = {}
         """Everything compactions removed, by etag (what `compactkit_recall` answers from)."""
+        self.bodies = Bodies()
+        """The last request bodies parsed (`parse`), whose text the next ones mostly repeat."""
         self._store_lock = threading.Lock()
 
     def plan(
@@ -224,11 +228,20 @@ class Policy:
         etags = recall.offered_etags(history) if self.config.recall else []
         etags = [(etag, label) for etag, label in etags if etag in history.recovery]
         if not etags:
-            return Plan(_dumps(body), conv)
+            return Plan(self._dumps(body, request.body), conv)
         given = body.get("tools")
         tools: list[Any] = given if isinstance(given, list) else []
         body["tools"] = [*tools, recall.tool_definition(request.api, etags)]
-        return Plan(_dumps(body), conv, recall=body, store=dict(history.recovery))
+        store = dict(history.recovery)
+        return Plan(self._dumps(body, request.body), conv, recall=body, store=store)
+
+    def parse(self, raw: bytes) -> Any | None:
+        """`json.loads(raw)`, reusing what recent bodies held as the same text; None when `raw`
+        is left to `json.loads` (call it then: it parses or raises as always)."""
+        return self.bodies.loads(raw) if self.incremental else None
+
+    def _dumps(self, body: dict[str, Any], source: dict[str, Any]) -> bytes:
+        return self.bodies.dumps(body, source) if self.incremental else _dumps(body)
 
     def _tokens(self, ctx: AgentContext, last: _Counted) -> int:
         """`counter.context(ctx)`, counting only the messages after those `last` counted when
@@ -290,10 +303,6 @@ class Policy:
             profile.name,
             tokens_before - tokens_after,
         )
-
-
-def _dumps(body: Any) -> bytes:
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
 class Gateway:
@@ -384,11 +393,13 @@ class Gateway:
 
     def _plan(self, api: wire.Api, raw: bytes, header: str | None) -> tuple[bool, Plan]:
         """Whether the client asked for a stream, and what to send (in a worker thread)."""
-        try:
-            parsed = json.loads(raw)
-        except ValueError:
-            self.counters.unreadable += 1
-            return False, Plan(raw)
+        parsed = self.policy.parse(raw)
+        if parsed is None:
+            try:
+                parsed = json.loads(raw)
+            except ValueError:
+                self.counters.unreadable += 1
+                return False, Plan(raw)
         stream = isinstance(parsed, dict) and parsed.get("stream") is True
         if (
             isinstance(parsed, dict)

@@ -1,0 +1,186 @@
+"""Request bodies parsed and serialized as `json.loads` and `json.dumps` do, reusing what a recent
+request of the same client held as the very same text.
+
+An agent re-sends its whole history on every call: most of a body is text the gateway parsed (and
+serialized) one request before. A JSON object or array or string is a function of its text alone
+(its end is its closing delimiter), so a raw item of `messages`/`input`, or a top-level field,
+whose text equals the one a recent body held at the same place is that body's object, and its
+serialization that body's bytes. Anything unusual (a body not starting with `{`, not strict UTF-8,
+not well formed) is left to `json.loads`, which then parses it or raises as it always did.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+_DECODER = json.JSONDecoder()
+_SCAN: Any = getattr(_DECODER, "scan_once")  # noqa: B009  (json's scanner, as json.loads uses it: untyped)
+_STRING: Any = getattr(json.decoder, "scanstring")  # noqa: B009  (likewise)
+_WS = re.compile(r"[ \t\n\r]*")
+_ITEM_KEYS = frozenset({"messages", "input"})
+_DELIMITED = ("{", "[", '"')
+_KEY_BYTES = 512
+"""Bodies are matched with a recent one by their first bytes (the model and the first message)."""
+
+
+def dumps(value: Any) -> bytes:
+    """What the gateway sends for a value it wrote: compact JSON, UTF-8, non-ASCII as it is."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+@dataclass
+class _Parsed:
+    """One body as scanned: its text, where each top-level value and raw item lies in it, and
+    the bytes of those serialized so far (by object id; the objects are held here)."""
+
+    body: dict[str, Any]
+    text: str
+    fields: dict[str, tuple[int, int, Any]] = field(default_factory=dict)
+    items: list[tuple[int, int, Any]] = field(default_factory=list)
+    dumped: dict[int, bytes | None] = field(default_factory=dict)
+    """Serializations of those values and items (None: not yet), by object id."""
+
+
+class Bodies:
+    """The last bodies parsed (at most `limit`, least recently used dropped)."""
+
+    def __init__(self, limit: int = 32) -> None:
+        self._recent: OrderedDict[bytes, _Parsed] = OrderedDict()
+        self._limit = limit
+        self._lock = threading.Lock()
+
+    def loads(self, raw: bytes) -> Any | None:
+        """`json.loads(raw)`, or None when `raw` is left to `json.loads` (call it then)."""
+        if not raw.startswith(b"{"):
+            return None
+        key = raw[:_KEY_BYTES]
+        with self._lock:
+            before = self._recent.get(key)
+        try:
+            parsed = _scan(raw.decode("utf-8"), before)
+        except (ValueError, StopIteration, IndexError, RecursionError):
+            return None
+        if parsed is None:
+            return None
+        with self._lock:
+            self._recent[key] = parsed
+            self._recent.move_to_end(key)
+            while len(self._recent) > self._limit:
+                self._recent.popitem(last=False)
+        return parsed.body
+
+    def dumps(self, body: dict[str, Any], source: Any) -> bytes:
+        """`dumps(body)` for a body written from `source` (a body `loads` returned): values and
+        raw items of `source` that `body` holds cost their serialization once."""
+        with self._lock:
+            parsed = next((p for p in self._recent.values() if p.body is source), None)
+        if parsed is None:
+            return dumps(body)
+        try:
+            parts = []
+            for key, value in body.items():
+                if key in _ITEM_KEYS and isinstance(value, list):
+                    text = b"[" + b",".join(_dumped(parsed, item) for item in value) + b"]"
+                else:
+                    text = _dumped(parsed, value)
+                parts.append(dumps(key) + b":" + text)
+        except Exception:  # serialized whole, it raises as it always did
+            return dumps(body)
+        return b"{" + b",".join(parts) + b"}"
+
+
+def _dumped(parsed: _Parsed, value: Any) -> bytes:
+    if id(value) not in parsed.dumped:  # written by the gateway, not read
+        return dumps(value)
+    known = parsed.dumped[id(value)]
+    if known is None:
+        known = parsed.dumped[id(value)] = dumps(value)
+    return known
+
+
+def _ws(text: str, at: int) -> int:
+    match = _WS.match(text, at)
+    return match.end() if match else at
+
+
+def _scan(text: str, before: _Parsed | None) -> _Parsed | None:
+    """`text` (a JSON object) parsed as `json.loads` parses it, values and items whose text equals
+    the one `before` held at the same place being `before`'s objects; None when unsure."""
+    body: dict[str, Any] = {}
+    parsed = _Parsed(body, text)
+    i = _ws(text, 1)
+    if text[i : i + 1] == "}":
+        return parsed if _ws(text, i + 1) == len(text) else None
+    while True:
+        if text[i : i + 1] != '"':
+            return None
+        key, i = _STRING(text, i + 1, True)
+        i = _ws(text, i)
+        if text[i : i + 1] != ":":
+            return None
+        i = _ws(text, i + 1)
+        if key in _ITEM_KEYS and text[i : i + 1] == "[":
+            value, end = _items(text, i, parsed, before)
+        else:
+            old = before.fields.get(key) if before is not None else None
+            value, end = _value(text, i, before, old)
+            if text[i : i + 1] in _DELIMITED:
+                parsed.fields[key] = (i, end, value)
+                _carry(parsed, before, value)
+        body[key] = value
+        i = _ws(text, end)
+        sep = text[i : i + 1]
+        if sep == "}":
+            break
+        if sep != ",":
+            return None
+        i = _ws(text, i + 1)
+    return parsed if _ws(text, i + 1) == len(text) else None
+
+
+def _value(
+    text: str, at: int, before: _Parsed | None, old: tuple[int, int, Any] | None
+) -> tuple[Any, int]:
+    """The value at `at`: `old`'s object when its text is the same (a delimited value), else
+    parsed."""
+    if old is not None and before is not None and text[at : at + 1] in _DELIMITED:
+        start, end, value = old
+        if text.startswith(before.text[start:end], at):
+            return value, at + end - start
+    return _SCAN(text, at)  # type: ignore[no-any-return]
+
+
+def _items(text: str, at: int, parsed: _Parsed, before: _Parsed | None) -> tuple[list[Any], int]:
+    """The array at `at` (`[` there), each object whose text is the one at the same index of
+    `before`'s array being `before`'s object."""
+    items: list[Any] = []
+    olds = before.items if before is not None else []
+    i = _ws(text, at + 1)
+    if text[i : i + 1] == "]":
+        return items, i + 1
+    while True:
+        old = olds[len(items)] if len(items) < len(olds) else None
+        if text[i : i + 1] == "{":
+            value, end = _value(text, i, before, old)
+            parsed.items.append((i, end, value))
+            _carry(parsed, before, value)
+        else:
+            value, end = _SCAN(text, i)
+        items.append(value)
+        i = _ws(text, end)
+        sep = text[i : i + 1]
+        if sep == "]":
+            return items, i + 1
+        if sep != ",":
+            raise ValueError("not an array")
+        i = _ws(text, i + 1)
+
+
+def _carry(parsed: _Parsed, before: _Parsed | None, value: Any) -> None:
+    """`value` is one of `parsed`'s (held by it); a serialization `before` holds is its too."""
+    parsed.dumped[id(value)] = before.dumped.get(id(value)) if before is not None else None
