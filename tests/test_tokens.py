@@ -195,3 +195,22 @@ def test_blocks_remember_the_counts_of_several_counters() -> None:
         for name, counter in zip(names, counters, strict=True):
             assert counter.context(ctx) == expected[name]
             assert sum(counter.block(b) for m in ctx.messages for b in m.content) > 0
+
+
+def test_a_strategy_counting_its_input_in_its_worker_does_not_mutate_it() -> None:
+    from compactkit.pipeline import Pipeline
+    from compactkit.strategy import Strategy
+
+    class Counts(Strategy):
+        name = "counts"
+
+        def compact(self, ctx: AgentContext) -> AgentContext:
+            compactkit.count_tokens(ctx)  # remembers counts on every block and message it is given
+            for msg in ctx.messages:
+                compactkit.count_tokens(msg)
+            return ctx
+
+    ctx = compactkit.load_one(sample("test-repo-i1"))
+    compactkit.count_tokens(ctx)
+    for timeout in (None, 30, 30):  # in-process, then twice in the same worker
+        assert Pipeline([Counts()], timeout=timeout).run(ctx).context.messages == ctx.messages
