@@ -318,18 +318,6 @@ def _overhead(block: Block) -> int:
     return 0
 
 
-def _recall(obj: Block | Message, key: object) -> int | None:
-    """The count remembered on `obj` by the counter whose key is `key`, if any."""
-    memo: dict[object, int] | None = obj.__dict__.get("_ntok")
-    return None if memo is None else memo.get(key)
-
-
-def _remember(obj: Block | Message, key: object, count: int) -> None:
-    # changed in place, never replaced: a strategy's worker tells a mutated input by the identity
-    # of what its blocks hold (`compactkit._isolate._same_fields`)
-    obj.__dict__.setdefault("_ntok", {})[key] = count
-
-
 class TokenCounter:
     """Counts contexts with one tokenizer, remembering the count of every string it has seen.
 
@@ -369,9 +357,11 @@ class TokenCounter:
         return count
 
     def block(self, block: Block) -> int:
-        known = _recall(block, self._key)
-        if known is not None:
-            return known
+        memo: dict[object, int] | None = block.__dict__.get("_ntok")
+        if memo is not None:
+            known = memo.get(self._key)
+            if known is not None:
+                return known
         if isinstance(block, ImageBlock):
             count = IMAGE_TOKENS
         else:
@@ -382,31 +372,36 @@ class TokenCounter:
                 cache[t] if t in cache else self.tokenizer.count(t) for t in texts
             )
         # blocks never change, so their count is remembered on them (keyed by this counter)
-        _remember(block, self._key, count)
+        block.__dict__.setdefault("_ntok", {})[self._key] = count
         return count
 
     def message(self, msg: Message) -> int:
-        known = _recall(msg, self._key)
-        if known is not None:
-            return known
+        memo: dict[object, int] | None = msg.__dict__.get("_ntok")
+        if memo is not None:
+            known = memo.get(self._key)
+            if known is not None:
+                return known
         total = MESSAGE_OVERHEAD
         for block in msg.content:
             total += self.block(block)
-        _remember(msg, self._key, total)
+        msg.__dict__.setdefault("_ntok", {})[self._key] = total
         return total
+
+    def _uncounted_texts(self, messages: Sequence[Message]) -> list[str]:
+        key = self._key
+        texts: list[str] = []
+        for m in messages:
+            memo = m.__dict__.get("_ntok")
+            if memo is not None and key in memo:
+                continue
+            for b in m.content:
+                texts.extend(block_texts(b))
+        return texts
 
     def messages(self, messages: Sequence[Message]) -> list[int]:
         """Per-message counts; strings not seen before are tokenized in one batch."""
-        key = self._key
-        known = [_recall(m, key) for m in messages]
-        self._fill(
-            t
-            for m, n in zip(messages, known, strict=True)
-            if n is None
-            for b in m.content
-            for t in block_texts(b)
-        )
-        return [self.message(m) if n is None else n for m, n in zip(messages, known, strict=True)]
+        self._fill(self._uncounted_texts(messages))
+        return [self.message(m) for m in messages]
 
     def preamble(self, ctx: AgentContext) -> int:
         """Tokens of the system instruction and skills, plus the reply priming."""
