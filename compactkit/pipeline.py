@@ -20,6 +20,7 @@ from ._isolate import (
 from .context import AgentContext, Message, ToolResultBlock
 from .errors import (
     EXIT_PLUGIN,
+    BadInputError,
     CompactkitError,
     ContractViolation,
     RecoveryError,
@@ -464,6 +465,14 @@ def _check_valid(pipeline: Pipeline, step: _Step) -> None:
     pins = step.strat.keeps_pins or not _trusted(step.strat)
     problems = validate(step.out, step.current, verify=False, pins=pins)
     if problems:
+        given = validate(step.current, verify=False)  # judged only when the output is not valid
+        if given:  # the strategy was given a context that breaks them already: bad input
+            more = f" (+{len(given) - 1} more)" if len(given) > 1 else ""
+            raise BadInputError(
+                f"the context to compact is not valid at {given[0]}{more}, so no strategy can "
+                "be judged on it",
+                hint="run compactkit validate on the input",
+            )
         more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
         raise ContractViolation(
             f"strategy {step.strat.name!r} broke the contract at {problems[0]}{more}"

@@ -185,3 +185,39 @@ def test_a_pipeline_reports_a_plugin_error_as_a_strategy_failure() -> None:
         Pipeline([exit_zero]).run(ctx)
     assert caught.value.exit_code == 3
     assert "fine, says the plugin" in str(caught.value)
+
+
+def test_an_invalid_context_is_bad_input_not_a_strategy_breaking_the_contract(
+    tmp_path: Path,
+) -> None:
+    """A real Codex rollout written twice over, call ids and all, loads with every call id
+    repeated; compacting it used to be exit 3 blaming the first strategy ('etag-collapse broke
+    the contract ... duplicate-tool-call-id') for what its input already held. A strategy whose
+    output is valid (the last turns alone) is not refused."""
+    source = (
+        Path(__file__).resolve().parents[2]
+        / "examples/sessions/codemie_rollout-019e1625.head120.jsonl"
+    )
+    doubled = tmp_path / "doubled.jsonl"
+    doubled.write_text(source.read_text(encoding="utf-8") * 2, encoding="utf-8")
+    for specs in ([], ["-s", "etag-collapse"]):
+        out = CliRunner().invoke(CLI, ["run", str(doubled), *specs, "-o", str(tmp_path / "o.json")])
+        assert out.exit_code == 2, out.output
+        assert "not valid at message" in out.output and "duplicate-tool-call-id" in out.output
+        assert "broke the contract" not in out.output
+        assert not (tmp_path / "o.json").exists()
+    # a valid session through the same strategy is not refused
+    ok = CliRunner().invoke(
+        CLI,
+        [
+            "run",
+            str(source),
+            "-s",
+            "sliding-window",
+            "--budget",
+            "3000",
+            "-o",
+            str(tmp_path / "o.json"),
+        ],
+    )
+    assert ok.exit_code in (0, 1), ok.output
