@@ -177,7 +177,7 @@ class _Builder:
                     f"line {number - 1} (a line edited, removed, duplicated or moved)",
                 )
             self.chained = True
-        self.head = digest(line(record))
+        self.head = record_digest(record)
 
     def end(self, number: int, record: dict[str, Any]) -> None:
         if record.get("records") != number - 1:
@@ -259,6 +259,42 @@ def line(record: dict[str, Any]) -> str:
 def digest(text: str) -> str:
     """What the record after the line `text` (its newline optional) carries as `prev`."""
     return hashlib.sha256(text.rstrip("\n").encode("utf-8")).hexdigest()[:32]
+
+
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_PIECEWISE_DEPTH = 4
+"""Levels of objects and arrays `record_digest` hashes member by member (a record's context, its
+messages, each message, its blocks); what lies deeper is encoded whole."""
+
+
+def record_digest(record: dict[str, Any]) -> str:
+    """`digest(line(record))`, hashed a member at a time: a start record holding a whole session
+    on one line is never encoded as one string (which takes four bytes a character when the
+    session holds one emoji, beside the parsed record)."""
+    hasher = hashlib.sha256()
+    _hash_value(hasher, record, _PIECEWISE_DEPTH)
+    return hasher.hexdigest()[:32]
+
+
+def _hash_value(hasher: Any, value: Any, depth: int) -> None:
+    """Feed `hasher` the UTF-8 of `json.dumps(value, ensure_ascii=False, separators=(",", ":"))`,
+    objects and arrays `depth` levels down member by member (the same text: a member's encoding
+    does not depend on what surrounds it)."""
+    if depth > 0 and isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        hasher.update(b"{")
+        for index, (key, member) in enumerate(value.items()):
+            hasher.update((("," if index else "") + _ENCODE(key) + ":").encode("utf-8"))
+            _hash_value(hasher, member, depth - 1)
+        hasher.update(b"}")
+    elif depth > 0 and isinstance(value, list):
+        hasher.update(b"[")
+        for index, member in enumerate(value):
+            if index:
+                hasher.update(b",")
+            _hash_value(hasher, member, depth - 1)
+        hasher.update(b"]")
+    else:
+        hasher.update(_ENCODE(value).encode("utf-8"))
 
 
 def chained(record: dict[str, Any], head: str) -> tuple[str, str]:
