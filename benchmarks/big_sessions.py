@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import compactkit
+from tests.formats.shapes import COPILOT_START, GOOSE_SCHEMA
 
 _UUID = re.compile(r"\b([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-)([0-9a-f]{12})\b")
 _IDS = re.compile(r"\b(?:toolu|msg|call|req|ws)_[A-Za-z0-9_]+(?![A-Za-z0-9_]|\":)")
@@ -278,19 +279,7 @@ def make_goose(messages: list[dict[str, Any]], folder: Path, size: int) -> Path:
 
     path = folder / "sessions.db"
     with sqlite3.connect(path) as db:
-        db.executescript(
-            """
-            CREATE TABLE sessions (id TEXT PRIMARY KEY, name TEXT NOT NULL DEFAULT '',
-              description TEXT NOT NULL DEFAULT '', working_dir TEXT NOT NULL,
-              created_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP, updated_at TIMESTAMP,
-              accumulated_input_tokens INTEGER, accumulated_output_tokens INTEGER,
-              model_config_json TEXT);
-            CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT, message_id TEXT,
-              session_id TEXT NOT NULL, role TEXT NOT NULL, content_json TEXT NOT NULL,
-              created_timestamp INTEGER NOT NULL,
-              timestamp TIMESTAMP DEFAULT CURRENT_TIMESTAMP, tokens INTEGER, metadata_json TEXT);
-            """
-        )
+        db.executescript(GOOSE_SCHEMA)
         db.execute(
             "INSERT INTO sessions (id, name, working_dir, created_at) VALUES (?,?,?,?)",
             ("20260408_1", "big session", "/home/u/app", "2026-04-08 14:54:20"),
@@ -568,15 +557,7 @@ def make_copilot(messages: list[dict[str, Any]], folder: Path, size: int) -> Pat
                     )
         return out
 
-    start = event(
-        "session.start",
-        sessionId="5e1f0b6c-4d7a-9c0e-6f3a-2b1c0d9e8f7a",
-        version=1,
-        producer="copilot-agent",
-        copilotVersion="0.0.369",
-        startTime="2025-12-13T16:26:51Z",
-        context={"cwd": "/home/u/app"},
-    )
+    start = event("session.start", **COPILOT_START, context={"cwd": "/home/u/app"})
     start["parentId"] = None
     session = folder / "session-state" / "5e1f0b6c-4d7a-9c0e-6f3a-2b1c0d9e8f7a"
     session.mkdir(parents=True)

@@ -16,6 +16,7 @@ import compactkit
 from compactkit.cli import make_cli
 from compactkit.registry import make_registry
 from tests.formats._checks import pairing_problems
+from tests.formats.shapes import COPILOT_START
 
 CLI = make_cli(lambda: make_registry(entry_points=False))
 
@@ -34,11 +35,7 @@ EVENTS = [
     event(
         "session.start",
         0,
-        sessionId="5e1f0b6c-4d7a-9c0e-6f3a-2b1c0d9e8f7a",
-        version=1,
-        producer="copilot-agent",
-        copilotVersion="0.0.369",
-        startTime="2025-12-13T16:26:51Z",
+        **COPILOT_START,
         selectedModel="claude-sonnet-4.5",
         context={"cwd": "/home/u/app", "branch": "main"},
     ),

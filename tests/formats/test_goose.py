@@ -19,6 +19,7 @@ import compactkit
 from compactkit.cli import make_cli
 from compactkit.registry import make_registry
 from tests.formats._checks import pairing_problems
+from tests.formats.shapes import GOOSE_SCHEMA
 
 CLI = make_cli(lambda: make_registry(entry_points=False))
 VISIBLE = {"userVisible": True, "agentVisible": True}
@@ -102,18 +103,7 @@ def database(folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "sessions.db"
     with sqlite3.connect(path) as db:
-        db.executescript(
-            """
-            CREATE TABLE sessions (id TEXT PRIMARY KEY, name TEXT NOT NULL DEFAULT '',
-              description TEXT NOT NULL DEFAULT '', working_dir TEXT NOT NULL,
-              created_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP, updated_at TIMESTAMP,
-              accumulated_input_tokens INTEGER, accumulated_output_tokens INTEGER, model_config_json TEXT);
-            CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT, message_id TEXT,
-              session_id TEXT NOT NULL, role TEXT NOT NULL, content_json TEXT NOT NULL,
-              created_timestamp INTEGER NOT NULL,
-              timestamp TIMESTAMP DEFAULT CURRENT_TIMESTAMP, tokens INTEGER, metadata_json TEXT);
-            """
-        )
+        db.executescript(GOOSE_SCHEMA)
         db.execute(
             "INSERT INTO sessions (id, name, working_dir, created_at, model_config_json) VALUES (?,?,?,?,?)",
             (
