@@ -26,7 +26,10 @@ The history holds no tool calls (aider's edits are text blocks in the reply) and
 
 from __future__ import annotations
 
+import codecs
 from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import JsonValue
@@ -60,23 +63,17 @@ class AiderFormat(Format):
             return None
         if path.stat().st_size > _MAX_BYTES:
             raise BadInputError("aider history larger than 256 MB", path=str(path))
-        try:
-            text = path.read_bytes().decode("utf-8-sig")
-        except UnicodeDecodeError as exc:
-            raise BadInputError(
-                f"not UTF-8 text (bad byte at offset {exc.start})", path=str(path)
-            ) from None
-        return Document(path=str(path), kind="text", data=text)
+        return Document(path=str(path), kind="text", data=_History.check(path))
 
     def sniff(self, doc: Document) -> bool:
-        return doc.kind == "text" and isinstance(doc.data, str) and _looks_like_history(doc.data)
+        return doc.kind == "text" and isinstance(doc.data, _History) and doc.data.looks_like_history
 
     def load(self, doc: Document) -> list[AgentContext]:
-        if doc.kind != "text" or not isinstance(doc.data, str):
+        if doc.kind != "text" or not isinstance(doc.data, _History):
             raise BadInputError(
                 "not an aider chat history (expected .aider.chat.history.md)", path=doc.path
             )
-        every_run = _split_runs(doc.data)
+        every_run = _split_runs(doc.data.lines())
         runs = [r for r in every_run if any(t.role == "user" for t in r.turns)]
         if runs and len(runs) < len(every_run):  # runs of aider's own output only (^C at start)
             runs[0].skipped["run without a message"] += len(every_run) - len(runs)
@@ -142,12 +139,10 @@ def _unbreak(line: str) -> str:
     return (body[:-2] if body.endswith("  ") else body) + ("\n" if line.endswith("\n") else "")
 
 
-def _split_runs(text: str) -> list[_Builder]:
+def _split_runs(lines: Iterator[str]) -> list[_Builder]:
     runs: list[_Builder] = []
     current: _Builder | None = None
-    # only "\n" ends a line: aider writes no other break, and text may hold U+0085 or U+2028
-    for line in text.replace("\r\n", "\n").split("\n"):
-        line += "\n"
+    for line in lines:
         if line.startswith(STARTED):
             if current is not None:
                 current.flush()
@@ -169,9 +164,53 @@ def _split_runs(text: str) -> list[_Builder]:
     return runs
 
 
-def _looks_like_history(text: str) -> bool:
-    head = text.lstrip("\ufeff\r\n")
-    return head.startswith(STARTED) or (head.startswith("#### ") and "\n" in head)
+@dataclass(frozen=True)
+class _History:
+    """The history file, read a line at a time (its whole text, split, took 13 times its size)."""
+
+    path: Path
+    looks_like_history: bool
+
+    @classmethod
+    def check(cls, path: Path) -> _History:
+        """The file, its UTF-8 checked, and whether its text, past the blank lines and byte order
+        marks it may start with, starts as a history does."""
+        looks: bool | None = None
+        for line in cls(path, False).decoded():
+            if looks is None and (head := line.lstrip("\ufeff\r\n")):
+                looks = head.startswith(STARTED) or (head.startswith("#### ") and "\n" in head)
+        return cls(path, bool(looks))
+
+    def decoded(self) -> Iterator[str]:
+        """The lines of the file as written (the last one may not end in "\\n"), decoded as
+        "utf-8-sig" decodes the whole file: a byte order mark left out, not counted in the offset
+        of a bad byte."""
+        offset = 0
+        with self.path.open("rb") as handle:
+            for number, raw in enumerate(handle):
+                first = number == 0
+                try:
+                    yield raw.decode("utf-8-sig" if first else "utf-8")
+                except UnicodeDecodeError as exc:
+                    raise BadInputError(
+                        f"not UTF-8 text (bad byte at offset {offset + exc.start})",
+                        path=str(self.path),
+                    ) from None
+                offset += len(raw) - (3 if first and raw.startswith(codecs.BOM_UTF8) else 0)
+
+    def lines(self) -> Iterator[str]:
+        """Every line of the text, each ending in "\\n" (the last one too, as after `split`), a
+        "\\r" before it removed. Only "\\n" ends a line: aider writes no other break, and text
+        may hold U+0085 or U+2028."""
+        ended = True
+        for line in self.decoded():
+            ended = line.endswith("\n")
+            if not ended:
+                yield line + "\n"
+            else:
+                yield line[:-2] + "\n" if line.endswith("\r\n") else line
+        if ended:  # the empty text after the last "\n", as `split` gives it
+            yield "\n"
 
 
 __all__ = ["AiderFormat"]

@@ -31,9 +31,9 @@ class BadLine:
 
 @dataclass(frozen=True)
 class Document:
-    """A parsed input file: one JSON value (`kind="json"`), a list of JSONL records, or the text of a
-    file that is not JSON (`kind="text"`, which only a format's `read_layout` makes: aider's
-    Markdown history).
+    """A parsed input file: one JSON value (`kind="json"`), a list of JSONL records, or a file that
+    is not JSON (`kind="text"`, which only a format's `read_layout` makes, with what that format
+    reads it by: aider's Markdown history, read a line at a time).
 
     `bad_lines` are the JSONL lines that are not JSON, left out of `data`: a format whose agent
     skips them says so (`Format.malformed_lines`), every other format refuses the file at the
