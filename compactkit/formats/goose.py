@@ -40,6 +40,8 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -103,29 +105,13 @@ class GooseFormat(Format):
                 sessions = [
                     dict(r) for r in db.execute("SELECT * FROM sessions ORDER BY created_at, id")
                 ]
-                rows = [dict(r) for r in db.execute("SELECT * FROM messages ORDER BY id")]
         except sqlite3.Error as exc:
             raise BadInputError(f"cannot read the Goose database: {exc}", path=str(path)) from None
-        by_session: dict[str, list[dict[str, Any]]] = {}
-        for row in rows:
-            message = {
-                # schema 7 added `message_id`, filled in as `msg_<session>_<row id>`; the
-                # databases of Goose releases before it have no such column
-                "id": row.get("message_id") or f"msg_{row['session_id']}_{row['id']}",
-                "role": row["role"],
-                "created": row["created_timestamp"],
-                "content": _json(row["content_json"], f"message {row['id']}", path),
-                "metadata": _json(row["metadata_json"], f"message {row['id']}", path)
-                if row.get("metadata_json")
-                else {},
-            }
-            by_session.setdefault(row["session_id"], []).append(message)
-        data = [{"info": s, "messages": by_session.get(s["id"], [])} for s in sessions]
-        return Document(str(path), "json", {_KEY: data})
+        return Document(str(path), "json", {_KEY: _Database(path, sessions)})
 
     def sniff(self, doc: Document) -> bool:
         if doc.kind == "json":
-            return isinstance(doc.data, dict) and _KEY in doc.data
+            return isinstance(doc.data, dict) and isinstance(doc.data.get(_KEY), _Database)
         try:
             records = [r for r in doc.data[:20] if isinstance(r, dict)]
             if not records:
@@ -140,38 +126,80 @@ class GooseFormat(Format):
             return False
 
     def load(self, doc: Document) -> list[AgentContext]:
-        if doc.kind == "json" and isinstance(doc.data, dict) and _KEY in doc.data:
-            sessions = doc.data[_KEY]
+        database = doc.data.get(_KEY) if isinstance(doc.data, dict) else None
+        if doc.kind == "json" and isinstance(database, _Database):
+            infos, messages = database.sessions, database.messages()
         elif doc.kind == "jsonl":
             records = [r for r in doc.data if isinstance(r, dict)]
             info = records[0] if records and _is_metadata(records[0]) else {}
-            sessions = [{"info": info, "messages": [r for r in records if r is not info]}]
+            infos = [info]
+            messages = ((info.get("id"), r) for r in records if r is not info)
         else:
-            sessions = None
-        if not isinstance(sessions, list):
             raise BadInputError(
                 "not a Goose session (sessions.db or a legacy .jsonl)", path=doc.path
             )
-        sessions = [as_dict(s) for s in sessions]
-        by_id = {str_or_none(as_dict(s.get("info")).get("id")): s for s in sessions}
+        infos = [as_dict(i) for i in infos]
+        builders = [_Builder() for _ in infos]
+        of_session: dict[Any, list[_Builder]] = {}
+        for info, builder in zip(infos, builders, strict=True):
+            of_session.setdefault(info.get("id"), []).append(builder)
+        # the messages that delegated to a sub-agent: the tool calls each holds (see `_run_of`)
+        delegations = {_delegation_of(i) for i in infos} - {None}
+        calls: dict[tuple[Any, Any], list[Any]] = {}
+        for session_id, message in messages:  # one at a time, each converted as it is read
+            for builder in of_session.get(session_id, ()):
+                builder.add(message)
+            if isinstance(message, dict) and message.get("id") in delegations:
+                calls.setdefault((session_id, message.get("id")), _calls_in(message))
+        by_id = {str_or_none(i.get("id")): i for i in infos}
         own: list[AgentContext] = []
         runs: list[AgentContext] = []
-        for session in sessions:
-            info = as_dict(session.get("info"))
-            builder = _Builder()
-            for message in as_list(session.get("messages")):
-                builder.add(message)
+        for info, builder in zip(infos, builders, strict=True):
             if not builder.turns:
                 continue
             ctx = builder.context(info)
             kind = info.get("session_type")
             if kind in _AGENT_SESSIONS:
-                runs.append(ctx.replace(metadata={**ctx.metadata, **_run_of(info, by_id)}))
+                meta = _run_of(info, by_id, calls)
+                runs.append(ctx.replace(metadata={**ctx.metadata, **meta}))
             else:
                 own.append(ctx)
         if not own and not runs and doc.kind == "jsonl":
             raise BadInputError("not a Goose session: no messages", path=doc.path)
         return number_conversations(own + runs)
+
+
+@dataclass(frozen=True)
+class _Database:
+    """A `sessions.db`: its sessions, read whole (a row each), and its messages, read a row at a
+    time as they are converted (all of them read and parsed at once took five times the file)."""
+
+    path: Path
+    sessions: list[dict[str, Any]]
+
+    def messages(self) -> Iterator[tuple[Any, Any]]:
+        """(session id, message) of every row of `messages`, in row order."""
+        path = self.path
+        try:
+            with sqlite_read_only(path) as db:
+                for row in db.execute("SELECT * FROM messages ORDER BY id"):
+                    row = dict(row)
+                    yield (
+                        row["session_id"],
+                        {
+                            # schema 7 added `message_id`, filled in as `msg_<session>_<row id>`; the
+                            # databases of Goose releases before it have no such column
+                            "id": row.get("message_id") or f"msg_{row['session_id']}_{row['id']}",
+                            "role": row["role"],
+                            "created": row["created_timestamp"],
+                            "content": _json(row["content_json"], f"message {row['id']}", path),
+                            "metadata": _json(row["metadata_json"], f"message {row['id']}", path)
+                            if row.get("metadata_json")
+                            else {},
+                        },
+                    )
+        except sqlite3.Error as exc:
+            raise BadInputError(f"cannot read the Goose database: {exc}", path=str(path)) from None
 
 
 # --------------------------------------------------------------------------- messages -> turns
@@ -244,10 +272,27 @@ _AGENT_SESSIONS = ("sub_agent", "hidden")
 (`SubAgent`) and internal ones (`Hidden`); its session lists show `user` and `scheduled` ones."""
 
 
-def _run_of(info: dict[str, Any], by_id: dict[str | None, dict[str, Any]]) -> dict[str, JsonValue]:
+def _delegation_of(info: dict[str, Any]) -> Any:
+    """The id of the message that delegated to this session, when its session record names one."""
+    delegation = as_dict(_maybe_json(info.get("parent_delegation")))
+    return delegation.get("parent_delegate_message_id")
+
+
+def _calls_in(message: dict[str, Any]) -> list[Any]:
+    """The call ids of a message's tool requests and responses."""
+    items = [as_dict(i) for i in as_list(message.get("content"))]
+    return [i.get("id") for i in items if i.get("type") in ("toolRequest", "toolResponse")]
+
+
+def _run_of(
+    info: dict[str, Any],
+    by_id: dict[str | None, dict[str, Any]],
+    calls: dict[tuple[Any, Any], list[Any]],
+) -> dict[str, JsonValue]:
     """How a sub-agent or hidden session hangs on the session that ran it: `sidechain`, its
     `goose_session_type`, `parent_session_id`, and `parent_tool_call_id` when the parent's
-    delegation message (`parent_delegation.parent_delegate_message_id`) holds one tool call."""
+    delegation message (`parent_delegation.parent_delegate_message_id`, its tool calls in
+    `calls` by (session id, message id)) holds one tool call."""
     meta: dict[str, JsonValue] = {
         "sidechain": True,
         "goose_session_type": str(info.get("session_type")),
@@ -256,15 +301,9 @@ def _run_of(info: dict[str, Any], by_id: dict[str | None, dict[str, Any]]) -> di
     if parent is None:
         return meta
     meta["parent_session_id"] = parent
-    delegated = as_dict(_maybe_json(info.get("parent_delegation"))).get(
-        "parent_delegate_message_id"
-    )
-    messages = as_list(as_dict(by_id.get(parent)).get("messages"))
-    holder = next((as_dict(m) for m in messages if as_dict(m).get("id") == delegated), {})
-    items = [as_dict(i) for i in as_list(holder.get("content"))]
-    calls = [i.get("id") for i in items if i.get("type") in ("toolRequest", "toolResponse")]
-    if len(set(calls)) == 1 and isinstance(calls[0], str):
-        meta["parent_tool_call_id"] = calls[0]
+    held = calls.get((as_dict(by_id.get(parent)).get("id"), _delegation_of(info)), [])
+    if len(set(held)) == 1 and isinstance(held[0], str):
+        meta["parent_tool_call_id"] = held[0]
     return meta
 
 
