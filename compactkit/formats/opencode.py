@@ -40,6 +40,8 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -90,7 +92,7 @@ class OpenCodeFormat(Format):
 
     def read_layout(self, path: Path) -> Document | None:
         if is_sqlite(path) and _has_tables(path, ("session", "message", "part")):
-            return Document(str(path), "json", {_KEY: _from_db(path)})
+            return Document(str(path), "json", {_KEY: _Database.open(path)})
         first, only = _project_storage_of(path)
         if first is not None:
             return Document(str(path), "json", {_KEY: project_storage_sessions(first, only)})
@@ -104,22 +106,33 @@ class OpenCodeFormat(Format):
 
     def load(self, doc: Document) -> list[AgentContext]:
         sessions = doc.data.get(_KEY) if isinstance(doc.data, dict) else None
-        if not isinstance(sessions, list):
+        if isinstance(sessions, _Database):
+            infos = sessions.sessions
+            builders = [_Builder() for _ in infos]
+            of_session: dict[Any, list[_Builder]] = {}
+            for info, builder in zip(infos, builders, strict=True):
+                of_session.setdefault(info.get("id"), []).append(builder)
+            for session_id, info, parts in sessions.messages():  # converted as each is read
+                for builder in of_session.get(session_id, ()):
+                    builder.add(info, parts)
+        elif isinstance(sessions, list):  # the storage folders: a file a message or part
+            infos, builders = [], []
+            for session in sessions:
+                session = as_dict(session)
+                builder = _Builder()
+                for message in as_list(session.get("messages")):
+                    message = as_dict(message)
+                    parts = [as_dict(p) for p in as_list(message.get("parts"))]
+                    builder.add(as_dict(message.get("info")), parts)
+                infos.append(as_dict(session.get("info")))
+                builders.append(builder)
+        else:
             raise BadInputError(
                 "not an OpenCode session store",
                 path=doc.path,
                 hint="give opencode.db or the storage/ folder (~/.local/share/opencode/)",
             )
-        contexts = []
-        for session in sessions:
-            session = as_dict(session)
-            builder = _Builder()
-            for message in as_list(session.get("messages")):
-                message = as_dict(message)
-                parts = [as_dict(p) for p in as_list(message.get("parts"))]
-                builder.add(as_dict(message.get("info")), parts)
-            if builder.turns:
-                contexts.append(builder.context(as_dict(session.get("info"))))
+        contexts = [b.context(i) for i, b in zip(infos, builders, strict=True) if b.turns]
         return number_conversations(contexts)
 
 
@@ -255,32 +268,56 @@ def _json(text: Any, where: str, path: Path) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _from_db(path: Path) -> list[dict[str, Any]]:
-    try:
-        with sqlite_read_only(path) as db:
-            columns = {r[1] for r in db.execute("PRAGMA table_info(session)")}
-            order = "time_created, id" if "time_created" in columns else "id"
-            sessions = [dict(r) for r in db.execute(f"SELECT * FROM session ORDER BY {order}")]
-            messages = list(db.execute("SELECT id, session_id, data FROM message ORDER BY id"))
-            parts = list(db.execute("SELECT id, message_id, data FROM part ORDER BY id"))
-    except sqlite3.Error as exc:
-        raise BadInputError(f"cannot read the OpenCode database: {exc}", path=str(path)) from None
-    by_message: dict[str, list[dict[str, Any]]] = {}
-    for row in parts:
-        by_message.setdefault(row["message_id"], []).append(
-            {**_json(row["data"], f"part {row['id']}", path), "id": row["id"]}
+@dataclass(frozen=True)
+class _Database:
+    """An `opencode.db`: its sessions, read whole (a row each), and its messages with their parts,
+    read a row at a time as they are converted (every row fetched and parsed at once, kept beside
+    the context, took four times the file)."""
+
+    path: Path
+    sessions: list[dict[str, Any]]
+
+    @classmethod
+    def open(cls, path: Path) -> _Database:
+        try:
+            with sqlite_read_only(path) as db:
+                columns = {r[1] for r in db.execute("PRAGMA table_info(session)")}
+                order = "time_created, id" if "time_created" in columns else "id"
+                sessions = [dict(r) for r in db.execute(f"SELECT * FROM session ORDER BY {order}")]
+        except sqlite3.Error as exc:
+            raise BadInputError(
+                f"cannot read the OpenCode database: {exc}", path=str(path)
+            ) from None
+        for session in sessions:
+            session["parentID"] = session.pop("parent_id", None)
+        return cls(path, sessions)
+
+    def messages(self) -> Iterator[tuple[Any, dict[str, Any], list[dict[str, Any]]]]:
+        """(session id, message, its parts in id order) of every message, in id order; a part
+        whose message is not in the table is not read."""
+        path = self.path
+        query = (
+            "SELECT m.id, m.session_id, m.data, p.message_id, p.id AS part_id, p.data AS part"
+            " FROM message m LEFT JOIN part p ON p.message_id = m.id ORDER BY m.id, p.id"
         )
-    by_session: dict[str, list[dict[str, Any]]] = {}
-    for row in messages:
-        info = {**_json(row["data"], f"message {row['id']}", path), "id": row["id"]}
-        by_session.setdefault(row["session_id"], []).append(
-            {"info": info, "parts": by_message.get(row["id"], [])}
-        )
-    out = []
-    for session in sessions:
-        session["parentID"] = session.pop("parent_id", None)
-        out.append({"info": session, "messages": by_session.get(session["id"], [])})
-    return out
+        try:
+            with sqlite_read_only(path) as db:
+                held: tuple[Any, dict[str, Any], list[dict[str, Any]]] | None = None
+                for row in db.execute(query):
+                    if held is None or row["id"] != held[1]["id"]:
+                        if held is not None:
+                            yield held
+                        info = {**_json(row["data"], f"message {row['id']}", path), "id": row["id"]}
+                        held = (row["session_id"], info, [])
+                    if row["message_id"] is not None:
+                        part = _json(row["part"], f"part {row['part_id']}", path)
+                        held[2].append({**part, "id": row["part_id"]})
+                if held is not None:
+                    yield held
+        except sqlite3.Error as exc:
+            raise BadInputError(
+                f"cannot read the OpenCode database: {exc}", path=str(path)
+            ) from None
 
 
 def _storage_of(path: Path) -> tuple[Path | None, str | None]:
