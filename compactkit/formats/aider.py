@@ -198,6 +198,10 @@ class _History:
                     ) from None
                 offset += len(raw) - (3 if first and raw.startswith(codecs.BOM_UTF8) else 0)
 
+    def __iter__(self) -> Iterator[str]:
+        """Its lines: a format given the file by `--format` that reads records sees no record."""
+        return self.lines()
+
     def lines(self) -> Iterator[str]:
         """Every line of the text, each ending in "\\n" (the last one too, as after `split`), a
         "\\r" before it removed. Only "\\n" ends a line: aider writes no other break, and text

@@ -30,7 +30,7 @@ class NativeFormat(Format):
     def sniff(self, doc: Document) -> bool:
         if doc.kind == "json":
             return _is_native(doc.data)
-        return bool(doc.data) and all(_is_native(r) for r in doc.data)
+        return doc.kind == "jsonl" and bool(doc.data) and all(_is_native(r) for r in doc.data)
 
     def load(self, doc: Document) -> list[AgentContext]:
         values = [doc.data] if doc.kind == "json" else list(doc.data)
