@@ -43,7 +43,9 @@ _messages = TypeAdapter(list[Message])
 
 CHUNK_MARKER = "recovery-chunk"
 """`compactkit_marker` of the messages that stand for the parts of a very large stored window."""
-_CHUNK_ABOVE = 8 << 20  # characters of JSON above which a window of messages is stored in parts
+# characters of JSON above which a window of messages is stored in parts, so that no command holds
+# a large window's text whole (one entry under 8M: a 10 MiB Codex rollout's took run 30 MiB, expand 80)
+_CHUNK_ABOVE = 1 << 20
 _CHUNK = 1 << 16  # characters of JSON in each further part
 
 

@@ -179,6 +179,43 @@ def test_a_small_window_is_one_entry_as_before() -> None:
     assert store == {etag: text} and etag == compactkit.context.etag_of(text)
 
 
+def traced_peak(*args: str | Path) -> float:
+    """The peak of Python memory (MiB) while the command runs, over what was in use before."""
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        code, _, stderr = cli(*args)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert code in (0, 1), stderr  # 1: over budget, written all the same
+    return (peak - before) / 2**20
+
+
+def test_a_window_of_two_million_characters_is_never_held_whole(tmp_path: Path) -> None:
+    session = corpus_file("pi-mono_before-compaction")
+    traced_peak("inspect", session)  # the tokenizer, loaded once per process
+    loading = traced_peak("inspect", session)  # read, load and count the session
+    run = ("run", session, "-s", "sliding-window", "--budget", "30000", "-o")
+    traced_peak(*run, tmp_path / "first.json")  # what a first run imports
+    out = tmp_path / "small.json"
+    running = traced_peak(*run, out)
+    store = recovery.read_sidecar(f"{out}.recovery.jsonl")
+    removed = sum(map(len, store.values())) / 2**20  # millions of characters
+    assert removed > 1.5
+    # held whole, the window took run 17.7 MiB over inspect's 6.4 and expand 22 MiB over reading
+    # the output (it was one entry of 1.9 million characters, parsed whole)
+    assert running - loading < removed, (running, loading, removed)
+    reading = traced_peak("convert", out, "--to", "compactkit", "-o", tmp_path / "same.json")
+    expanding = traced_peak("expand", out, "-o", tmp_path / "back.json")
+    assert expanding - reading < removed, (expanding, reading, removed)
+    assert len(store) > 10  # a window of many parts
+    assert (
+        compactkit.load_one(tmp_path / "back.json").messages
+        == compactkit.load_one(session).messages
+    )
+
+
 # --------------------------------------------------------------------------- streaming JSONL
 
 
