@@ -366,7 +366,8 @@ class Expansion:
 
     def __init__(self, ctx: AgentContext, stash: Mapping[str, str] | None = None) -> None:
         self._ctx = ctx
-        self._expander = _Expander({**(stash or {}), **ctx.recovery}, ctx)
+        store = _Overlay(ctx.recovery, stash) if stash else ctx.recovery
+        self._expander = _Expander(store, ctx)
         self._left: set[str] = set()
 
     def messages(self) -> Iterator[Message]:
@@ -380,6 +381,24 @@ class Expansion:
     @property
     def left_over(self) -> list[str]:
         return sorted(self._left)
+
+
+class _Overlay(Mapping[str, str]):
+    """`{**under, **over}` without copying either (a `SidecarStore` reads an entry when asked)."""
+
+    def __init__(self, over: Mapping[str, str], under: Mapping[str, str]) -> None:
+        self._over, self._under = over, under
+
+    def __getitem__(self, etag: str) -> str:
+        raw = self._over.get(etag)
+        return self._under[etag] if raw is None else raw
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._over
+        yield from (etag for etag in self._under if etag not in self._over)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 def unrecoverable(ctx: AgentContext, stash: Mapping[str, str] | None = None) -> list[str]:
@@ -612,29 +631,59 @@ def read_sidecar(path: str | Path, display: str | None = None) -> dict[str, str]
     Entries are not verified here: `expand` and `validate` check each one they use against its
     etag (`check_entry`). A line that is not an entry, or a count of entries other than the
     header's (a line removed, duplicated or added), is a one-line `BadInputError`."""
-    where = display or str(path)
-    entries: dict[str, str] = {}
+    store = SidecarStore(path, display)
+    return {etag: store[etag] for etag in store}
+
+
+class SidecarStore(Mapping[str, str]):
+    """The entries of a recovery store file, each read from the file only when asked for, so that
+    `expand` never holds the store whole (it restores a part of a window at a time). Opening it
+    reads every line once and checks it as `read_sidecar` does, keeping only where each entry is."""
+
+    def __init__(self, path: str | Path, display: str | None = None) -> None:
+        self._path = path
+        self._where = display or str(path)
+        self._lines = dict(_sidecar_lines(path, self._where))
+
+    def __getitem__(self, etag: str) -> str:
+        offset, size, number = self._lines[etag]
+        with open(self._path, "rb") as handle:
+            handle.seek(offset)
+            raw = handle.read(size)
+        found, payload = _entry_line(_decoded(raw, self._where, number), self._where, number)
+        if found != etag:  # the file was replaced since it was opened
+            raise BadInputError(
+                f"recovery store line is not the entry {etag} it held when opened",
+                path=self._where,
+                line=number,
+            )
+        return payload
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._lines)
+
+    def __len__(self) -> int:
+        return len(self._lines)
+
+
+_Line = tuple[int, int, int]
+"""Where an entry is in a store file: (byte offset, byte length, line number)."""
+
+
+def _sidecar_lines(path: str | Path, where: str) -> Iterator[tuple[str, _Line]]:
+    """(etag, where it is) of each entry line of the store at `path`, read and checked one line
+    at a time (see `read_sidecar`); the count of entries is checked after the last."""
     counted: object = None
-    lines = 0
+    lines = offset = 0
+    etags: set[str] = set()
     with open(path, "rb") as handle:
         for number, raw in enumerate(handle, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise BadInputError(
-                    f"not UTF-8 text (bad byte at offset {exc.start} of the line)",
-                    path=where,
-                    line=number,
-                ) from None
+            start, offset = offset, offset + len(raw)
+            line = _decoded(raw, where, number)
             if not line.strip():
                 continue
-            try:
-                value = loads(line, where, number)
-            except json.JSONDecodeError as exc:
-                raise BadInputError(
-                    f"recovery store line is not JSON: {exc.msg}", path=where, line=number
-                ) from None
             if number == 1:
+                value = _json_line(line, where, number)
                 if not isinstance(value, dict) or value.get("format") != SIDECAR_TAG:
                     raise BadInputError(
                         "not a compactkit recovery store",
@@ -643,29 +692,70 @@ def read_sidecar(path: str | Path, display: str | None = None) -> dict[str, str]
                     )
                 counted = value.get("entries")
                 continue
-            etag = value.get("etag") if isinstance(value, dict) else None
-            payload = value.get("payload") if isinstance(value, dict) else None
-            if not isinstance(etag, str) or not isinstance(payload, str):
-                raise BadInputError(
-                    "recovery store lines must be {etag, payload} strings", path=where, line=number
-                )
-            entries[etag] = payload
+            etag = _etag_of_line(line, where, number)
+            etags.add(etag)
             lines += 1
-    if counted is not None and (counted != lines or lines != len(entries)):
+            yield etag, (start, len(raw), number)
+    if counted is not None and (counted != lines or lines != len(etags)):
         raise BadInputError(
             f"the store's header counts {counted!r} entries, but it holds {lines} line(s) of "
-            f"{len(entries)} etag(s): lines removed, duplicated or added",
+            f"{len(etags)} etag(s): lines removed, duplicated or added",
             path=where,
             hint="use the store written with the output, as it was written",
         )
-    return entries
 
 
-def read_store(path: str) -> dict[str, str]:
+def _decoded(raw: bytes, where: str, number: int) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadInputError(
+            f"not UTF-8 text (bad byte at offset {exc.start} of the line)", path=where, line=number
+        ) from None
+
+
+def _json_line(line: str, where: str, number: int) -> Any:
+    try:
+        return loads(line, where, number)
+    except json.JSONDecodeError as exc:
+        raise BadInputError(
+            f"recovery store line is not JSON: {exc.msg}", path=where, line=number
+        ) from None
+
+
+def _etag_of_line(line: str, where: str, number: int) -> str:
+    """The etag of an entry line, the line checked as `_entry_line` checks it. A line of strings
+    alone is read by `json` directly: its payload is not kept, so the lone surrogates `loads`
+    mends (a pass over every escape) do not matter here."""
+    try:
+        value = json.loads(line)
+    except (ValueError, RecursionError):
+        value = None
+    if isinstance(value, dict) and all(isinstance(v, str) for v in value.values()):
+        etag = value.get("etag")
+        if isinstance(etag, str) and etag.isascii() and "payload" in value:
+            return etag
+    return _entry_line(line, where, number)[0]  # its one-line error, or an etag it mends
+
+
+def _entry_line(line: str, where: str, number: int) -> tuple[str, str]:
+    """(etag, payload) of an entry line of a store."""
+    value = _json_line(line, where, number)
+    etag = value.get("etag") if isinstance(value, dict) else None
+    payload = value.get("payload") if isinstance(value, dict) else None
+    if not isinstance(etag, str) or not isinstance(payload, str):
+        raise BadInputError(
+            "recovery store lines must be {etag, payload} strings", path=where, line=number
+        )
+    return etag, payload
+
+
+def read_store(path: str, *, lazy: bool = False) -> Mapping[str, str]:
     """The entries of a stash file (`compactkit.stash/1`) or a recovery store
-    (`compactkit.recovery/1`), whichever `path` holds."""
+    (`compactkit.recovery/1`), whichever `path` holds; with `lazy`, a recovery store is opened
+    as a `SidecarStore` (an entry read when asked for)."""
     if is_sidecar(path):
-        return read_sidecar(path)
+        return SidecarStore(path) if lazy else read_sidecar(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import click
@@ -148,16 +148,21 @@ def with_sidecar(ctx: AgentContext, address: str) -> AgentContext:
     )
 
 
-def read_entries(stash: str | None, address: str | None = None) -> dict[str, str]:
+def read_entries(
+    stash: str | None, address: str | None = None, *, lazy: bool = False
+) -> Mapping[str, str]:
     """What markers stand for: the `--stash` file (a stash or a recovery store; `-`: stdin),
-    else the store beside `address` (`FILE.recovery.jsonl`), else nothing."""
-    from ..recovery import read_sidecar, read_stash, read_store
+    else the store beside `address` (`FILE.recovery.jsonl`), else nothing. With `lazy`, a
+    recovery store's entries are read from its file only when asked for (`SidecarStore`)."""
+    from ..recovery import SidecarStore, read_sidecar, read_stash, read_store
 
     if stash == STDIO:
         return read_stash(read_stdin(), STDIN_NAME)
     if stash:
         if not Path(stash).is_file():
             raise BadInputError("no such stash file", path=stash)
-        return read_store(stash)
+        return read_store(stash, lazy=lazy)
     path = sidecar_of(address) if address else None
-    return read_sidecar(path) if path else {}
+    if path is None:
+        return {}
+    return SidecarStore(path) if lazy else read_sidecar(path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import partial
 from typing import TextIO
 
@@ -102,7 +103,7 @@ def expand(state: State, file: str, stash: str | None, to: str, output: str | No
     check_one_stdin(file, stash)
     outputs = Outputs([file, stash or sidecar_of(file) or STDIO], output=output)
     ctx = load_single(state, file)
-    entries = read_entries(stash, file)
+    entries = read_entries(stash, file, lazy=True)  # an entry read when restored
     _markers_kept(ctx, entries, stash or sidecar_of(file), file)
     expansion = Expansion(ctx, entries)
     if to == "compactkit" and output not in (None, STDIO):
@@ -124,7 +125,9 @@ def expand(state: State, file: str, stash: str | None, to: str, output: str | No
         outputs.emit(render(expanded, to, state.registry), output, verbatim=True)
 
 
-def _markers_kept(ctx: AgentContext, entries: dict[str, str], store: str | None, file: str) -> None:
+def _markers_kept(
+    ctx: AgentContext, entries: Mapping[str, str], store: str | None, file: str
+) -> None:
     """Exit 2 when a store holds what was removed but FILE holds no marker to put it back by: an
     agent's format (`run --to claude-code`, `pi-session`, ...) keeps markers as the text a model
     is shown, so `expand` of it would say ok and restore nothing."""
