@@ -120,7 +120,9 @@ class OpenCodeFormat(Format):
             for session in sessions:
                 session = as_dict(session)
                 builder = _Builder()
-                for message in as_list(session.get("messages")):
+                given = session.get("messages")
+                messages = given if isinstance(given, _StoredMessages) else as_list(given)
+                for message in messages:
                     message = as_dict(message)
                     parts = [as_dict(p) for p in as_list(message.get("parts"))]
                     builder.add(as_dict(message.get("info")), parts)
@@ -351,24 +353,31 @@ def _from_storage(storage: Path, only: str | None) -> list[dict[str, Any]]:
     infos = [read_document(f).data for f in sorted((storage / "session").glob("*/*.json"))]
     infos = [i for i in infos if isinstance(i, dict) and (only is None or i.get("id") == only)]
     infos.sort(key=lambda i: (as_dict(i.get("time")).get("created") or 0, as_text(i.get("id"))))
-    out = []
-    for info in infos:
-        messages: list[dict[str, Any]] = []
-        for file in sorted((storage / "message" / as_text(info.get("id"))).glob("*.json")):
-            message = read_document(file).data
-            if not isinstance(message, dict):
-                continue
+    return [{"info": info, "messages": _StoredMessages(storage, info)} for info in infos]
+
+
+@dataclass(frozen=True)
+class _StoredMessages:
+    """A session's messages in the `storage/` folder, each with its parts, read a message at a
+    time as they are converted (every file read at once and kept beside the context took about
+    three times the files)."""
+
+    storage: Path
+    session: dict[str, Any]
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        """{"info", "parts"} of every message, in id order; its parts in id order."""
+        folder = self.storage / "message" / as_text(self.session.get("id"))
+        infos = [read_document(file).data for file in sorted(folder.glob("*.json"))]
+        messages = [m for m in infos if isinstance(m, dict)]
+        messages.sort(key=lambda m: as_text(m.get("id")))
+        for message in messages:
             parts = [
                 p
-                for f in sorted((storage / "part" / as_text(message.get("id"))).glob("*.json"))
+                for f in sorted((self.storage / "part" / as_text(message.get("id"))).glob("*.json"))
                 if isinstance(p := read_document(f).data, dict)
             ]
-            messages.append(
-                {"info": message, "parts": sorted(parts, key=lambda p: as_text(p.get("id")))}
-            )
-        messages.sort(key=lambda m: as_text(as_dict(m["info"]).get("id")))
-        out.append({"info": info, "messages": messages})
-    return out
+            yield {"info": message, "parts": sorted(parts, key=lambda p: as_text(p.get("id")))}
 
 
 # --------------------------------------------------------------------------- helpers
