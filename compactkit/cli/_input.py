@@ -4,6 +4,7 @@ and stash files."""
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
 import sys
 from collections.abc import Iterator, Mapping
@@ -67,9 +68,22 @@ def load(state: State, address: str, format: str | None) -> tuple[str, list[Agen
     file, index = split_address(address)
     with warnings_on_stderr():
         fmt, contexts = load_document(read_session(file, state.registry), format, state.registry)
+    return_freed_memory()  # the file as parsed, gone once loaded
     if index is not None:
         contexts = [pick(contexts, index, file)]
     return fmt.name, contexts
+
+
+def return_freed_memory() -> None:
+    """Give the pages the C heap holds free back to the system (glibc's `malloc_trim`; elsewhere
+    nothing). A session's parsed strings freed once it is loaded leave holes in the heap that the
+    process keeps and that nothing after loading fits in (the tokenizer's vocabulary is allocated
+    in large blocks): kept, they stayed counted in every later peak, about the session's size."""
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError, TypeError):  # not glibc, or no symbols of the process
+        return
+    trim(0)
 
 
 def load_single(state: State, address: str, format: str | None = None) -> AgentContext:
