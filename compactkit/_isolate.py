@@ -45,6 +45,7 @@ from types import FrameType
 from typing import Any, NoReturn
 
 from ._exitguard import stdout_is_protected, stdout_to_stderr_for_good
+from .context import _UTF8 as TEXT_UTF8_KEY
 from .context import AgentContext, Message, ToolCallBlock
 from .errors import CompactkitError, StrategyError, StrategyTimeout
 from .registry import Registry, use_registry
@@ -217,7 +218,7 @@ def _snapshot(m: Message) -> tuple[Any, ...]:
         for b in m.content
         if isinstance(b, ToolCallBlock) and isinstance(b.input, (dict, list))
     )
-    fields = tuple(tuple(vars(b).values()) for b in m.content)
+    fields = tuple(_fields_of(b) for b in m.content)
     return m.role, m.content, m.name, _json_copy(m.metadata), inputs, fields
 
 
@@ -233,9 +234,16 @@ def _intact(m: Message, snapshot: tuple[Any, ...]) -> bool:
     )
 
 
+def _fields_of(block: Any) -> tuple[Any, ...]:
+    """The objects a block holds as its fields (a text kept as UTF-8 among them), not the caches
+    beside them (token counts, rendered text), which counting may set."""
+    held = vars(block)
+    return tuple(held.get(name) for name in (*type(block).model_fields, TEXT_UTF8_KEY))
+
+
 def _same_fields(block: Any, held: tuple[Any, ...]) -> bool:
     """Whether a frozen block still holds the very objects it held (none set in place)."""
-    values = tuple(vars(block).values())
+    values = _fields_of(block)
     return len(values) == len(held) and all(a is b for a, b in zip(values, held, strict=True))
 
 

@@ -7,15 +7,27 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from collections.abc import Iterator, Mapping
 from functools import cached_property
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
 
 NATIVE_FORMAT_TAG = "compactkit.context/1"
 
 Role = Literal["system", "user", "assistant", "tool"]
+
+
+_FIELDS_SETS: dict[frozenset[str], set[str]] = {}
+"""One set of field names per distinct combination: see `_Value.model_post_init`."""
 
 
 class _Value(BaseModel):
@@ -23,12 +35,23 @@ class _Value(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    def model_post_init(self, context: Any, /) -> None:
+        """Every value shares one set of the names of the fields it was given with every other
+        value given the same names, instead of a set of its own (216 bytes each, as much as the
+        value's own dictionary: a fifth of a loaded session's objects). Values are frozen, so
+        pydantic never adds to it; a copy with changes gets a set of its own."""
+        names = self.__pydantic_fields_set__
+        shared = _FIELDS_SETS.get(key := frozenset(names))
+        if shared is None:
+            shared = _FIELDS_SETS.setdefault(key, names)
+        object.__setattr__(self, "__pydantic_fields_set__", shared)
+
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Any:
         """A copy with `update` applied; per-instance caches (rendered text, token counts) are
         dropped so they can never describe the old content."""
         copied = super().model_copy(update=update, deep=deep)
         fields = type(self).model_fields
-        for key in [k for k in copied.__dict__ if k not in fields]:
+        for key in [k for k in copied.__dict__ if k not in fields and k != _UTF8]:
             del copied.__dict__[key]
         return copied
 
@@ -46,11 +69,109 @@ def etag_of(text: str) -> str:
 # --------------------------------------------------------------------------- content blocks
 
 
+_UTF8 = "_utf8"
+"""Where a text block keeps its text as UTF-8 (see `TextBlock`)."""
+_LEAN_ABOVE = 1024
+"""Characters from which a text may be kept as UTF-8 (below, decoding it on every read costs
+more than it saves)."""
+
+
+def _lean_form(text: str) -> bytes | None:
+    """`text` as UTF-8 when that is at most three quarters of what Python holds it in, else None.
+
+    Python keeps a string at one, two or four bytes a character, by its widest character: one
+    emoji or box-drawing character makes a whole tool output two or four bytes a character, while
+    its UTF-8 (the session file's own encoding) is one for all the rest. Which form a text gets
+    depends on the text alone, so equal texts are always held alike.
+    """
+    if len(text) < _LEAN_ABOVE or text.isascii():
+        return None
+    held = sys.getsizeof(text)
+    if held < 2 * len(text):  # Latin-1: one byte a character already
+        return None
+    try:
+        data = text.encode()
+    except UnicodeEncodeError:  # a lone surrogate has no UTF-8 form
+        return None
+    return data if 4 * len(data) <= 3 * held else None
+
+
+def text_utf8(block: object) -> bytes | None:
+    """The UTF-8 a text block keeps its text in, when it does (else None): what a reader that
+    wants bytes (a tokenizer, a hash) takes instead of decoding `block.text`."""
+    data = getattr(block, "__dict__", {}).get(_UTF8)
+    return data if isinstance(data, bytes) else None
+
+
 class TextBlock(_Value):
     """Plain text."""
 
+    # A long text that Python would hold at two or four bytes a character (it has a character
+    # above U+00FF) is kept as UTF-8 when that is smaller (`_lean_form`), and decoded each time
+    # `text` is read: a session's tool outputs take about half the memory. Nothing else differs:
+    # `text`, equality, hashing, copies, pickling and serialization give the same str.
+
     type: Literal["text"] = "text"
     text: str
+
+    def model_post_init(self, context: Any, /) -> None:
+        super().model_post_init(context)
+        held = self.__dict__
+        text = held.get("text")
+        if isinstance(text, str) and (data := _lean_form(text)) is not None:
+            del held["text"]
+            held[_UTF8] = data
+
+    if not TYPE_CHECKING:
+
+        def __getattr__(self, name: str) -> Any:
+            if name == "text":
+                data = self.__dict__.get(_UTF8)
+                if data is not None:
+                    return data.decode()
+            return super().__getattr__(name)
+
+    def _held(self) -> object:
+        held = self.__dict__
+        return held["text"] if "text" in held else held.get(_UTF8)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, TextBlock):
+            return super().__eq__(other)
+        if type(self) is not type(other):
+            return False
+        mine, theirs = self._held(), other._held()
+        if type(mine) is type(theirs):
+            return mine == theirs
+        return self.text == other.text
+
+    def __hash__(self) -> int:
+        return hash((self.type, self._held()))
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Any:
+        if update and "text" in update:
+            copied = TextBlock.model_validate({**self.model_dump(), **update})
+            return copied
+        return super().model_copy(update=update, deep=deep)
+
+    @model_serializer(mode="wrap")
+    def _serialize(self, handler: SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]  # no return type: the serialization schema stays the block's own
+        held = self.__dict__.get(_UTF8)
+        if held is None:
+            return handler(self)
+        # serialized as the same block holding its text as a str, so every option of the
+        # serialization (include, exclude, exclude_unset, ...) applies as to any other block
+        twin = object.__new__(type(self))
+        object.__setattr__(twin, "__dict__", {"type": self.type, "text": held.decode()})
+        object.__setattr__(twin, "__pydantic_fields_set__", self.__pydantic_fields_set__)
+        object.__setattr__(twin, "__pydantic_extra__", None)
+        object.__setattr__(twin, "__pydantic_private__", None)
+        return handler(twin)
+
+    def __repr_args__(self) -> Any:
+        yield from super().__repr_args__()
+        if _UTF8 in self.__dict__:
+            yield "text", self.text
 
 
 class ImageBlock(_Value):
@@ -150,10 +271,24 @@ class ToolResultBlock(_Value):
     content: tuple[ContentPart, ...] = ()
     is_error: bool = False
 
-    @cached_property
+    @property
     def text(self) -> str:
         """The text parts of the result joined with newlines."""
-        return "\n".join(p.text for p in self.content if isinstance(p, TextBlock))
+        return _joined(self, (p for p in self.content if isinstance(p, TextBlock)))
+
+
+def _joined(value: _Value, blocks: Iterator[TextBlock | SummaryBlock]) -> str:
+    """The texts of `blocks` joined with newlines, remembered on `value` unless one of them is kept
+    as UTF-8 (remembering its decoded text would keep the copy that form saves)."""
+    held = value.__dict__
+    known = held.get("_text")
+    if known is not None:
+        return known  # type: ignore[no-any-return]  # set below, always a str
+    parts = list(blocks)
+    out = "\n".join(b.text for b in parts)
+    if not any(_UTF8 in b.__dict__ for b in parts):
+        held["_text"] = out
+    return out
 
 
 Block = Annotated[
@@ -211,10 +346,10 @@ class Message(_Value):
     name: str | None = None
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
 
-    @cached_property
+    @property
     def text(self) -> str:
         """Text and summary blocks joined with newlines."""
-        return "\n".join(b.text for b in self.content if isinstance(b, (TextBlock, SummaryBlock)))
+        return _joined(self, (b for b in self.content if isinstance(b, (TextBlock, SummaryBlock))))
 
     @cached_property
     def origin(self) -> str | None:
@@ -522,14 +657,18 @@ def render_block(block: Block) -> tuple[str, ...]:
     if cached is not None:
         return cached  # type: ignore[no-any-return]  # set below, always a tuple of str
     out: tuple[str, ...]
-    if isinstance(block, (TextBlock,)):
-        out = (block.text,)
-    elif isinstance(block, ThinkingBlock):
+    if isinstance(block, TextBlock):
+        return (block.text,)  # nothing to work out; and a text kept as UTF-8 is decoded each time
+    if isinstance(block, ThinkingBlock):
         out = (block.thinking,)
     elif isinstance(block, ToolCallBlock):
         out = (block.name, _tool_input_json(block.input))
+        if len(out[1]) >= _LEAN_ABOVE:
+            return out  # a copy of the input as JSON: made again when read, not kept beside it
     elif isinstance(block, ToolResultBlock):
         out = tuple(t for part in block.content for t in render_block(part))
+        if any(_UTF8 in part.__dict__ for part in block.content):
+            return out
     elif isinstance(block, ImageBlock):
         out = ()
     else:

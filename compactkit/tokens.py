@@ -28,7 +28,18 @@ from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from .context import AgentContext, Block, ImageBlock, Message, render_block
+from .context import _LEAN_ABOVE as LEAN_ABOVE
+from .context import _UTF8 as UTF8_KEY
+from .context import (
+    AgentContext,
+    Block,
+    ImageBlock,
+    Message,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    render_block,
+)
 from .errors import PluginError
 
 if TYPE_CHECKING:
@@ -166,7 +177,7 @@ class TiktokenTokenizer:
                     self._encoding = _lean_encoding(self.name)
         return self._encoding
 
-    def encode(self, text: str) -> list[int]:
+    def encode(self, text: str | bytes) -> list[int]:
         """The tokens of `text`, exactly as tiktoken's `encode_ordinary` gives them.
 
         tiktoken reads a `str` through CPython's UTF-8 form of it, which then stays attached to the
@@ -176,6 +187,8 @@ class TiktokenTokenizer:
         once counted.
         """
         encoding = self.encoding
+        if isinstance(text, bytes):  # UTF-8 already (a text block's lean form)
+            return encoding._encode_bytes(text)
         if text.isascii():  # an ASCII string is its own UTF-8 form: nothing is attached
             return encoding.encode_ordinary(text)
         try:
@@ -184,12 +197,13 @@ class TiktokenTokenizer:
             return encoding.encode_ordinary(text)
         return encoding._encode_bytes(data)
 
-    def count(self, text: str) -> int:
+    def count(self, text: str | bytes) -> int:
         if len(text) < _SPLIT_ABOVE:
             return len(self.encode(text))
         return self.count_many([text])[0]
 
-    def count_many(self, texts: Sequence[str]) -> list[int]:
+    def count_many(self, texts: Sequence[str | bytes]) -> list[int]:
+        """Counts of `texts`; a text may be given as its UTF-8 bytes (same count)."""
         encode = self.encode
         if sum(map(len, texts)) < _PARALLEL_ABOVE:
             return [len(encode(t)) for t in texts]
@@ -258,6 +272,7 @@ _THREADS = 2
 # (the letter run ends, and " word" starts the next pre-token), so counting the pieces on either
 # side separately gives exactly the same total; this lets one huge payload use both cores.
 _SAFE_SPLIT = re.compile(r"(?<=[a-z]) (?=[a-z])")
+_SAFE_SPLIT_UTF8 = re.compile(rb"(?<=[a-z]) (?=[a-z])")  # the same, in UTF-8 (all ASCII)
 
 
 def split_at_word_boundaries(text: str, piece: int = _PIECE) -> list[str]:
@@ -265,12 +280,14 @@ def split_at_word_boundaries(text: str, piece: int = _PIECE) -> list[str]:
     return [text[start:end] for start, end in _piece_bounds(text, piece)]
 
 
-def _piece_bounds(text: str, piece: int = _PIECE) -> Iterator[tuple[int, int]]:
-    """(start, end) of each piece of `split_at_word_boundaries`, found as they are needed."""
+def _piece_bounds(text: str | bytes, piece: int = _PIECE) -> Iterator[tuple[int, int]]:
+    """(start, end) of each piece of `split_at_word_boundaries`, found as they are needed (of
+    UTF-8 bytes alike: the boundary is an ASCII space between ASCII letters)."""
     start = 0
     if len(text) >= _SPLIT_ABOVE:
+        search = _SAFE_SPLIT_UTF8.search if isinstance(text, bytes) else _SAFE_SPLIT.search
         while len(text) - start > piece * 3 // 2:
-            match = _SAFE_SPLIT.search(text, start + piece)
+            match = search(text, start + piece)  # type: ignore[arg-type]  # pattern and text agree
             if match is None:
                 break
             yield start, match.start()
@@ -282,7 +299,7 @@ _Piece = tuple[int, int, int]
 """A piece of one of the texts being counted: (index of the text, start, end)."""
 
 
-def _batches(texts: Sequence[str], size: int) -> Iterator[list[_Piece]]:
+def _batches(texts: Sequence[str | bytes], size: int) -> Iterator[list[_Piece]]:
     """The pieces of `texts` in order, in runs of about `size` characters.
 
     Counting a run at a time bounds what counting holds besides the texts themselves, whatever
@@ -309,6 +326,26 @@ def block_texts(block: Block) -> tuple[str, ...]:
     return render_block(block)
 
 
+_Unit = str | bytes
+"""A text as counted: a str, or the UTF-8 a text block keeps its text in."""
+
+
+def _units(block: Block) -> tuple[_Unit, ...]:
+    """`block_texts`, but a text block kept as UTF-8 gives its bytes (the very object it holds,
+    counted as such): counting decodes no copy of it, and the counter's cache, keyed by what it
+    counted, keeps none alive."""
+    kind = type(block)
+    if kind is TextBlock:
+        held = block.__dict__
+        text = held.get("text")
+        return (held[UTF8_KEY],) if text is None else (text,)
+    if kind is ToolResultBlock:
+        for part in block.content:  # type: ignore[union-attr]  # a ToolResultBlock
+            if type(part) is TextBlock and "text" not in part.__dict__:
+                return tuple(u for p in block.content for u in _units(p))  # type: ignore[union-attr]
+    return render_block(block)
+
+
 def _overhead(block: Block) -> int:
     kind = block.type
     if kind == "tool_call":
@@ -316,6 +353,39 @@ def _overhead(block: Block) -> int:
     if kind == "tool_result":
         return TOOL_RESULT_OVERHEAD
     return 0
+
+
+def _remembered(value: Block | Message, key: object) -> int | None:
+    """The count the counter `key` remembered on `value`, if it did."""
+    memo = value.__dict__.get("_ntok")
+    if memo is None:
+        return None
+    if type(memo) is tuple:
+        return memo[1] if memo[0] is key else None  # (key, count)
+    return memo.get(key)  # type: ignore[no-any-return]  # {key: count}
+
+
+def _remember(value: Block | Message, key: object, count: int) -> None:
+    """Remember `count` on `value` for the counter `key`: as one (key, count) pair, a dictionary
+    only when a second counter counts it (a dictionary per block and message was 10% of a loaded
+    session's memory)."""
+    held = value.__dict__
+    memo = held.get("_ntok")
+    if memo is None or (type(memo) is tuple and memo[0] is key):
+        held["_ntok"] = (key, count)
+    elif type(memo) is tuple:
+        held["_ntok"] = {memo[0]: memo[1], key: count}
+    else:
+        memo[key] = count
+
+
+def _unkept(block: Block, texts: tuple[_Unit, ...]) -> bool:
+    """Whether `texts` are a tool call's name and its input's JSON made just now and too large to
+    keep (`compactkit.context.render_block` does not keep it either)."""
+    return isinstance(block, ToolCallBlock) and len(texts[1]) >= _UNKEPT_ABOVE
+
+
+_UNKEPT_ABOVE = LEAN_ABOVE
 
 
 class TokenCounter:
@@ -327,7 +397,7 @@ class TokenCounter:
 
     def __init__(self, tokenizer: Tokenizer, max_entries: int = 500_000) -> None:
         self.tokenizer = tokenizer
-        self._cache: dict[str, int] = {}
+        self._cache: dict[_Unit, int] = {}
         self._max = max_entries
         self._lock = threading.Lock()
         self._key = object()  # identifies this counter's memo entries on blocks and messages
@@ -336,16 +406,32 @@ class TokenCounter:
     def name(self) -> str:
         return self.tokenizer.name
 
-    def _fill(self, texts: Iterable[str]) -> None:
+    def _fill(self, texts: Iterable[_Unit]) -> None:
         cache = self._cache
         missing = list({t: None for t in texts if t not in cache})
         if not missing:
             return
-        counts = self.tokenizer.count_many(missing)
+        counts = self._count_many(missing)
         with self._lock:
             if len(cache) + len(missing) > self._max:
                 cache.clear()
             cache.update(zip(missing, counts, strict=False))
+
+    def _count_many(self, texts: list[_Unit]) -> list[int]:
+        if isinstance(self.tokenizer, TiktokenTokenizer) or not any(
+            isinstance(t, bytes) for t in texts
+        ):
+            return self.tokenizer.count_many(texts)  # type: ignore[arg-type]  # takes bytes too
+        # another tokenizer counts str only: each UTF-8 text decoded in turn, never all at once
+        strs = [t for t in texts if isinstance(t, str)]
+        counted = iter(self.tokenizer.count_many(strs))
+        return [
+            self.tokenizer.count(t.decode()) if isinstance(t, bytes) else next(counted)
+            for t in texts
+        ]
+
+    def _count_one(self, text: _Unit) -> int:
+        return self._count_many([text])[0]
 
     def text(self, text: str) -> int:
         count = self._cache.get(text)
@@ -357,45 +443,50 @@ class TokenCounter:
         return count
 
     def block(self, block: Block) -> int:
-        memo: dict[object, int] | None = block.__dict__.get("_ntok")
-        if memo is not None:
-            known = memo.get(self._key)
-            if known is not None:
-                return known
+        known = _remembered(block, self._key)
+        if known is not None:
+            return known
         if isinstance(block, ImageBlock):
             count = IMAGE_TOKENS
         else:
-            texts = block_texts(block)
+            texts = _units(block)
+            if _unkept(block, texts):
+                return self._remember_call(block, texts)
             self._fill(texts)
             cache = self._cache
             count = _overhead(block) + sum(
-                cache[t] if t in cache else self.tokenizer.count(t) for t in texts
+                cache[t] if t in cache else self._count_one(t) for t in texts
             )
         # blocks never change, so their count is remembered on them (keyed by this counter)
-        block.__dict__.setdefault("_ntok", {})[self._key] = count
+        _remember(block, self._key, count)
+        return count
+
+    def _remember_call(self, block: Block, texts: tuple[_Unit, ...]) -> int:
+        """A call with a large input: its JSON (made to be counted, held by nothing) is counted
+        apart, so that the cache, keyed by what it counted, does not keep it alive."""
+        count = TOOL_CALL_OVERHEAD + self.text(str(texts[0])) + self._count_one(texts[1])
+        _remember(block, self._key, count)
         return count
 
     def message(self, msg: Message) -> int:
-        memo: dict[object, int] | None = msg.__dict__.get("_ntok")
-        if memo is not None:
-            known = memo.get(self._key)
-            if known is not None:
-                return known
+        known = _remembered(msg, self._key)
+        if known is not None:
+            return known
         total = MESSAGE_OVERHEAD
         for block in msg.content:
             total += self.block(block)
-        msg.__dict__.setdefault("_ntok", {})[self._key] = total
+        _remember(msg, self._key, total)
         return total
 
-    def _uncounted_texts(self, messages: Sequence[Message]) -> list[str]:
+    def _uncounted_texts(self, messages: Sequence[Message]) -> list[_Unit]:
         key = self._key
-        texts: list[str] = []
+        texts: list[_Unit] = []
         for m in messages:
-            memo = m.__dict__.get("_ntok")
-            if memo is not None and key in memo:
+            if _remembered(m, key) is not None:
                 continue
             for b in m.content:
-                texts.extend(block_texts(b))
+                units = _units(b)
+                texts.extend(units[:1] if _unkept(b, units) else units)
         return texts
 
     def messages(self, messages: Sequence[Message]) -> list[int]:

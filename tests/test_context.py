@@ -62,3 +62,69 @@ def test_diff_names_removed_and_changed_messages() -> None:
 def test_published_schema_matches_the_model() -> None:
     published = json.loads((ROOT / "docs" / "context.schema.json").read_text())
     assert published == json.loads(json.dumps(context_schema())), "run `make schema`"
+
+
+# --------------------------------------------------------------------------- long wide text
+
+
+def _lean_blocks(ctx: AgentContext) -> list[compactkit.TextBlock]:
+    from compactkit.context import text_utf8
+
+    found = []
+    for _, _, block in ctx.iter_blocks():
+        for part in (block, *getattr(block, "content", ())):
+            if isinstance(part, compactkit.TextBlock) and text_utf8(part) is not None:
+                found.append(part)
+    return found
+
+
+def _raw_texts(value: object) -> set[str]:
+    if isinstance(value, str):
+        return {value}
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    return {t for item in items for t in _raw_texts(item)}
+
+
+def test_long_text_with_wide_characters_is_held_as_utf8_and_reads_back_the_same() -> None:
+    """A real Codex rollout's tool outputs holding a character above U+00FF (box drawing,
+    emoji) are held at their UTF-8 size, not at two or four bytes a character, and read,
+    compare, hash, copy, pickle and serialize exactly as the text they were given."""
+    import copy
+    import pickle
+    import sys
+
+    from compactkit.context import text_utf8
+
+    path = sample("codemie_rollout-019e1625.head120")
+    ctx = compactkit.load_one(path)
+    lean = _lean_blocks(ctx)
+    assert len(lean) >= 5
+    originals = _raw_texts([json.loads(line) for line in path.read_text().splitlines()])
+    for block in lean:
+        text = block.text
+        assert isinstance(text, str) and any(ord(c) > 0xFF for c in text)
+        held = text_utf8(block)
+        assert held is not None and sys.getsizeof(held) < sys.getsizeof(text) * 3 / 4
+        assert held.decode() == text
+        twin = compactkit.TextBlock(text=str(text))  # the same text from elsewhere
+        assert twin == block and hash(twin) == hash(block) and twin is not block
+        assert compactkit.TextBlock(text=text + "!") != block
+        assert pickle.loads(pickle.dumps(block)) == block
+        assert copy.deepcopy(block) == block and block.model_copy() == block
+        assert block.model_copy(update={"text": "short"}).text == "short"
+        assert block.model_dump() == {"type": "text", "text": text}
+        assert json.loads(block.model_dump_json()) == {"type": "text", "text": text}
+        assert block.model_dump(exclude={"text"}) == {"type": "text"}
+        assert repr(block).startswith("TextBlock(type='text', text=")
+    # what was in the file is what the blocks give back
+    assert sum(1 for block in lean if block.text in originals) >= len(lean) - 1
+    again = AgentContext.from_native(json.loads(ctx.to_json()))
+    assert again == ctx and again.to_json() == ctx.to_json()
+
+
+def test_short_and_narrow_text_is_held_as_given() -> None:
+    from compactkit.context import text_utf8
+
+    for text in ("✓ done", "x" * 5000, "café " * 1000, "日本語のテキスト" * 500):
+        block = compactkit.TextBlock(text=text)
+        assert text_utf8(block) is None and block.text is text

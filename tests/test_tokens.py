@@ -154,6 +154,36 @@ def test_counting_leaves_no_copy_of_the_text_behind() -> None:
     assert tok.count(lone) == len(tok.encoding.encode_ordinary(lone))
 
 
+def test_counting_text_held_as_utf8_keeps_no_decoded_copy() -> None:
+    """Long tool outputs with a character above U+00FF are held as UTF-8 (`TextBlock`): counting
+    reads those bytes, and neither the blocks nor the counter's cache keep a str of them."""
+    from compactkit.context import text_utf8
+
+    tok = TiktokenTokenizer("o200k_base")
+    tok.encoding  # built before measuring
+    ctx = compactkit.load_one(sample("pi-mono"))
+    lean = [
+        part
+        for _, _, block in ctx.iter_blocks()
+        for part in (block, *getattr(block, "content", ()))
+        if text_utf8(part) is not None
+    ]
+    assert len(lean) >= 10
+    decoded = sum(sys.getsizeof(part.text) for part in lean)
+    counter = TokenCounter(tok)
+    tracemalloc.start()
+    try:
+        counted = counter.context(ctx)
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # what stays is the counts remembered on every block, not a copy of the text (its size)
+    assert held < decoded / 2, f"{held:,} bytes kept after counting {decoded:,} bytes of text"
+    assert counted == TokenCounter(RecordingTokenizer()).context(ctx)  # a tokenizer of str only
+    for part in lean:
+        assert counter.block(part) == len(tok.encoding.encode_ordinary(part.text))
+
+
 def test_counting_a_huge_text_holds_a_few_pieces_of_it_at_a_time() -> None:
     tok = TiktokenTokenizer("o200k_base")
     real = sample("pi-mono").read_text(encoding="utf-8")
