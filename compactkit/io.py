@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import re
@@ -67,14 +68,24 @@ def detect_formats(doc: Document, registry: Registry | None = None) -> list[Form
 
 
 def load_document(
-    doc: Document, format: str | None = None, registry: Registry | None = None
+    doc: Document,
+    format: str | None = None,
+    registry: Registry | None = None,
+    *,
+    reread: Callable[[], Document] | None = None,
 ) -> tuple[Format, list[AgentContext]]:
     """(format, conversations) of `doc`: read as `format`, else as each format that recognises
-    it in turn (`detect_formats`) until one loads it; the error names every format tried."""
+    it in turn (`detect_formats`) until one loads it; the error names every format tried.
+
+    `reread` reads `doc` again: given, `doc` is the loading's own, so a format lets go of each
+    raw record as it converts it (`Document.take`), and a format tried after one that failed
+    is given the document read again, never one that an attempt left half taken."""
     registry = registry or current_registry()
     candidates = [registry.formats.get(format)] if format else detect_formats(doc, registry)
     failures: list[CompactkitError] = []
-    for fmt in candidates:
+    for number, fmt in enumerate(candidates):
+        if reread is not None:
+            doc = dataclasses.replace(reread() if number else doc, reread=reread)
         try:
             return fmt, _load_as(fmt, doc)
         except CompactkitError as exc:
@@ -175,12 +186,22 @@ def read_session(path: str | Path, registry: Registry | None = None) -> Document
     return read_document(path)
 
 
+def load_session(
+    path: str | Path, format: str | None = None, registry: Registry | None = None
+) -> tuple[Format, list[AgentContext]]:
+    """(format, conversations) of the session at `path` (a file or a layout, no `#N`): read for
+    this loading alone, so that its raw records are let go of as they are converted."""
+    return load_document(
+        read_session(path, registry), format, registry, reread=lambda: read_session(path, registry)
+    )
+
+
 def load(
     path: str | Path, *, format: str | None = None, registry: Registry | None = None
 ) -> list[AgentContext]:
     """Every conversation in a session file (or the one a `FILE#N` address names)."""
     file, index = split_address(path)
-    _, contexts = load_document(read_session(file, registry), format, registry)
+    _, contexts = load_session(file, format, registry)
     if index is None:
         return contexts
     return [pick(contexts, index, file)]
@@ -191,7 +212,7 @@ def load_one(
 ) -> AgentContext:
     """The one conversation `FILE#N` names; a plain `FILE` must hold exactly one."""
     file, index = split_address(path)
-    _, contexts = load_document(read_session(file, registry), format, registry)
+    _, contexts = load_session(file, format, registry)
     if index is None:
         return single(contexts, file)
     return pick(contexts, index, file)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import EXIT_PLUGIN, CompactkitError
-from ..io import load_document, pick, read_session, split_address
+from ..io import load_session, pick, split_address
 from ..paths import session_files
 from ..pipeline import Pipeline, build_pipeline
 from ..registry import Registry, get_registry
@@ -98,7 +98,7 @@ def run_job(job: Job, registry: Registry | None = None) -> JobResult:
     out = JobResult(job.address)
     try:
         file, index = split_address(job.address)
-        _, contexts = load_document(read_session(file, registry), None, registry)
+        _, contexts = load_session(file, None, registry)
         named = (
             [(f"{file}#{index}", pick(contexts, index, file))]
             if index is not None

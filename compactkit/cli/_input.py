@@ -14,10 +14,8 @@ import click
 
 from ..context import AgentContext
 from ..errors import BadInputError
-from ..formats.base import Document, parse_text
-from ..io import load_document, pick, single, split_address
-from ..io import read_session as read_path
-from ..registry import Registry
+from ..formats.base import parse_text
+from ..io import load_document, load_session, pick, single, split_address
 from ._app import State
 from ._options import STDIO
 
@@ -35,13 +33,6 @@ def read_stdin() -> str:
         raise BadInputError(
             f"not UTF-8 text (bad byte at offset {exc.start})", path=STDIN_NAME
         ) from None
-
-
-def read_session(file: str, registry: Registry | None = None) -> Document:
-    """A session file (or a layout of several files), or stdin for `-`."""
-    if file == STDIO:
-        return parse_text(read_stdin(), STDIN_NAME)
-    return read_path(file, registry)
 
 
 class _WarningLine(logging.Handler):
@@ -67,7 +58,12 @@ def load(state: State, address: str, format: str | None) -> tuple[str, list[Agen
     """(format name, contexts) of `FILE`, `FILE#N` or `-` (stdin, `-#N` for one conversation)."""
     file, index = split_address(address)
     with warnings_on_stderr():
-        fmt, contexts = load_document(read_session(file, state.registry), format, state.registry)
+        if file == STDIO:
+            doc = parse_text(read_stdin(), STDIN_NAME)
+            fmt, contexts = load_document(doc, format, state.registry)
+            del doc  # before the heap is trimmed
+        else:
+            fmt, contexts = load_session(file, format, state.registry)
     return_freed_memory()  # the file as parsed, gone once loaded
     if index is not None:
         contexts = [pick(contexts, index, file)]

@@ -97,7 +97,7 @@ def conversations_of(doc: Document) -> list[Conversation] | None:
     """
     data = doc.data
     if doc.kind == "jsonl" or isinstance(data, list):
-        items = list(data)
+        items = data if isinstance(data, list) else list(data)
         if _is_message_array(items):
             return [(items, {})]
         if not items:
@@ -175,15 +175,18 @@ class ChatBuilder(Protocol):
 
 
 def read_conversations(
-    conversations: Sequence[Conversation], builder: Callable[[dict[str, Any]], ChatBuilder]
+    doc: Document,
+    conversations: Sequence[Conversation],
+    builder: Callable[[dict[str, Any]], ChatBuilder],
 ) -> list[AgentContext]:
-    """The context of each conversation: `builder(container)`, each of its messages added, then
-    `context(index)`, `index` being its position when there are several, else None."""
+    """The context of each conversation of `doc`: `builder(container)`, each of its messages
+    added (`doc.take`), then `context(index)`, `index` being its position when there are
+    several, else None."""
     several = len(conversations) > 1
     out: list[AgentContext] = []
     for n, (msgs, container) in enumerate(conversations):
         reader = builder(container)
-        for message in msgs:
+        for message in doc.take(msgs):
             reader.add(message)
         out.append(reader.context(n if several else None))
     return out

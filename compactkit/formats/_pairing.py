@@ -51,6 +51,17 @@ class Turn:
         )
 
 
+def freeze_all(turns: list[Turn]) -> list[Message]:
+    """The message of each of `turns`, in order, `turns` emptied as they are made: a turn's own
+    lists and metadata go as soon as its message holds its copy of them, so a session's turns
+    and its messages are never held whole together."""
+    turns.reverse()
+    messages: list[Message] = []
+    while turns:
+        messages.append(turns.pop().freeze())
+    return messages
+
+
 def synthesized_results(call_ids: Iterable[str]) -> Message:
     """One tool message (metadata `{"synthesized": true}`) answering each of `call_ids`, in order,
     with an error result holding `NO_RESULT_TEXT`."""

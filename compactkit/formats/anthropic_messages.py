@@ -78,7 +78,7 @@ from ._chat import (
     openai_marks,
     read_conversations,
 )
-from ._pairing import Turn
+from ._pairing import Turn, freeze_all
 from ._util import as_text, image_from_url, text_of
 from .base import Document, Format
 from .export import (
@@ -120,7 +120,7 @@ class AnthropicMessagesFormat(ProviderWriter, Format):
                 "not Anthropic messages (no array of {role: user|assistant, content} found)",
                 path=doc.path,
             )
-        return read_conversations(convs, _Builder)
+        return read_conversations(doc, convs, _Builder)
 
     def request_body(
         self, ctx: AgentContext, options: WriterOptions | None, notes: ExportNotes
@@ -177,7 +177,7 @@ class _Builder:
 
     def context(self, index: int | None) -> AgentContext:
         """The conversation (with its body's system and tools) as a context."""
-        turns = [t.freeze() for t in self.turns]
+        turns = freeze_all(self.turns)
         return chat_context(AnthropicMessagesFormat.name, self.system, turns, self.container, index)
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -37,12 +37,16 @@ class Document:
 
     `bad_lines` are the JSONL lines that are not JSON, left out of `data`: a format whose agent
     skips them says so (`Format.malformed_lines`), every other format refuses the file at the
-    first one."""
+    first one.
+
+    `reread` is set on a document that loading read for itself alone (`compactkit.io`): it
+    reads the document again, and `take` lets go of each record a loader has converted."""
 
     path: str
     kind: Literal["json", "jsonl", "text"]
     data: Any
     bad_lines: tuple[BadLine, ...] = ()
+    reread: Callable[[], Document] | None = field(default=None, repr=False, compare=False)
 
     @property
     def records(self) -> list[Any]:
@@ -50,6 +54,19 @@ class Document:
         if self.kind == "jsonl":
             return list(self.data)
         return list(self.data) if isinstance(self.data, list) else []
+
+    def take(self, items: list[Any]) -> Iterator[Any]:
+        """The items of `items` (a list inside `data`), in order. On a document loading read for
+        itself (`reread` set), each item leaves the list as it is given: a loader converting
+        record by record holds what it made of the records read so far beside the records
+        still to read, never both whole (a session's raw records take as much memory as its
+        context, or more)."""
+        if self.reread is None:
+            yield from items
+            return
+        for index in range(len(items)):
+            item, items[index] = items[index], None
+            yield item
 
 
 def parse_text(text: str, path: str) -> Document:
@@ -158,6 +175,8 @@ class Format:
 
     * a document that is not this format raises `BadInputError` with one line and `path=doc.path`
       (`load` may be called without `sniff`, with `--format NAME`);
+    * a long array of records (a whole document's messages) is iterated with `doc.take`, so that
+      its records are let go of as they are converted (never looked back at once given);
     * each context passes `compactkit.validate`: every tool result in a `tool` message after the
       call it answers; a call whose result was never recorded gets a synthesized error result
       (except calls of the last assistant message, which may stay pending);

@@ -78,7 +78,7 @@ from ..context import (
 from ..errors import BadInputError
 from ._chat import anthropic_block, anthropic_image, message_metadata, repair_chat_pairing
 from ._marks import Span, Where, find_after, mark_words
-from ._pairing import Turn
+from ._pairing import Turn, freeze_all
 from ._util import (
     as_text,
     context_metadata,
@@ -223,7 +223,7 @@ class ClineFormat(Format):
                 hint=f"expected a task folder's {HISTORY_FILE}",
             )
         builder = _Builder()
-        for raw in messages:
+        for raw in doc.take(messages):
             builder.add(raw)
         return [builder.context(doc.path)]
 
@@ -504,7 +504,7 @@ class _Builder:
         """The task history read from `path` as a context."""
         if self.pending_thinking:
             self.turns.append(Turn("assistant", self.pending_thinking))
-        repaired = repair_chat_pairing([t.freeze() for t in self.turns])
+        repaired = repair_chat_pairing(freeze_all(self.turns))
         file = Path(path)
         meta = context_metadata(
             ClineFormat.name,
@@ -525,12 +525,9 @@ def _messages_of(data: Any) -> list[Any] | None:
     """The saved messages: the legacy array, or Roo Code's `{"version": 2, "messages"}`."""
     if isinstance(data, list):
         return data
-    if (
-        isinstance(data, dict)
-        and data.get("version") == 2
-        and isinstance(data.get("messages"), list)
-    ):
-        return list(data["messages"])
+    messages = data.get("messages") if isinstance(data, dict) else None
+    if isinstance(messages, list) and data.get("version") == 2:
+        return messages
     return None
 
 

@@ -57,7 +57,7 @@ from ..context import (
 )
 from ..errors import BadInputError
 from ._marks import Span, Where, mark_words
-from ._pairing import Turn, repair_pairing
+from ._pairing import Turn, freeze_all, repair_pairing
 from ._util import as_list, as_text, context_metadata, note_repairs, note_skipped, str_or_none
 from .base import Document, Format
 
@@ -103,8 +103,8 @@ class GeminiCliFormat(Format):
             records = doc.records if doc.kind == "jsonl" else [doc.data]
             data, messages = _replay(records, builder.skipped)
         else:
-            data, messages = doc.data, list(doc.data["messages"])
-        for msg in messages:
+            data, messages = doc.data, doc.data["messages"]
+        for msg in doc.take(messages):
             builder.add(msg)
         return [builder.context(data)]
 
@@ -214,7 +214,7 @@ class _Builder:
     def context(self, data: dict[str, Any]) -> AgentContext:
         """The context, pairing repaired, with the session's metadata from `data`."""
         repaired = repair_pairing(
-            [t.freeze() for t in self.turns],
+            freeze_all(self.turns),
             close="unless_answered",
             keep_pending="last_assistant",
             orphan_results="keep",

@@ -63,7 +63,7 @@ from ..context import (
     ToolResultBlock,
 )
 from ..errors import BadInputError
-from ._pairing import Turn, repair_pairing
+from ._pairing import Turn, freeze_all, repair_pairing
 from ._util import (
     as_dict,
     as_text,
@@ -118,7 +118,7 @@ class MiniSweAgentFormat(Format):
             )
         builder = _Builder(doc.data)
         try:
-            for msg in doc.data["messages"]:
+            for msg in doc.take(doc.data["messages"]):
                 builder.add(msg)
             return [builder.context()]
         except BadInputError as exc:
@@ -346,7 +346,7 @@ class _Builder:
 
     def context(self) -> AgentContext:
         repaired = repair_pairing(
-            [t.freeze() for t in self.turns],
+            freeze_all(self.turns),
             close="all",
             keep_pending="last_message",
             orphan_results="user_message_joined",

@@ -39,7 +39,7 @@ class NativeFormat(Format):
             try:
                 if not isinstance(value, dict):
                     raise ValueError("not a JSON object")
-                out.append(AgentContext.from_native(value))
+                out.append(_context(doc, value))
             except (ValidationError, ValueError) as exc:
                 first = str(exc).splitlines()[0]
                 line = number + 1 if doc.kind == "jsonl" else None
@@ -92,6 +92,24 @@ def _indented(value: Any, depth: int) -> str:
     """`value` as `json.dumps(..., indent=1)` writes it `depth` levels down (no newline of the
     text is in a string, where JSON escapes them)."""
     return json.dumps(value, ensure_ascii=False, indent=1).replace("\n", "\n" + " " * depth)
+
+
+def _context(doc: Document, value: dict[str, Any]) -> AgentContext:
+    """`AgentContext.from_native(value)`, its messages validated one at a time as `doc` lets go
+    of them (`Document.take`). A message that is not valid is validated again in its place
+    among the others (those before it valid, those after it still raw), so the error is that
+    of the whole value."""
+    raw = value.get("messages")
+    if not isinstance(raw, list) or value.get("format") != NATIVE_FORMAT_TAG:
+        return AgentContext.from_native(value)
+    messages: list[Message] = []
+    for item in doc.take(raw):
+        try:
+            messages.append(Message.model_validate(item))
+        except ValidationError:
+            rest = raw[len(messages) + 1 :]
+            return AgentContext.from_native({**value, "messages": [*messages, item, *rest]})
+    return AgentContext.from_native({**value, "messages": tuple(messages)})
 
 
 def _is_native(value: Any) -> bool:

@@ -86,7 +86,7 @@ from ._chat import (
     openai_marks,
     read_conversations,
 )
-from ._pairing import Turn
+from ._pairing import Turn, freeze_all
 from ._util import as_text, image_from_url, parse_arguments, text_of
 from .base import Document, Format
 from .export import ExportNotes, ProviderWriter, WriterOptions, prepare
@@ -122,7 +122,7 @@ class OpenAIChatFormat(ProviderWriter, Format):
                 "not OpenAI chat messages (no array of {role, content} messages found)",
                 path=doc.path,
             )
-        return read_conversations(convs, _Builder)
+        return read_conversations(doc, convs, _Builder)
 
     def request_body(
         self, ctx: AgentContext, options: WriterOptions | None, notes: ExportNotes
@@ -242,7 +242,7 @@ class _Builder:
             if isinstance(container.get("timestamp"), (int, float, str)):
                 response.setdefault("timestamp", container["timestamp"])
             self.message(response)
-        turns = [t.freeze() for t in self.turns]
+        turns = freeze_all(self.turns)
         return chat_context(OpenAIChatFormat.name, self.system, turns, container, index)
 
 

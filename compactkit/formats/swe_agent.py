@@ -46,7 +46,7 @@ from pydantic import JsonValue
 
 from ..context import ORIGIN_KEY, AgentContext, Block, ToolCallBlock, ToolResultBlock
 from ..errors import BadInputError
-from ._pairing import Turn, repair_pairing
+from ._pairing import Turn, freeze_all, repair_pairing
 from ._util import (
     as_dict,
     as_text,
@@ -92,12 +92,12 @@ class SweAgentFormat(Format):
                 best = as_dict(data.get("info")).get("best_attempt_idx")
                 contexts = []
                 for number, attempt in enumerate(attempts):
-                    ctx = _context(attempt, number)
+                    ctx = _context(doc, attempt, number)
                     if best == number:
                         ctx = ctx.replace(metadata={**ctx.metadata, "best_attempt": True})
                     contexts.append(ctx)
                 return contexts
-            return [_context(data, None)]
+            return [_context(doc, data, None)]
         except BadInputError as exc:
             raise BadInputError(exc.what, path=doc.path, hint=exc.hint) from None
 
@@ -118,6 +118,7 @@ class _Builder:
         self.commands: set[str] = set()  # the interface's commands, from the system prompt
         self.system: str | None = None
         self.index = 0  # of the next history entry
+        self.demonstrations = 0  # entries marked is_demo
         self.open_ids: list[str] = []  # calls of the latest assistant turn still waiting
         self.task_seen = False
         self.after_assistant = (
@@ -192,6 +193,8 @@ class _Builder:
         """The next `history` entry."""
         index = self.index
         self.index += 1
+        if isinstance(msg, dict) and msg.get("is_demo"):
+            self.demonstrations += 1
         if index == 0 and isinstance(msg, dict) and msg.get("role") == "system":
             self.system = content_text(msg.get("content"))
             self.commands = interface_commands(self.system)
@@ -231,7 +234,7 @@ class _Builder:
     def context(self, conversation: int | None) -> AgentContext:
         """The run's context (`conversation`: the attempt's index, in a retry run)."""
         repaired = repair_pairing(  # as mini-swe-agent pairs
-            [t.freeze() for t in self.turns],
+            freeze_all(self.turns),
             close="all",
             keep_pending="last_message",
             orphan_results="user_message_joined",
@@ -277,9 +280,7 @@ class _Builder:
             ),
             submission_chars=len(submission) if isinstance(submission, str) else None,
             trajectory_steps=len(steps),
-            demonstration_messages=sum(
-                1 for m in self.history if isinstance(m, dict) and m.get("is_demo")
-            ),
+            demonstration_messages=self.demonstrations,
             conversation=conversation,
         )
 
@@ -287,9 +288,9 @@ class _Builder:
 # --------------------------------------------------------------------------- helpers
 
 
-def _context(run: dict[str, Any], conversation: int | None) -> AgentContext:
+def _context(doc: Document, run: dict[str, Any], conversation: int | None) -> AgentContext:
     builder = _Builder(run)
-    for msg in builder.history:
+    for msg in doc.take(builder.history):
         builder.add(msg)
     return builder.context(conversation)
 
