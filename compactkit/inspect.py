@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+import heapq
+from collections import Counter
 from typing import Any
 
 from .context import AgentContext, Block, ToolCallBlock, ToolResultBlock, etag_of, render_block
@@ -57,8 +58,12 @@ def inspect_context(
     by_kind["overhead"] = preamble - sum(by_kind.values()) + MESSAGE_OVERHEAD * len(ctx.messages)
     names = _tool_names(ctx)
     calls = {c.id: c for m in ctx.messages for c in m.tool_calls}
-    blocks: list[tuple[int, int, int, Block]] = []
-    repeats: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    # the `top` largest blocks so far, smallest first (by tokens, then latest first)
+    largest_heap: list[tuple[int, int, int, Block]] = []
+    # etag -> where the payload was seen: its first sighting (message, tokens, block) until it is
+    # seen again, then every (message, tokens); one entry per large block of the session, so
+    # nothing more is kept for a payload seen once (a label is made only for a repeat)
+    repeats: dict[str, Any] = {}
     labels: dict[str, str] = {}
     tool_calls = tool_results = errors = 0
     for i, msg in enumerate(ctx.messages):
@@ -66,7 +71,11 @@ def inspect_context(
         for j, block in enumerate(msg.content):
             n = counter.block(block)
             by_kind[block.type] += n
-            blocks.append((n, i, j, block))
+            entry = (n, -i, -j, block)
+            if len(largest_heap) < top:
+                heapq.heappush(largest_heap, entry)
+            elif top > 0 and entry[:3] > largest_heap[0][:3]:
+                heapq.heapreplace(largest_heap, entry)
             if block.type == "tool_call":
                 tool_calls += 1
             elif block.type == "tool_result":
@@ -74,9 +83,15 @@ def inspect_context(
                 errors += block.is_error
             if block.type in ("tool_result", "text") and n >= 32:
                 key = etag_of("\x1f".join(render_block(block)))
-                repeats[key].append((i, n))
-                labels.setdefault(key, _payload_label(block, names, calls))
-    largest = _largest_blocks(ctx, blocks, top, names, calls)
+                seen = repeats.get(key)
+                if seen is None:
+                    repeats[key] = (i, n, block)
+                elif isinstance(seen, tuple):
+                    labels[key] = _payload_label(seen[2], names, calls)
+                    repeats[key] = [seen[:2], (i, n)]
+                else:
+                    seen.append((i, n))
+    largest = _largest_blocks(ctx, largest_heap, names, calls)
     repeated = _repeated_payloads(repeats, labels)
     total = preamble + sum(per_message)
     return {
@@ -108,13 +123,13 @@ def inspect_context(
 
 def _largest_blocks(
     ctx: AgentContext,
-    blocks: list[tuple[int, int, int, Block]],
-    top: int,
+    heap: list[tuple[int, int, int, Block]],
     names: dict[str, str],
     calls: dict[str, ToolCallBlock],
 ) -> list[dict[str, Any]]:
-    """The `top` largest blocks (tokens, message, block), largest first."""
-    blocks = sorted(blocks, key=lambda item: (-item[0], item[1], item[2]))
+    """The blocks of `heap` ((tokens, -message, -block, block)), largest first (the earlier
+    first among equals)."""
+    blocks = [(n, -i, -j, b) for n, i, j, b in sorted(heap, key=lambda e: e[:3], reverse=True)]
     return [
         {
             "message": i,
@@ -125,13 +140,11 @@ def _largest_blocks(
             "label": _payload_label(block, names, calls),
             "preview": _preview(" ".join(render_block(block))),
         }
-        for n, i, j, block in blocks[:top]
+        for n, i, j, block in blocks
     ]
 
 
-def _repeated_payloads(
-    repeats: dict[str, list[tuple[int, int]]], labels: dict[str, str]
-) -> list[dict[str, Any]]:
+def _repeated_payloads(repeats: dict[str, Any], labels: dict[str, str]) -> list[dict[str, Any]]:
     """Payloads seen more than once, the most redundant tokens first."""
     return sorted(
         (
@@ -144,7 +157,7 @@ def _repeated_payloads(
                 "messages": [i for i, _ in hits],
             }
             for key, hits in repeats.items()
-            if len(hits) > 1
+            if isinstance(hits, list)
         ),
         key=lambda r: (-int(r["redundant_tokens"]), str(r["etag"])),
     )
