@@ -96,8 +96,6 @@ BOUNDS: dict[tuple[str, str], float] = {
     ("compactkit", "run"): 4.5,  # 3.76x
     ("mini-swe-agent", "inspect"): 4.6,  # 3.86x
     ("mini-swe-agent", "run"): 4.3,  # 3.58x
-    ("codex-rollout", "run"): 9.0,  # 7.09x
-    ("codex-rollout", "expand"): 10.0,  # 7.77x: the store's one large entry read whole
     ("pi-session", "inspect"): 4.0,  # 3.20x
     ("pi-session", "run"): 5.0,  # 3.79x
     ("openai-chat", "inspect"): 4.9,  # 4.11x (4.22x before its records were let go of)
