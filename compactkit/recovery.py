@@ -44,8 +44,9 @@ _messages = TypeAdapter(list[Message])
 CHUNK_MARKER = "recovery-chunk"
 """`compactkit_marker` of the messages that stand for the parts of a very large stored window."""
 # characters of JSON above which a window of messages is stored in parts, so that no command holds
-# a large window's text whole (one entry under 8M: a 10 MiB Codex rollout's took run 30 MiB, expand 80)
-_CHUNK_ABOVE = 1 << 20
+# a large window's text whole (one entry under 8M: a 10 MiB Codex rollout's took run 30 MiB, expand 80;
+# under 1M: a 1.4 MiB rollout's took expand 7 MiB)
+_CHUNK_ABOVE = 1 << 18
 _CHUNK = 1 << 16  # characters of JSON in each further part
 
 
@@ -327,6 +328,19 @@ class _Expander:
                 continue
             content = self.blocks(msg.content, depth)
             yield msg if content == msg.content else msg.model_copy(update={"content": content})
+
+
+def unparted(messages: Iterable[Message], store: Mapping[str, str]) -> Iterator[Message]:
+    """`messages` (a stored window's) with each part marker (`CHUNK_MARKER`) replaced by the
+    messages of its part: the window as stored whole, whatever its size (other markers kept)."""
+    for msg in messages:
+        marker = message_marker(msg)
+        chunk = marker is not None and msg.metadata.get("compactkit_marker") == CHUNK_MARKER
+        raw = entry(store, marker.etag) if marker is not None and chunk else None
+        if raw is None:
+            yield msg
+        else:
+            yield from _messages.validate_python(json.loads(raw))
 
 
 def flatten(messages: Iterable[Message], store: Mapping[str, str]) -> list[Message]:

@@ -21,7 +21,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from ..context import AgentContext, Block, ContentPart, Message, marker_text
 from ..formats._chat import block_as_text
-from ..recovery import markers
+from ..recovery import markers, unparted
 from .sse import events
 from .wire import Api
 
@@ -70,7 +70,7 @@ def answer(store: Mapping[str, str], etag: Any) -> str:
         return f"[nothing stored under etag {etag!r}]"
     data = json.loads(raw)
     try:
-        messages = _messages.validate_python(data)
+        messages = list(unparted(_messages.validate_python(data), store))
         return "\n\n".join(
             f"{m.role}: " + "\n".join(block_as_text(b) for b in m.content) for m in messages
         )

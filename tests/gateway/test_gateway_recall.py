@@ -10,6 +10,11 @@ from typing import Any
 import httpx
 import pytest
 
+import compactkit
+import compactkit.recovery as recovery
+from compactkit.gateway.recall import answer
+
+from ..conftest import corpus_file
 from .agents import anthropic_agent, chat_agent, responses_agent
 from .conftest import chunk
 from .upstream import FakeModel
@@ -88,3 +93,20 @@ def test_the_model_recalls_what_compaction_removed(
     assert back, "the recall did not bring back a tool output the compacted request lacked"
     stats = httpx.get(base + "/compactkit/stats").json()
     assert stats["counters"]["recalls"] == 1
+
+
+def test_a_window_stored_in_parts_is_recalled_as_its_messages(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    messages = compactkit.load_one(corpus_file("codemie_session-3fe1b6bc")).messages[1:60]
+    whole: dict[str, str] = {}
+    monkeypatch.setattr(recovery, "_CHUNK_ABOVE", 10**9)
+    etag = recovery.put(whole, messages)
+    monkeypatch.setattr(recovery, "_CHUNK_ABOVE", 2000)
+    monkeypatch.setattr(recovery, "_CHUNK", 500)
+    parted: dict[str, str] = {}
+    parted_etag = recovery.put(parted, messages)
+    assert len(whole) == 1 and len(parted) > 3
+    # the model reads the removed messages, not a list of the parts they are stored in
+    assert answer(parted, parted_etag) == answer(whole, etag)
+    assert "omitted: part 1" not in answer(parted, parted_etag)
