@@ -57,6 +57,7 @@ from ..context import (
     ThinkingBlock,
     ToolCallBlock,
     ToolResultBlock,
+    canonical_json,
 )
 from ..errors import BadInputError
 from ._pairing import Turn, repair_pairing
@@ -142,15 +143,15 @@ class GooseFormat(Format):
         builders = [_Builder() for _ in infos]
         of_session: dict[Any, list[_Builder]] = {}
         for info, builder in zip(infos, builders, strict=True):
-            of_session.setdefault(info.get("id"), []).append(builder)
+            of_session.setdefault(_key(info.get("id")), []).append(builder)
         # the messages that delegated to a sub-agent: the tool calls each holds (see `_run_of`)
-        delegations = {_delegation_of(i) for i in infos} - {None}
+        delegations = {_key(_delegation_of(i)) for i in infos} - {None}
         calls: dict[tuple[Any, Any], list[Any]] = {}
         for session_id, message in messages:  # one at a time, each converted as it is read
-            for builder in of_session.get(session_id, ()):
+            for builder in of_session.get(_key(session_id), ()):
                 builder.add(message)
-            if isinstance(message, dict) and message.get("id") in delegations:
-                calls.setdefault((session_id, message.get("id")), _calls_in(message))
+            if isinstance(message, dict) and (held := _key(message.get("id"))) in delegations:
+                calls.setdefault((_key(session_id), held), _calls_in(message))
         by_id = {str_or_none(i.get("id")): i for i in infos}
         own: list[AgentContext] = []
         runs: list[AgentContext] = []
@@ -272,6 +273,14 @@ _AGENT_SESSIONS = ("sub_agent", "hidden")
 (`SubAgent`) and internal ones (`Hidden`); its session lists show `user` and `scheduled` ones."""
 
 
+def _key(value: Any) -> Any:
+    """`value` (an id read from the session: any JSON value) as a dictionary key, equal to
+    another's where the values are equal: a list or an object as its canonical JSON."""
+    if value is None or isinstance(value, (str, int, float)):
+        return value
+    return ("json", canonical_json(value))
+
+
 def _delegation_of(info: dict[str, Any]) -> Any:
     """The id of the message that delegated to this session, when its session record names one."""
     delegation = as_dict(_maybe_json(info.get("parent_delegation")))
@@ -301,8 +310,8 @@ def _run_of(
     if parent is None:
         return meta
     meta["parent_session_id"] = parent
-    held = calls.get((as_dict(by_id.get(parent)).get("id"), _delegation_of(info)), [])
-    if len(set(held)) == 1 and isinstance(held[0], str):
+    held = calls.get((_key(as_dict(by_id.get(parent)).get("id")), _key(_delegation_of(info))), [])
+    if held and isinstance(held[0], str) and all(h == held[0] for h in held):
         meta["parent_tool_call_id"] = held[0]
     return meta
 
