@@ -7,6 +7,7 @@ in their own message). `expand` puts everything back.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import hashlib
 import json
@@ -15,6 +16,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from contextvars import ContextVar
+from json.encoder import encode_basestring_ascii as _ascii_json
 from pathlib import Path
 from typing import IO, Any, TextIO
 
@@ -120,16 +122,31 @@ def _parts_of(
     return group
 
 
-_WIDE = re.compile(r"[^\x00-\xff]+")
+def _escape_wide(error: UnicodeError) -> tuple[str, int]:
+    """Codec error handler: the characters Latin-1 cannot hold as JSON escapes (what `json.dumps`
+    writes for them, without its quotes), so encoding runs at memory speed and calls back once a
+    run of wide characters."""
+    if not isinstance(error, UnicodeEncodeError):
+        raise error
+    return _ascii_json(error.object[error.start : error.end])[1:-1], error.end
+
+
+_ESCAPE_WIDE = "compactkit.json-escape"
+codecs.register_error(_ESCAPE_WIDE, _escape_wide)
 
 
 def _narrow(text: str) -> str:
     """`text` (JSON) with every character outside Latin-1 written as a JSON escape when that
     makes the Python string smaller: one emoji makes a whole string take four bytes a character,
     and parsing gives back the same value either way."""
-    if text.isascii() or max(text) <= "\xff":
+    if text.isascii():
         return text
-    escaped = _WIDE.sub(lambda m: json.dumps(m[0])[1:-1], text)
+    try:
+        text.encode("latin-1")  # a copy at memory speed; max(text) walked it a character at a time
+    except UnicodeEncodeError:
+        escaped = text.encode("latin-1", _ESCAPE_WIDE).decode("latin-1")
+    else:
+        return text
     return escaped if sys.getsizeof(escaped) < sys.getsizeof(text) else text
 
 
@@ -157,6 +174,17 @@ def put(store: MutableMapping[str, str], items: Iterable[Any]) -> str:
 def payload_etag(items: Iterable[Any]) -> str:
     """The etag `put` would give these items, without storing them."""
     return _pieces(items)[1]
+
+
+def result_etag(block: ToolResultBlock) -> str:
+    """`payload_etag` of a tool result's content, remembered on the block: a block is a value
+    whose content never changes (a copy with changes drops it), and strategies ask for it on every
+    compaction of a growing session."""
+    held = block.__dict__
+    etag = held.get("_etag")
+    if etag is None:
+        etag = held["_etag"] = payload_etag(block.content)
+    return etag
 
 
 def entry(store: Mapping[str, str], etag: str) -> str | None:

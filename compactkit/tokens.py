@@ -264,7 +264,7 @@ os.register_at_fork(after_in_child=_forget_pool)
 
 
 _SPLIT_ABOVE = 64_000
-_PARALLEL_ABOVE = 16_000  # characters in one batch below which threads cost more than they save
+_PARALLEL_ABOVE = 128_000  # characters in one batch below which threads cost more than they save
 _PIECE = 32_000
 _BATCH = 4_000_000  # characters counted at a time (see `_batches`)
 _THREADS = 2

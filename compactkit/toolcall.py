@@ -169,18 +169,26 @@ def _drop_heredocs(command: str) -> str:
     return "\n".join(out)
 
 
+_SHELL_SYNTAX = re.compile(r"[\"'\\();<>|&\n#]")
+"""What makes shlex split a command line otherwise than at its blanks."""
+_SHELL_BLANKS = re.compile(r"[ \t\r]+")
+
+
 def shell_words(command: str) -> list[list[str]]:
     """Simple commands (word lists, redirections kept as tokens) of a shell command line."""
     text = _drop_heredocs(command[:SHELL_CHARS])
     # comment lines go first: shlex would swallow their newline and join the commands around them
     text = "\n".join(line for line in text.split("\n") if not line.lstrip().startswith("#"))
-    lexer = shlex.shlex(text, posix=True, punctuation_chars="();<>|&\n")
-    lexer.whitespace = " \t\r"
-    lexer.whitespace_split = True
-    try:
-        tokens = list(lexer)
-    except ValueError:  # unbalanced quotes: fall back to plain words on the first line
-        tokens = command.split("\n", 1)[0].split()
+    if _SHELL_SYNTAX.search(text) is None:  # no quote, escape, comment or operator: plain words
+        tokens = [word for word in _SHELL_BLANKS.split(text) if word]
+    else:
+        lexer = shlex.shlex(text, posix=True, punctuation_chars="();<>|&\n")
+        lexer.whitespace = " \t\r"
+        lexer.whitespace_split = True
+        try:
+            tokens = list(lexer)
+        except ValueError:  # unbalanced quotes: fall back to plain words on the first line
+            tokens = command.split("\n", 1)[0].split()
     commands: list[list[str]] = [[]]
     for token in tokens:
         if token in _SHELL_OPS:

@@ -27,7 +27,7 @@ from typing import Any
 
 from .context import AgentContext, CollapsedBlock, ThinkingBlock, ToolResultBlock
 from .pins import broken
-from .recovery import context_copies, markers, payload_etag, unrecoverable
+from .recovery import context_copies, markers, result_etag, unrecoverable
 from .recovery import verify as verify_entries
 
 RULES: dict[str, str] = {
@@ -231,7 +231,7 @@ def _full_copies(ctx: AgentContext) -> set[str]:
     """Etags of the tool-result payloads the context holds in full (a collapsed marker may point
     at one of them instead of the store)."""
     return {
-        payload_etag(b.content)
+        result_etag(b)
         for m in ctx.messages
         for b in m.tool_results
         if not any(p.type in ("collapsed", "masked", "elided") for p in b.content)

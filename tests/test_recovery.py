@@ -63,3 +63,35 @@ def test_prune_keeps_only_entries_a_marker_still_reaches() -> None:
 def test_a_bad_stash_file_is_one_clear_error(text: str, problem: str) -> None:
     with pytest.raises(BadInputError, match=problem):
         read_stash(text, "bad.stash.json")
+
+
+def test_a_window_stored_in_parts_keeps_wide_text_as_escapes_and_expands_back() -> None:
+    """A removed window over the part size is stored in parts; a part holding wide characters (an
+    emoji, CJK, a lone surrogate) is kept one byte a character as JSON escapes, and expand gives
+    back exactly the messages that were removed."""
+    wide = "日本語 🧪 \ud800 é " * 40
+    messages = [
+        compactkit.Message(
+            role="user" if i % 2 else "assistant", content=(TextBlock(text=f"{i} {wide}"),)
+        )
+        for i in range(1200)
+    ]
+    store: dict[str, str] = {}
+    etag = put(store, messages)
+    parts = [json.loads(raw) for key, raw in store.items() if key != etag]
+    assert len(parts) > 1
+    assert all(raw.isascii() or max(raw) <= "\xff" for raw in store.values())
+    assert "\\ud83e\\uddea" in store[next(k for k in store if k != etag)]
+    for key, raw in store.items():  # every entry is still addressed by its own text
+        assert hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()[:16] == key
+    marker = compactkit.AgentContext(
+        messages=(
+            compactkit.Message(
+                role="user",
+                content=(compactkit.OmittedBlock(etag=etag, messages=len(messages)),),
+                metadata={"compactkit_marker": "omitted"},
+            ),
+        ),
+        recovery=store,
+    )
+    assert expand(marker).messages == tuple(messages)

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 import pytest
 
 from compactkit import TextBlock, ToolCallBlock, ToolResultBlock
 from compactkit.toolcall import (
+    _SHELL_OPS,
     error_line,
     exit_code,
     failed,
     payload_path,
     read_call,
     shell_files,
+    shell_words,
 )
 
 # agent, tool name, input, kind, files read, files changed, command
@@ -268,6 +271,26 @@ def test_shell_commands_tell_which_files_they_change() -> None:
     assert changed == ["repo/src/x.py", "repo/notes/plan.md", "repo/log/run.log"]
     assert read == ["repo/README.md"]
     assert shell_files("echo hi > /dev/null; ls >& out.txt") == ([], [])
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "python -m pytest -q tests/test_x.py",
+        "  ls\t-la   src/ \r",
+        "grep -rn TODO src/ éàü ~/notes.md x=1 *.py",
+        "",
+        "git diff HEAD~1 -- 'src/a b.py' | head -5",  # quoted and piped: read by shlex
+        "cat a.txt # a comment after",
+        "echo \\$HOME > out.txt",
+    ],
+)
+def test_command_words_are_what_a_posix_shell_lexer_gives(command: str) -> None:
+    lexer = shlex.shlex(command, posix=True, punctuation_chars="();<>|&\n")
+    lexer.whitespace = " \t\r"
+    lexer.whitespace_split = True
+    words = [w for w in lexer if w not in _SHELL_OPS]
+    assert [w for c in shell_words(command) for w in c] == words
 
 
 def test_error_lines_and_exit_codes_are_read_from_outputs() -> None:

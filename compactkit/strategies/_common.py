@@ -14,7 +14,7 @@ from ..context import (
     Message,
     ToolResultBlock,
 )
-from ..recovery import payload_etag, prune
+from ..recovery import prune, result_etag
 from ..registry import get_counter
 from ..strategy import StrategyOptions
 from ..tokens import DEFAULT_TOKENIZER, TokenCounter
@@ -92,9 +92,7 @@ def full_payload(block: ToolResultBlock) -> bool:
 def restore_orphaned_collapses(ctx: AgentContext) -> AgentContext:
     """Where the full copy a collapsed marker points to is gone from the context, expand the newest
     marker of that etag back into the full payload (from the recovery store)."""
-    full = {
-        payload_etag(b.content) for m in ctx.messages for b in m.tool_results if full_payload(b)
-    }
+    full = {result_etag(b) for m in ctx.messages for b in m.tool_results if full_payload(b)}
     newest: dict[str, tuple[int, int]] = {}
     for i, msg in enumerate(ctx.messages):
         for j, block in enumerate(msg.content):

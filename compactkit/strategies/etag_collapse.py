@@ -51,7 +51,7 @@ from ..context import (
     etag_of,
 )
 from ..pins import pinned
-from ..recovery import is_marker, payload_etag, prune, put
+from ..recovery import is_marker, payload_etag, prune, put, result_etag
 from ..strategy import Strategy
 from ..tokens import TokenCounter
 from ..toolcall import payload_path
@@ -179,7 +179,7 @@ class _Pass:
         for i, msg in enumerate(ctx.messages):
             for j, block in enumerate(msg.content):
                 if isinstance(block, ToolResultBlock) and _is_full(block.content):
-                    self.last_full[payload_etag(block.content)] = (i, j)
+                    self.last_full[result_etag(block)] = (i, j)
         # etags that whole markers visited so far name, with no full copy kept yet: the next full
         # copy is the one they name, so it stays in full
         self.waiting: set[str] = set()
@@ -253,7 +253,7 @@ class _Pass:
     def visit_full(
         self, i: int, result: ToolResultBlock, parts: tuple[ContentPart, ...], keys: _Keys
     ) -> ToolResultBlock | None:
-        etag = payload_etag(parts)
+        etag = result_etag(result) if parts is result.content else payload_etag(parts)
         tokens = sum(self.counter.block(p) for p in parts)
         # a result holding pinned text (the user's words, a pinned file) is always shown in full
         if tokens >= self.options.min_tokens and not (self.pins and self.pins.result(result)):

@@ -17,7 +17,7 @@ from ..context import (
 )
 from ..errors import CompactkitError, ConfigError, PluginError, StrategyError, redact
 from ..pins import pinned
-from ..recovery import flatten, message_marker, payload_etag, prune, put
+from ..recovery import flatten, message_marker, prune, put, result_etag
 from ..strategy import Strategy
 from ..summarize.base import (
     CACHE,
@@ -418,5 +418,5 @@ def _keep_collapsed_recoverable(
         return
     for msg in ctx.messages[start:end]:
         for block in msg.tool_results:
-            if full_payload(block) and payload_etag(block.content) in missing:
+            if full_payload(block) and result_etag(block) in missing:
                 put(recovery, block.content)

@@ -34,7 +34,7 @@ from ..context import (
     ToolResultBlock,
 )
 from ..pins import PinSet, pinned
-from ..recovery import payload_etag, prune, put
+from ..recovery import payload_etag, prune, put, result_etag
 from ..strategy import Strategy
 from ..tokens import TokenCounter
 from ._common import TokenizerOption, counter_for
@@ -145,7 +145,7 @@ class StaticElision(Strategy):
                     elide = (
                         editable
                         and self.options.include_tool_results
-                        and not (protected and payload_etag(block.content) in protected)
+                        and not (protected and result_etag(block) in protected)
                     )
                     new_block = self._result(block, where, seen, counter, recovery, elide, pins)
                 touched = touched or new_block is not block
