@@ -67,7 +67,9 @@ class State:
         return self._factory(plugins_dir=self.plugins_dir)
 
     def counter(self, name: str) -> TokenCounter:
-        return TokenCounter(self.registry.tokenizers.get(name))
+        """The registry's shared counter for `name`: the one the pipeline's strategies count with,
+        so a context is counted once, and each block remembers one count, not one per counter."""
+        return self.registry.counter(name)
 
 
 def fail(exc: BaseException, debug: bool) -> NoReturn:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from click.testing import CliRunner
 
@@ -140,3 +142,34 @@ def test_provider_output_warns_when_the_recovery_store_would_be_lost(tmp_path: P
     assert "--stash" in stderr
     messages = json.loads(out.read_text())
     assert any("earlier messages]" in str(m.get("content")) for m in messages)  # the summary
+
+
+def test_run_tokenizes_each_text_of_the_session_once(tmp_path: Path, monkeypatch: Any) -> None:
+    """The run's own count and its strategies' counts share one counter: each text is tokenized
+    once (it was twice, and every block and message then remembered two counts in a dict)."""
+    from compactkit.tokens import TiktokenTokenizer
+
+    encoded: Counter[str | bytes] = Counter()
+    encode = TiktokenTokenizer.encode
+
+    def spy(self: TiktokenTokenizer, text: str | bytes) -> list[int]:
+        encoded[text] += 1
+        return encode(self, text)
+
+    monkeypatch.setattr(TiktokenTokenizer, "encode", spy)
+    monkeypatch.setattr("compactkit.tokens._PARALLEL_ABOVE", 10**12)  # whole texts, one thread
+    out = tmp_path / "out.json"
+    code, _, err = run(
+        "run",
+        str(sample("sphinx-doc__sphinx-9229")),
+        "-s",
+        "sliding-window",
+        "--budget",
+        "30000",
+        "-o",
+        str(out),
+    )
+    assert code == 0, err
+    big = {text: n for text, n in encoded.items() if len(text) > 200}
+    assert len(big) > 50
+    assert max(big.values()) == 1, [n for n in big.values() if n > 1][:5]
