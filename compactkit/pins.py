@@ -36,7 +36,6 @@ from typing import Literal
 
 from .context import (
     HARNESS_BLOCKS_KEY,
-    MARKER_META_KEY,
     ORIGINS,
     AgentContext,
     Message,
@@ -46,6 +45,7 @@ from .context import (
     ToolResultBlock,
     canonical_json,
     etag_of,
+    marker_meta,
 )
 from .errors import ConfigError, redact
 
@@ -249,7 +249,7 @@ def _derived(ctx: AgentContext) -> Iterator[Resolved]:
             if isinstance(block, TextBlock) and block.text.strip():
                 yield _text_pin(block.text, "task", task)
     for i, msg in enumerate(messages):
-        if msg.metadata.get(MARKER_META_KEY):
+        if marker_meta(msg):
             for block in msg.content[1:]:
                 if isinstance(block, TextBlock) and block.text.strip():
                     yield _text_pin(block.text, "carried", i)

@@ -34,6 +34,7 @@ from .context import (
     ToolResultBlock,
     canonical_json,
     etag_of,
+    marker_meta,
 )
 from .errors import BadInputError, RecoveryError
 from .jsonio import loads
@@ -206,7 +207,7 @@ def message_marker(msg: Message) -> SummaryBlock | OmittedBlock | None:
     """The marker a message stands for, when the message replaced whole messages. Text blocks after
     the marker are pinned words carried from the replaced messages (`compactkit.pins.carry`):
     copies of what the stored messages hold, so expanding the marker restores them in place."""
-    if not msg.content or not msg.metadata.get("compactkit_marker"):
+    if not msg.content or not marker_meta(msg):
         return None
     block = msg.content[0]
     if not isinstance(block, (SummaryBlock, OmittedBlock)):

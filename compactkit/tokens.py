@@ -22,6 +22,7 @@ import gzip
 import hashlib
 import os
 import re
+import secrets
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -355,26 +356,31 @@ def _overhead(block: Block) -> int:
     return 0
 
 
-def _remembered(value: Block | Message, key: object) -> int | None:
-    """The count the counter `key` remembered on `value`, if it did."""
+_TAG_BITS = 64
+_TAG_MASK = (1 << _TAG_BITS) - 1
+
+
+def _remembered(value: Block | Message, key: int) -> int | None:
+    """The count the counter tagged `key` remembered on `value`, if it did."""
     memo = value.__dict__.get("_ntok")
     if memo is None:
         return None
-    if type(memo) is tuple:
-        return memo[1] if memo[0] is key else None  # (key, count)
-    return memo.get(key)  # type: ignore[no-any-return]  # {key: count}
+    if type(memo) is int:
+        return memo >> _TAG_BITS if memo & _TAG_MASK == key else None  # count, then tag
+    return memo.get(key)  # type: ignore[no-any-return]  # {tag: count}
 
 
-def _remember(value: Block | Message, key: object, count: int) -> None:
-    """Remember `count` on `value` for the counter `key`: as one (key, count) pair, a dictionary
-    only when a second counter counts it (a dictionary per block and message was 10% of a loaded
+def _remember(value: Block | Message, key: int, count: int) -> None:
+    """Remember `count` on `value` for the counter tagged `key`: as one int holding the count
+    above the tag (40 bytes; a (key, count) pair took 56 and its count 28 more), a dictionary only
+    when a second counter counts it (a dictionary per block and message was 10% of a loaded
     session's memory)."""
     held = value.__dict__
     memo = held.get("_ntok")
-    if memo is None or (type(memo) is tuple and memo[0] is key):
-        held["_ntok"] = (key, count)
-    elif type(memo) is tuple:
-        held["_ntok"] = {memo[0]: memo[1], key: count}
+    if memo is None or (type(memo) is int and memo & _TAG_MASK == key):
+        held["_ntok"] = count << _TAG_BITS | key
+    elif type(memo) is int:
+        held["_ntok"] = {memo & _TAG_MASK: memo >> _TAG_BITS, key: count}
     else:
         memo[key] = count
 
@@ -400,7 +406,9 @@ class TokenCounter:
         self._cache: dict[_Unit, int] = {}
         self._max = max_entries
         self._lock = threading.Lock()
-        self._key = object()  # identifies this counter's memo entries on blocks and messages
+        # tags this counter's memo entries on blocks and messages: random, so that a value
+        # pickled in another process (a worker's, Ray's) never reads as counted by this one
+        self._key = secrets.randbits(_TAG_BITS)
 
     @property
     def name(self) -> str:

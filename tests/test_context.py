@@ -122,6 +122,60 @@ def test_long_text_with_wide_characters_is_held_as_utf8_and_reads_back_the_same(
     assert again == ctx and again.to_json() == ctx.to_json()
 
 
+def test_metadata_with_nested_usage_is_held_as_json_and_reads_back_the_same() -> None:
+    """A real mini-swe-agent trajectory's per-step metadata (ids, timestamps, token usage and its
+    details, nested dicts) is held as its JSON text, far smaller than the dicts, and reads,
+    compares, copies, pickles and serializes as the dict it was given; a marker's metadata and
+    metadata JSON cannot give back exactly (NaN, a tuple) are held as given."""
+    import copy
+    import pickle
+    import sys
+
+    ctx = compactkit.load_one(sample("gemini3pro_sphinx-doc__sphinx-9229"))
+    lean = [m for m in ctx.messages if "_meta" in m.__dict__]
+    assert len(lean) >= 10
+    for msg in lean:
+        metadata = msg.metadata
+        assert isinstance(metadata, dict) and any(isinstance(v, dict) for v in metadata.values())
+        assert msg.metadata is not metadata  # a new dict each read: changing it changes nothing
+        held = msg.__dict__["_meta"]
+        assert sys.getsizeof(held) < _deep_size(metadata) / 3
+        twin = compactkit.Message(role=msg.role, content=msg.content, metadata=dict(metadata))
+        assert twin == msg and twin is not msg
+        other = {**metadata, "id": "another"}
+        assert compactkit.Message(role=msg.role, content=msg.content, metadata=other) != msg
+        assert pickle.loads(pickle.dumps(msg)) == msg and copy.deepcopy(msg) == msg
+        assert msg.model_copy(update={"content": ()}).metadata == metadata
+        assert msg.model_copy(update={"metadata": {"k": 1}}).metadata == {"k": 1}
+        assert msg.model_dump()["metadata"] == metadata
+        assert json.loads(msg.model_dump_json())["metadata"] == metadata
+        assert "metadata" not in msg.model_dump(exclude={"metadata"})
+        assert repr(msg).endswith(f"metadata={metadata!r})")
+    again = AgentContext.from_native(json.loads(ctx.to_json()))
+    assert again == ctx and again.to_json() == ctx.to_json()
+    for metadata in (
+        {"compactkit_marker": "summary", "usage": {"tokens": 1}},
+        {"usage": {"x": float("nan")}},
+        {"id": "flat", "n": 3},
+    ):
+        msg = compactkit.Message(role="user", metadata=metadata)
+        assert "_meta" not in msg.__dict__ and msg.metadata is msg.__dict__["metadata"]
+    built = compactkit.Message.model_construct(role="user", metadata={"u": {"pair": (1, 2)}})
+    assert built.metadata == {"u": {"pair": (1, 2)}}  # a tuple would come back a list: kept
+
+
+def _deep_size(value: object) -> int:
+    import sys
+
+    items = value.items() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    inner = (
+        sum(_deep_size(k) + _deep_size(v) for k, v in items)
+        if isinstance(value, dict)
+        else (sum(_deep_size(v) for v in items))
+    )
+    return sys.getsizeof(value) + inner
+
+
 def test_short_and_narrow_text_is_held_as_given() -> None:
     from compactkit.context import text_utf8
 
