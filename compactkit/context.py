@@ -495,11 +495,13 @@ class Message(_Lean):
             )
         )
 
-    @cached_property
+    @property
     def tool_calls(self) -> tuple[ToolCallBlock, ...]:
+        # worked out on each read, not kept: two tuples and a larger dict on every message of a
+        # loaded session (a third of what a message holds besides its text)
         return tuple(b for b in self.content if isinstance(b, ToolCallBlock))
 
-    @cached_property
+    @property
     def tool_results(self) -> tuple[ToolResultBlock, ...]:
         return tuple(b for b in self.content if isinstance(b, ToolResultBlock))
 
