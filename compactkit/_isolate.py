@@ -704,7 +704,7 @@ def run_isolated(
         if data is None:
             raise StrategyTimeout(
                 f"strategy {strat.name!r} did not finish within {timeout:g} s and was stopped "
-                "(see --timeout)"
+                "(the plugin time limit: --timeout; the gateway's --strategy-timeout)"
             )
     except BaseException:
         _retire(worker)

@@ -152,24 +152,42 @@ def nonempty_path(ctx: click.Context, param: click.Parameter, value: str | None)
     return value
 
 
-_SECONDS = _Seconds()
+SECONDS = _Seconds()
+"""A plugin time limit: finite, 0 (no limit) or more."""
 WAIT_SECONDS = _Seconds(minimum=0.1)
 """How long to wait for a server (`gateway`, `mcp-proxy`): finite, at least 0.1 s."""
 
 
-def timeout_option(fn: F) -> F:
-    """`--timeout SECONDS`: how long each plugin strategy may run before it is stopped."""
-    from ..pipeline import PLUGIN_TIMEOUT
+def _plugin_timeout(flag: str, help: str) -> Callable[[F], F]:
+    """An option for how long each plugin strategy may run before it is stopped."""
 
-    return click.option(
-        "--timeout",
-        type=_SECONDS,
-        default=PLUGIN_TIMEOUT,
-        show_default=True,
-        metavar="SECONDS",
-        help="Stop a plugin strategy that runs longer than this, as a plugin failure (exit 3); "
-        "0: no limit. Built-in strategies run in-process without a limit.",
-    )(fn)
+    def decorate(fn: F) -> F:
+        from ..pipeline import PLUGIN_TIMEOUT
+
+        return click.option(
+            flag,
+            type=SECONDS,
+            default=PLUGIN_TIMEOUT,
+            show_default=True,
+            metavar="SECONDS",
+            help=help,
+        )(fn)
+
+    return decorate
+
+
+timeout_option = _plugin_timeout(
+    "--timeout",
+    "Stop a plugin strategy that runs longer than this, as a plugin failure (exit 3); "
+    "0: no limit. Built-in strategies run in-process without a limit.",
+)
+"""`--timeout SECONDS` of run, bench and check."""
+strategy_timeout_option = _plugin_timeout(
+    "--strategy-timeout",
+    "Stop a plugin strategy in -s that runs longer than this: that compaction fails and the "
+    "request goes upstream as the client sent it; 0: no limit (the plugin runs in-process).",
+)
+"""`--strategy-timeout SECONDS` of the gateway (its `--timeout` is the upstream's)."""
 
 
 def executor_option(fn: F) -> F:

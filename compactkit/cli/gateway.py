@@ -10,7 +10,13 @@ import click
 from ..defaults import DEFAULT_TRIGGER
 from ..errors import ConfigError, redact
 from ._app import State, command
-from ._options import WAIT_SECONDS, nonempty_path, pin_option, tokenizer_option
+from ._options import (
+    WAIT_SECONDS,
+    nonempty_path,
+    pin_option,
+    strategy_timeout_option,
+    tokenizer_option,
+)
 
 
 def _listen(value: str) -> tuple[str, int]:
@@ -119,6 +125,7 @@ def pipeline_specs(text: str) -> list[str]:
     show_default=True,
     help="Seconds to wait for the upstream to connect or send its next bytes.",
 )
+@strategy_timeout_option
 @pin_option
 @tokenizer_option
 @click.pass_obj
@@ -135,6 +142,7 @@ def gateway(
     recall: bool,
     max_conversations: int,
     timeout: float,
+    strategy_timeout: float,
     pins: tuple[str, ...],
     tokenizer: str,
 ) -> None:
@@ -173,6 +181,7 @@ def gateway(
         pins=pins,
         max_conversations=max_conversations,
         timeout=timeout,
+        strategy_timeout=strategy_timeout,
     )
     app = create_app(config, state.registry)
     handler = logging.StreamHandler()

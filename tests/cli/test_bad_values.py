@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -127,3 +128,27 @@ def test_a_named_pipe_in_a_session_folder_is_not_read(tmp_path: Path) -> None:
 def test_a_glob_over_proc_ends_and_matches_no_session(tmp_path: Path) -> None:
     said = _one_line_exit_2(_check(tmp_path, 'sessions = ["/proc/self/**"]'))
     assert "matches no file" in said
+
+
+def test_the_gateway_takes_its_plugin_time_limit_from_the_command_line(monkeypatch: Any) -> None:
+    """`gateway --strategy-timeout` sets how long a plugin strategy in -s may run (the gateway's
+    --timeout is the upstream's); a value that is not a finite number of seconds is exit 2."""
+    import compactkit.gateway
+
+    given: list[Any] = []
+
+    def create_app(config: Any, registry: Any) -> Any:
+        given.append(config)
+        raise SystemExit(0)  # stop before listening
+
+    monkeypatch.setattr(compactkit.gateway, "create_app", create_app)
+    cli = make_cli()
+    result = CliRunner().invoke(cli, ["gateway", "--listen", "127.0.0.1:0", "--timeout", "30"])
+    assert result.exit_code == 0 and given[-1].strategy_timeout == 60 and given[-1].timeout == 30
+    result = CliRunner().invoke(cli, ["gateway", "--strategy-timeout", "2.5", "--listen", "x:0"])
+    assert result.exit_code == 0 and given[-1].strategy_timeout == 2.5
+    result = CliRunner().invoke(cli, ["gateway", "--strategy-timeout", "0", "--listen", "x:0"])
+    assert result.exit_code == 0 and given[-1].strategy_timeout == 0
+    for bad in ("nan", "-1", "soon"):
+        result = CliRunner().invoke(cli, ["gateway", "--strategy-timeout", bad])
+        assert result.exit_code == 2 and "--strategy-timeout" in result.output
