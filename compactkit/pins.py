@@ -417,23 +417,44 @@ class PinSet:
 
     def carry(self, messages: Iterable[Message]) -> tuple[TextBlock, ...]:
         """The pinned text of `messages`, in order, as the blocks a marker replacing them carries
-        (already carried blocks of earlier markers included; calls carried as `call_text`)."""
+        (already carried blocks of earlier markers included; calls carried as `call_text`).
+
+        A pinned text the user sent again word for word (a re-sent prompt template, a log pasted
+        twice) is carried once: each later copy becomes `repeat_note`, which points at it (the
+        validator counts it as a copy while the text itself is there)."""
         out: list[TextBlock] = []
+        seen: set[str] = set()
+
+        def add(block: TextBlock) -> None:
+            etag = etag_of(block.text)
+            note = repeat_note(block.text)
+            if etag in seen and len(note) < len(block.text) and not REPEAT.match(block.text):
+                out.append(TextBlock(text=note))
+                return
+            seen.add(etag)
+            out.append(_carried(block))
+
         for msg in messages:
             for block in msg.content:
                 if isinstance(block, TextBlock):
                     if self.text(block.text):
-                        out.append(_carried(block))
+                        add(block)
                 elif isinstance(block, ToolCallBlock):
                     if self.call(block):
                         out.append(TextBlock(text=call_text(block)))
                 elif isinstance(block, ToolResultBlock):
-                    out.extend(
-                        _carried(p)
-                        for p in block.content
-                        if isinstance(p, TextBlock) and self.part(p)
-                    )
+                    for p in block.content:
+                        if isinstance(p, TextBlock) and self.part(p):
+                            add(p)
         return tuple(out)
+
+
+REPEAT = re.compile(r"^\[the same \d[\d,]*-character text as pinned above \(etag ([0-9a-f]+)\)\]$")
+
+
+def repeat_note(text: str) -> str:
+    """What a marker carries for a pinned text it already carries once (`PinSet.carry`)."""
+    return f"[the same {len(text):,}-character text as pinned above (etag {etag_of(text)})]"
 
 
 def _carried(block: TextBlock) -> TextBlock:
@@ -471,13 +492,19 @@ def broken(out: AgentContext, original: AgentContext) -> list[tuple[int | None, 
     have: Counter[tuple[int, str]] = Counter()
     calls: dict[str, str] = {}
     carried_calls: set[str] = set()
+    repeats: Counter[str] = Counter()
     for msg in out.messages:
         for text in _texts(msg):
             if len(text) in lengths:
                 key = (len(text), etag_of(text))
                 have[cuts.get(key[1], key)] += 1
+            elif text.startswith("[the same ") and (note := REPEAT.match(text)):
+                repeats[note.group(1)] += 1
         for call in msg.tool_calls:
             calls[call.id] = _call_etag(call)
+    for key in need:  # a repeat note stands for a copy of a text that is there verbatim
+        if have[key] and repeats[key[1]]:
+            have[key] += repeats[key[1]]
     movable = [p for p in pins if p.kind == "call" and p.movable]
     if movable:
         carried_calls = {etag_of(t) for m in out.messages for t in _texts(m)}
@@ -520,6 +547,7 @@ __all__ = [
     "parse_rule",
     "path_matches",
     "pinned",
+    "repeat_note",
     "resolve",
     "split_lines",
     "with_rules",

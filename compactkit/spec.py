@@ -111,12 +111,14 @@ def expand(
     specs: Iterable[str], *, budget: int | None = None, trigger: int | None = DEFAULT_TRIGGER
 ) -> tuple[str, ...]:
     """Strategy specs with `a+b` split, `none` dropped and `default` replaced by the default
-    pipeline at `budget` (else at `trigger`; with neither, the lossless one)."""
+    pipeline at `budget` (else at half the `trigger`, the target a `Session` and the gateway
+    compact down to, so the next compaction is far away; with neither, the lossless one)."""
     out: list[str] = []
     for spec in specs:
         for part in (p.strip() for p in spec.split("+")):
             if part == DEFAULT:
-                out.extend(default_pipeline(budget if budget is not None else trigger))
+                aim = budget if budget is not None else None if trigger is None else trigger // 2
+                out.extend(default_pipeline(aim))
             elif part and part != NONE:
                 out.append(part)
     return tuple(out)

@@ -12,10 +12,11 @@ from ..errors import EXIT_PLUGIN, CompactkitError
 from ..io import load_session, pick, split_address
 from ..paths import session_files
 from ..pipeline import Pipeline, build_pipeline
+from ..policy import PolicyName
+from ..pricing import get_profile
 from ..registry import Registry, get_registry
 from ..spec import PipelineSpec
 from ..tokens import TokenCounter
-from .pricing import get_profile
 from .replay import Mode, SessionResult, run_session
 
 
@@ -42,6 +43,8 @@ class Job:
     tokenizer: str
     timeout: float | None = None
     """Seconds each plugin strategy may run (`Pipeline(timeout=)`); None: no limit."""
+    policy: PolicyName = "pays"
+    """When a persistent replay keeps a compaction (`compactkit.policy`)."""
 
 
 @dataclass(frozen=True)
@@ -125,6 +128,7 @@ def run_job(job: Job, registry: Registry | None = None) -> JobResult:
                     profiles,
                     trigger=job.trigger,
                     scorers=scorers,
+                    policy=job.policy,
                 )
             except Exception as exc:
                 error, code = _failure(exc)

@@ -22,9 +22,10 @@ from typing import Any, Literal
 
 from ..context import AgentContext, Message
 from ..pipeline import Pipeline, builtin_strategies
+from ..policy import CompactionPolicy, Ledger, PolicyName, floor
+from ..pricing import PricingProfile
 from ..tokens import TokenCounter
 from ..validate import validate
-from .pricing import PricingProfile
 from .retention import FactRetention
 
 Mode = Literal["oneshot", "view", "persistent"]
@@ -59,6 +60,8 @@ class SessionResult:
     violation_samples: list[str] = field(default_factory=list)
     scores: dict[str, Any] = field(default_factory=dict)
     compactions: int = 0
+    policy: dict[str, Any] = field(default_factory=dict)
+    """What the compaction policy decided (`Ledger.as_json`): empty for self-triggered peers."""
     seconds: float = 0.0
     error: str | None = None
 
@@ -74,6 +77,7 @@ class SessionResult:
             "output_tokens": self.output_tokens,
             "model_calls": len(self.calls),
             "compactions": self.compactions,
+            "policy": self.policy,
             "cost": {k: round(v, 6) for k, v in sorted(self.cost.items())},
             "retention": self.retention,
             "recoverability": self.recoverability,
@@ -158,8 +162,12 @@ def run_session(
     *,
     trigger: int = 60_000,
     scorers: Sequence[Any] = (),
+    policy: PolicyName = "pays",
 ) -> SessionResult:
     """Measure `pipeline` on `ctx` (see the module docs for the modes).
+
+    `policy`: when a persistent replay keeps a compaction (`compactkit.policy`): `pays` (only
+    one that pays for itself under `profiles`), `always` (whenever over the trigger).
 
     `scorers` are retention scorers besides the built-in `facts` one (`register_scorers`); each
     one's figures land in `scores[name]`, and one that raises is reported there, never fatal.
@@ -185,7 +193,8 @@ def run_session(
         final = _compact(unchecked, ctx, counter, checker)
         result.tokens_after = counter.context(final)
     else:
-        final = _replay(ctx, unchecked, mode, counter, profiles, trigger, result, checker)
+        rules = CompactionPolicy(trigger, profiles=tuple(profiles), mode=policy)
+        final = _replay(ctx, unchecked, mode, counter, rules, result, checker)
     retained, recovered = FactRetention().score(ctx, final)
     result.retention = retained.as_json()
     result.recoverability = recovered.as_json()
@@ -215,19 +224,46 @@ def _extend(history: AgentContext, new: Sequence[Message], source: AgentContext)
     return grown
 
 
+def _maybe_compact(
+    pipeline: Pipeline,
+    history: AgentContext,
+    previous: AgentContext | None,
+    raw: int,
+    ledger: Ledger,
+    counter: TokenCounter,
+    checker: _Checker,
+) -> tuple[AgentContext, bool]:
+    """The history to send for this call under the ledger's policy, and whether it compacted."""
+    tokens = counter.context(history)
+    if not ledger.due(tokens):
+        return history, False
+    out = _compact(pipeline, history, counter, checker)
+    if out is history:
+        return history, False
+    after = counter.context(out)
+    held = ledger.judge(
+        tokens,
+        prefix_tokens(previous, history, counter),
+        after,
+        prefix_tokens(previous, out, counter),
+        raw=raw,
+        floor=floor(out, counter),
+    )
+    return (history, False) if held else (out, True)
+
+
 def _replay(
     ctx: AgentContext,
     pipeline: Pipeline,
     mode: Mode,
     counter: TokenCounter,
-    profiles: Sequence[PricingProfile],
-    trigger: int,
+    policy: CompactionPolicy,
     result: SessionResult,
     checker: _Checker,
 ) -> AgentContext:
     messages = ctx.messages
-    empty = ctx.replace(messages=())
-    history = empty
+    profiles = policy.profiles
+    history = ctx.replace(messages=())
     consumed = 0
     previous: AgentContext | None = None
     cost = {p.name: 0.0 for p in profiles}
@@ -235,7 +271,13 @@ def _replay(
     self_triggered = bool(pipeline.strategies) and all(
         getattr(s, "self_triggered", False) for s in pipeline.strategies
     )
+    ledger = None if self_triggered or mode != "persistent" else policy.ledger()
+    sizes = counter.messages(messages)
+    raw = counter.preamble(ctx)
+    raw_at = 0
     for index in call_points(ctx):
+        raw += sum(sizes[raw_at:index])
+        raw_at = index
         compacted = False
         if mode == "view":
             prompt = _compact(pipeline, ctx.replace(messages=messages[:index]), counter, checker)
@@ -243,17 +285,23 @@ def _replay(
         else:
             history = _extend(history, messages[consumed:index], ctx)
             consumed = index
-            if self_triggered or counter.context(history) > trigger:
+            if ledger is None:
                 out = _compact(pipeline, history, counter, checker)
                 compacted = out is not history
-                result.compactions += compacted
                 history = out
+            else:
+                history, compacted = _maybe_compact(
+                    pipeline, history, previous, raw, ledger, counter, checker
+                )
+            result.compactions += compacted
             prompt = history
         tokens = counter.context(prompt)
         cached = prefix_tokens(previous, prompt, counter)
         out_tokens = output_tokens(messages[index], counter)
         for p in profiles:
             cost[p.name] += p.cost(tokens, cached, out_tokens)
+        if ledger is not None:
+            ledger.record(tokens, cached, out_tokens, raw=raw, compacted=compacted)
         result.calls.append(CallRecord(index, tokens, cached, out_tokens, compacted))
         result.prompt_tokens += tokens
         result.cached_tokens += cached
@@ -262,6 +310,8 @@ def _replay(
         if mode == "persistent":
             history = _extend(history, messages[index : index + 1], ctx)
             consumed = index + 1
+    if ledger is not None:
+        result.policy = ledger.as_json()
     result.cost = cost
     # what the next call would be shown: the whole session under the same regime
     if mode == "persistent":

@@ -7,12 +7,13 @@ from typing import Any
 
 from ..errors import EXIT_PLUGIN, failure_code, redact
 from ..paths import SESSION_SUFFIXES
+from ..policy import PolicyName
+from ..pricing import get_profile
 from ..registry import Registry, get_registry
 from ..spec import PipelineSpec
 from ..tokens import DEFAULT_TOKENIZER
 from .executors import Executor, open_executor
 from .jobs import Job, JobResult, build, collect_sessions
-from .pricing import get_profile
 from .replay import Mode, SessionResult
 
 BENCH_SCHEMA = "compactkit.bench/1"
@@ -33,11 +34,16 @@ def run_bench(
     progress: Callable[[JobResult], None] | None = None,
     timeout: float | None = None,
     sessions: Sequence[str] | None = None,
+    policy: PolicyName = "pays",
 ) -> dict[str, Any]:
     """Run the benchmark and return the versioned JSON report.
 
     `sessions`: the addresses `collect_sessions(paths)` gave, when the caller has them already
     (the CLI collects once, to keep its outputs off every session); None: collected here.
+
+    `policy`: when a persistent replay keeps a compaction (`compactkit.policy`): `pays`, only
+    one that pays for itself under `profiles` (the default, what `Session` and the gateway do),
+    or `always`, whenever the history is over the trigger (a pipeline measured alone).
 
     `timeout`: seconds each plugin strategy may run on one conversation before it is stopped and
     the session's row fails (see `Pipeline`); None or 0, no limit.
@@ -56,7 +62,7 @@ def run_bench(
     for spec in specs:  # fail fast on unknown strategies or bad options
         build(spec, registry, tokenizer)
     jobs = [
-        Job(a, list(specs), mode, list(profiles), trigger, tokenizer, timeout or None)
+        Job(a, list(specs), mode, list(profiles), trigger, tokenizer, timeout or None, policy)
         for a in (collect_sessions(paths) if sessions is None else sessions)
     ]
     results: list[JobResult] = []
@@ -67,7 +73,9 @@ def run_bench(
             results.append(job_result)
             if progress:
                 progress(job_result)
-    return build_report(results, specs, mode, profiles, trigger, tokenizer)
+    report = build_report(results, specs, mode, profiles, trigger, tokenizer)
+    report["policy"] = policy if mode == "persistent" else None
+    return report
 
 
 def nothing_loaded(report: dict[str, Any], paths: Sequence[str]) -> str | None:

@@ -28,11 +28,11 @@ from pydantic import (
     field_validator,
 )
 
-from ..bench.pricing import PROFILES
 from ..bench.retention import FACT_KINDS
 from ..errors import ConfigError
 from ..io import split_address
 from ..paths import SESSION_SUFFIXES, glob_paths, session_files
+from ..pricing import PROFILES
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -58,6 +58,14 @@ from ._output import Outputs, say
     show_default=True,
     help="Persistent mode: compact when history exceeds this.",
 )
+@click.option(
+    "--policy",
+    type=click.Choice(["pays", "always"]),
+    default="pays",
+    show_default=True,
+    help="Persistent mode: keep a compaction only when it pays for itself under the pricing "
+    "(pays; what Session and the gateway do), or whenever over the trigger (always).",
+)
 @json_file_option(help="Write the report (compactkit.bench/1) to FILE ('-': stdout).")
 @click.option("--markdown", "md_out", default=None, metavar="FILE|-", help="Write markdown.")
 @click.option("--html", "html_out", default=None, metavar="FILE|-", help="Write an HTML page.")
@@ -74,6 +82,7 @@ def bench(
     mode: str,
     pricing: Sequence[str],
     trigger: int,
+    policy: str,
     json_out: str | None,
     md_out: str | None,
     html_out: str | None,
@@ -119,6 +128,7 @@ def bench(
         progress=progress,
         timeout=timeout,
         sessions=sessions,
+        policy="always" if policy == "always" else "pays",
     )
     progress.close()
     nothing = nothing_loaded(report, paths)

@@ -31,7 +31,15 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..context import ElidedBlock, Message, SummaryBlock, TextBlock, ToolCallBlock, ToolResultBlock
+from ..context import (
+    HARNESS_BLOCKS_KEY,
+    ElidedBlock,
+    Message,
+    SummaryBlock,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
 from ..toolcall import error_line, exit_code, failed, input_dict, read_call
 from .base import (
     LEGACY_SECTIONS,
@@ -51,6 +59,10 @@ USER_SOFT_FLOOR = 1_000
 """Characters per user message kept while the other sections still have items to give up."""
 USER_FLOOR = 40
 """The cap per user message never goes below this (the summary is clipped instead)."""
+RESERVED_SHARE = 0.3
+"""Share of the summary the files read and changed and the errors keep whatever the user's
+words take: those words are cut shorter (they are whole in the recovery store) before these
+lists go below it."""
 SECTION_WEIGHTS = {"Files read": 2.0, "Files changed": 2.0, "Errors": 2.0}
 """Over the limit, a section gives up items when it is the largest by tokens divided by its weight:
 the files the work touched and its errors keep about twice the room of a list of old commands."""
@@ -364,12 +376,26 @@ def parse_sections(text: str) -> dict[str, list[str]]:
     return out if out and set(out) <= known else {}
 
 
+def _harness(msg: Message) -> set[int]:
+    """Indexes of the blocks the agent's harness added to a message in the user's words
+    (Cline's `<environment_details>`, a resumption preamble): not the user's words."""
+    value = msg.metadata.get(HARNESS_BLOCKS_KEY)
+    return {v for v in value if isinstance(v, int)} if isinstance(value, list) else set()
+
+
 def users_words(msg: Message) -> str | None:
-    """The text of a message in the user's own words (None for any other message).
+    """The text of a message in the user's own words (None for any other message), without
+    the blocks its agent's harness added.
 
     `Message.is_human`, and also a human message whose text static-elision has rewritten."""
     if msg.is_human:
-        return "\n".join(b.text for b in msg.content if isinstance(b, TextBlock)).strip()
+        harness = _harness(msg)
+        texts = (
+            b.text
+            for i, b in enumerate(msg.content)
+            if isinstance(b, TextBlock) and i not in harness
+        )
+        return "\n".join(texts).strip()
     if msg.role == "user" and msg.origin is None and not msg.tool_results:
         parts = [b.text for b in msg.content if isinstance(b, (TextBlock, ElidedBlock))]
         if any(isinstance(b, ElidedBlock) for b in msg.content) and "".join(parts).strip():
@@ -378,7 +404,12 @@ def users_words(msg: Message) -> str | None:
 
 
 def _all_kept(msg: Message, kept: set[str]) -> bool:
-    texts = [b.text for b in msg.content if isinstance(b, TextBlock) and b.text.strip()]
+    harness = _harness(msg)
+    texts = [
+        b.text
+        for i, b in enumerate(msg.content)
+        if isinstance(b, TextBlock) and b.text.strip() and i not in harness
+    ]
     return bool(texts) and all(t in kept for t in texts)
 
 
@@ -463,7 +494,7 @@ def render(
         share = int(max_tokens * USER_SHARE)
         cap = layout.best_cap(share, min(cap, USER_SOFT_FLOOR), cap)
     size = layout.user_cost(cap) if layout.words else 0
-    layout.drop_oldest(max_tokens - size, keep=1)
+    layout.drop_oldest(max_tokens - size, keep=1, reserved_floor=int(max_tokens * RESERVED_SHARE))
     if layout.words and layout.other_cost() + size > max_tokens:
         cap = layout.best_cap(max_tokens - layout.other_cost(), min(cap, USER_FLOOR), cap)
         size = layout.user_cost(cap)
@@ -525,13 +556,20 @@ class _Layout:
                 hi = mid - 1
         return lo
 
-    def drop_oldest(self, room: int, keep: int) -> None:
+    def reserved_cost(self) -> int:
+        return sum(
+            sum(self.costs[k]) for k, (title, _) in enumerate(self.sections) if title in RESERVED
+        )
+
+    def drop_oldest(self, room: int, keep: int, reserved_floor: int = 0) -> None:
         """Until the other sections fit `room`: the section with the most tokens in droppable
-        items (weighted, keeping `keep` items each) loses its oldest item."""
+        items (weighted, keeping `keep` items each) loses its oldest item; the files and errors
+        lists only while they hold more than `reserved_floor` tokens."""
         while self.other_cost() > room:
-            candidates = _first_to_go(
-                [k for k in self.droppable if len(self.sections[k][1]) > keep], self.sections
-            )
+            candidates = [k for k in self.droppable if len(self.sections[k][1]) > keep]
+            if reserved_floor and self.reserved_cost() <= reserved_floor:
+                candidates = [k for k in candidates if self.sections[k][0] not in RESERVED]
+            candidates = _first_to_go(candidates, self.sections)
             if not candidates:
                 return
             k = max(candidates, key=lambda j: (sum(self.costs[j]) / self.weights[j], -j))
