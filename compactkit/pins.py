@@ -495,11 +495,15 @@ def broken(out: AgentContext, original: AgentContext) -> list[tuple[int | None, 
     repeats: Counter[str] = Counter()
     for msg in out.messages:
         for text in _texts(msg):
-            if len(text) in lengths:
+            if text.startswith("[the same ") and (note := REPEAT.match(text)):
+                key = (len(text), etag_of(text))
+                spare = have[key] - need[key] if key in need else 0
+                have[key] += 1
+                if spare >= 0:  # a note beyond the copies of itself the input pinned
+                    repeats[note.group(1)] += 1
+            elif len(text) in lengths:
                 key = (len(text), etag_of(text))
                 have[cuts.get(key[1], key)] += 1
-            elif text.startswith("[the same ") and (note := REPEAT.match(text)):
-                repeats[note.group(1)] += 1
         for call in msg.tool_calls:
             calls[call.id] = _call_etag(call)
     for key in need:  # a repeat note stands for a copy of a text that is there verbatim

@@ -175,7 +175,7 @@ class Ledger:
         self.threshold = max(policy.trigger, (after if floor is None else floor) + policy.room)
         cleared = before - after
         if cleared < policy.min_cleared * before:
-            return self._held("cleared")
+            return self._held("cleared", before)
         growth = self._growth()
         calls_after = max((self.threshold - after) / growth, 1.0) if growth > 0 else 1.0
         extra: dict[str, float] = {}
@@ -184,16 +184,25 @@ class Ledger:
             extra[p.name] = cost - p.cost(before, before_cached, 0)
             saving = cleared * p.input * p.cache_read / 1_000_000
             if extra[p.name] > saving * calls_after:
-                return self._held("payback")
+                return self._held("payback", before)
         if not self._affordable(extra, {}, raw if raw is not None else before):
             self._waiting = extra
-            return self._held("ledger")
+            return self._held("ledger", before)
         self._waiting = None
         self.fired["compacted"] += 1
         return None
 
-    def _held(self, rule: str) -> str:
+    def unchanged(self, tokens: int) -> str:
+        """The pipeline found nothing to remove from a history of `tokens`: all of it is the
+        floor, so the next attempt waits until `headroom` more has come (rule `cleared`)."""
+        self.threshold = max(self.policy.trigger, tokens + self.policy.room)
+        return self._held("cleared")
+
+    def _held(self, rule: str, before: int = 0) -> str:
+        """Count `rule` as holding a compaction of `before` tokens back; the next attempt then
+        waits for a quarter of the headroom more (a pipeline is not run on every call in vain)."""
         self.fired[rule] += 1
+        self.threshold = max(self.threshold, before + self.policy.room // 4)
         return rule
 
     def _growth(self) -> float:
@@ -245,9 +254,34 @@ class Ledger:
         self.calls += 1
         self._compacted_last = compacted
 
+    def output(self, tokens: int) -> None:
+        """Output tokens of the last call, learned after it (the answer appended to the
+        history, or the provider's usage): paid the same with or without compaction."""
+        for p in self.policy.profiles:
+            dollars = tokens * p.output / 1_000_000
+            self.paid[p.name] += dollars
+            self.uncompacted[p.name] += dollars
+
     def as_json(self) -> dict[str, object]:
         """What the policy decided, for reports: rule -> count."""
         return {rule: self.fired.get(rule, 0) for rule in RULES}
+
+
+def prefix_tokens(prev: AgentContext | None, cur: AgentContext, counter: TokenCounter) -> int:
+    """Tokens of the longest prefix `cur` shares with `prev` (whole messages)."""
+    if prev is None:
+        return 0
+    if (
+        prev.system_instruction != cur.system_instruction
+        or prev.activated_skills != cur.activated_skills
+    ):
+        return 0
+    total = counter.preamble(cur)
+    for a, b in zip(prev.messages, cur.messages, strict=False):
+        if a is not b and a != b:
+            break
+        total += counter.message(b)
+    return total
 
 
 def floor(ctx: AgentContext, counter: TokenCounter) -> int:

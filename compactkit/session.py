@@ -19,6 +19,7 @@ one `write` and fsync'd; see `compactkit.formats.session_log` for its records.
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import os
 import warnings
@@ -52,6 +53,8 @@ from .formats.session_log import (
 from .io import write_atomic
 from .pins import with_rules
 from .pipeline import Pipeline, RunResult, build_pipeline
+from .policy import CompactionPolicy, PolicyName, prefix_tokens
+from .policy import floor as policy_floor
 from .registry import Registry, get_counter, use_registry
 from .serve.reset import served_session
 from .serve.store import ServeStore
@@ -77,6 +80,11 @@ class Session:
     - `trigger`: compact when the context is over this many tokens (default 30,000).
     - `target`: the budget a compaction aims for (default half the trigger), so the next
       compaction is far away and the prompt prefix stays cached between them.
+    - `policy`: when `compact_if_needed` keeps a compaction (`compactkit.policy`): `"pays"` (the
+      default: only one that pays for itself under `pricing`, never on two calls in a row, and
+      never so that the session costs more than 1.05x what sending everything would have),
+      `"always"` (whenever over the trigger), or a `CompactionPolicy`.
+    - `pricing`: the pricing profiles a compaction must pay under (`"anthropic"`, `"openai"`).
     - `tokenizer`, `registry`: how tokens are counted and where strategies are looked up.
     - `pins`: user pin rules (`tool=TodoWrite`, `path=**/CLAUDE.md`, ... see `compactkit.pins`),
       added to the context so they travel with it (and with its log); the user's words, the task,
@@ -102,8 +110,13 @@ class Session:
         pins: Sequence[str] = (),
         serve_state: ServeStore | str | Path | None = None,
         serve_session: str | None = None,
+        policy: PolicyName | CompactionPolicy = "pays",
+        pricing: Sequence[str] = ("anthropic", "openai"),
     ) -> None:
         setup = CompactionSetup.of("session", pipeline, trigger, target, tokenizer, registry)
+        if not isinstance(policy, CompactionPolicy):
+            policy = CompactionPolicy.of(trigger, target=setup.target, pricing=pricing, mode=policy)
+        self.policy = policy
         self._served = served_session(serve_state, serve_session)
         self.trigger, self.target = trigger, setup.target
         self.tokenizer = tokenizer
@@ -115,7 +128,12 @@ class Session:
         self._counter: TokenCounter = setup.counter
         self._context = with_rules(context if context is not None else AgentContext(), pins)
         self._tokens = self._counter.context(self._context)
-        self._compact_above = trigger
+        self._ledger = policy.ledger()
+        self._raw = self._tokens
+        """Tokens the context would have with nothing ever compacted (what the policy weighs)."""
+        self._sent: AgentContext | None = None
+        self._sent_tokens = 0
+        self._appended_only = False
         self._log: _Log | None = None
 
     # ----------------------------------------------------------------- the value
@@ -140,23 +158,63 @@ class Session:
             self._log.write(append_record(new))
         self._context = appended(self._context, new)
         self._tokens += added
+        self._raw += added
+        if self._sent is not None:  # the model's answers to the last call: its output
+            answers = [m for m in new if m.role == "assistant"]
+            self._ledger.output(sum(self._counter.messages(answers)) if answers else 0)
         self._bus.emit(MessagesAppended(len(new), added, self._tokens, len(self._context.messages)))
         return self._context
 
     def compact_if_needed(self) -> RunResult | None:
-        """Run the pipeline when the context is over the trigger; None when it was not.
+        """Call before each model call: run the pipeline when the context is over the trigger
+        and the policy says a compaction is due, and keep its output when it pays for itself;
+        None when nothing was compacted.
 
-        Should a compaction end above the trigger still (the task and the newest turn alone are
-        that big), the next one waits until the context has grown by `trigger - target` again,
-        so the pipeline never runs on every call."""
-        if self._tokens <= self._compact_above:
-            return None
-        return self.compact()
+        Should a compaction end above the target still (the task and the user's words alone
+        are that big), the next one waits until the context has grown by `trigger - target`
+        above what it had to keep, so the pipeline never runs on every call."""
+        ledger = self._ledger
+        before_tokens = self._tokens
+        cached = self._cached(self._context)
+        result: RunResult | None = None
+        if ledger.due(before_tokens):
+            candidate = self.pipeline.run(self._context, self._counter)
+            if candidate.context is not self._context:
+                after = candidate.context
+                held = ledger.judge(
+                    before_tokens,
+                    cached,
+                    candidate.tokens_after,
+                    self._cached(after),
+                    raw=self._raw,
+                    floor=policy_floor(after, self._counter),
+                )
+                if held is None:
+                    result = self._adopt(candidate)
+            else:
+                ledger.unchanged(before_tokens)
+        sent = self._tokens
+        ledger.record(sent, self._cached(self._context), raw=self._raw, compacted=bool(result))
+        self._sent, self._sent_tokens, self._appended_only = self._context, sent, True
+        return result
+
+    def _cached(self, ctx: AgentContext) -> int:
+        """Tokens of `ctx` the provider reads from its cache: the prefix it shares with the
+        last prompt sent (all of it while the session only appended since)."""
+        if self._sent is None:
+            return 0
+        if ctx is self._context and self._appended_only:
+            return self._sent_tokens
+        return prefix_tokens(self._sent, ctx, self._counter)
 
     def compact(self) -> RunResult:
-        """Run the pipeline now. A failure raises and leaves the context as it was."""
+        """Run the pipeline now, whatever the policy says. A failure raises and leaves the
+        context as it was."""
+        return self._adopt(self.pipeline.run(self._context, self._counter))
+
+    def _adopt(self, result: RunResult) -> RunResult:
+        """Make a compaction's output the context (logged, served state told, observed)."""
         before = self._context
-        result = self.pipeline.run(before, self._counter)
         after = result.context
         if self._served is not None:
             self._served.forget(before, after)
@@ -168,8 +226,7 @@ class Session:
             )
         self._context = after
         self._tokens = result.tokens_after
-        over = self._tokens > self.trigger
-        self._compact_above = self._tokens + self.trigger - self.target if over else self.trigger
+        self._appended_only = False
         self._bus.emit(
             SessionCompacted(
                 pipeline=self.pipeline.title,
@@ -198,7 +255,9 @@ class Session:
             self._log.write(restore_record(snapshot))
         self._context = snapshot
         self._tokens = self._counter.context(snapshot)
-        self._compact_above = self.trigger
+        self._raw = max(self._raw, self._tokens)
+        self._ledger = self.policy.ledger()
+        self._sent, self._appended_only = None, False
         self._bus.emit(SessionRestored(self._tokens, len(snapshot.messages)))
 
     def fork(self) -> Session:
@@ -208,6 +267,7 @@ class Session:
         twin._bus = EventBus()
         twin.pipeline = _copy_pipeline(self.pipeline)
         twin.pipeline.subscribe(twin._bus.emit)
+        twin._ledger = copy.deepcopy(self._ledger)
         twin._log = None
         return twin
 

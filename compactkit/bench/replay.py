@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from ..context import AgentContext, Message
 from ..pipeline import Pipeline, builtin_strategies
-from ..policy import CompactionPolicy, Ledger, PolicyName, floor
+from ..policy import CompactionPolicy, Ledger, PolicyName, floor, prefix_tokens
 from ..pricing import PricingProfile
 from ..tokens import TokenCounter
 from ..validate import validate
@@ -104,23 +104,6 @@ def output_tokens(msg: Message, counter: TokenCounter) -> int:
             if isinstance(value, int) and value >= 0:
                 return value
     return counter.message(msg)
-
-
-def prefix_tokens(prev: AgentContext | None, cur: AgentContext, counter: TokenCounter) -> int:
-    """Tokens of the longest prefix `cur` shares with `prev` (whole messages)."""
-    if prev is None:
-        return 0
-    if (
-        prev.system_instruction != cur.system_instruction
-        or prev.activated_skills != cur.activated_skills
-    ):
-        return 0
-    total = counter.preamble(cur)
-    for a, b in zip(prev.messages, cur.messages, strict=False):
-        if a is not b and a != b:
-            break
-        total += counter.message(b)
-    return total
 
 
 def call_points(ctx: AgentContext) -> list[int]:
@@ -239,6 +222,7 @@ def _maybe_compact(
         return history, False
     out = _compact(pipeline, history, counter, checker)
     if out is history:
+        ledger.unchanged(tokens)
         return history, False
     after = counter.context(out)
     held = ledger.judge(

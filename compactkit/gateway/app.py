@@ -25,12 +25,12 @@ from starlette.requests import Request as HttpRequest
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from ..bench.replay import prefix_tokens
 from ..context import AgentContext, Message
 from ..defaults import DEFAULT_TRIGGER
 from ..errors import redact
 from ..formats.session_log import appended
 from ..pipeline import PLUGIN_TIMEOUT, Pipeline
+from ..policy import prefix_tokens
 from ..pricing import get_profile
 from ..registry import Registry
 from ..serve.reset import held_etags

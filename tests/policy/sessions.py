@@ -114,6 +114,21 @@ def templates(seed: int = 2, calls: int = 103, template_words: int = 3_000) -> A
     return AgentContext(messages=tuple(messages), metadata={"source_format": "generated"})
 
 
+def pinned(seed: int = 6, calls: int = 110, words: int = 1_200) -> AgentContext:
+    """A new long message in the user's own words every few calls (specs, reviews pasted in):
+    the user's words alone grow past the target, and none repeats."""
+    rng = random.Random(seed)
+    messages: list[Message] = [_user("Implement the spec below.\n" + _prose(rng, words))]
+    for n in range(calls):
+        if n and n % 6 == 0:
+            messages.append(_user(f"Spec part {n // 6}:\n" + _prose(rng, words)))
+        turn = _tool_turn(rng, n, 12)
+        turn[0] = _output(turn[0], rng.randint(80, 300))
+        messages.extend(turn)
+    messages.append(_output(_assistant("Implemented. " + _prose(rng, 30)), 150))
+    return AgentContext(messages=tuple(messages), metadata={"source_format": "generated"})
+
+
 def chat(seed: int = 3, turns: int = 90) -> AgentContext:
     """Only user text and assistant answers."""
     rng = random.Random(seed)
@@ -158,6 +173,7 @@ def short_end(seed: int = 5, trigger: int = 30_000) -> AgentContext:
 ALL = {
     "agent": agent,
     "templates": templates,
+    "pinned": pinned,
     "chat": chat,
     "paste": paste,
     "short_end": short_end,
