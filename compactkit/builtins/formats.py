@@ -11,6 +11,7 @@ from ..formats.claude_code import ClaudeCodeFormat
 from ..formats.cline import ClineFormat
 from ..formats.codex import CodexRolloutFormat
 from ..formats.copilot_cli import CopilotCliFormat
+from ..formats.crush import CrushFormat, OpenCodeGoFormat
 from ..formats.cursor import CursorFormat
 from ..formats.gemini_cli import GeminiCliFormat
 from ..formats.goose import GooseFormat
@@ -48,3 +49,6 @@ def register_formats(register: Callable[[Any], None]) -> None:
         CursorFormat(),
     ):
         register(fmt)
+    # SQLite session stores (issue 32)
+    for store in (CrushFormat(), OpenCodeGoFormat()):
+        register(store)
