@@ -3,8 +3,8 @@
 Upstream: Cursor's CLI is closed; its own bundle (`src/state/sqlite-blob-store.ts`,
 `SQLiteBlobStoreWithMetadata`, and the chat list, which skips a chat whose metadata names no
 `latestRootBlobId`) and the public readers of the store (claudecodeui's
-`cursor-sessions.provider.ts`, the sidecar and agentsview readers, checked against captures of
-`cursor-agent` 2025.09 to 2026.09) agree on its layout:
+`cursor-sessions.provider.ts`, the sidecar and agentsview readers, and the notes of a reader that
+checked every store `agent` 2026.09.15-d2fe57e wrote on one machine) agree on its layout:
 
 * `meta (key TEXT PRIMARY KEY, value TEXT)`: the row `"0"` holds the chat's metadata as JSON,
   hex-encoded (`agentId`, `latestRootBlobId`, `name`, `mode`, `createdAt`, `lastUsedModel`, and a
@@ -24,8 +24,8 @@ with its log (`_sqlite.open_snapshot`), the files untouched. Blobs no longer und
 * `user` -> a user message: the human's words when it holds `<user_query>` (kept whole, as the
   model got it) or is plain text, origin `harness` when it is only tagged sections Cursor added
   (`<user_info>`, `<system_reminder>`, ...); `image` parts -> images;
-* `assistant` -> `text`, `reasoning` (thinking) and `tool-call` parts (`toolCallId`, `toolName`,
-  `args` / `input`);
+* `assistant` -> `text`, `reasoning` (thinking), `redacted-reasoning` (redacted thinking, its
+  `data`) and `tool-call` parts (`toolCallId`, `toolName`, `args` / `input`);
 * `tool` -> the `tool-result` parts (`result`, or AI SDK 5's `output: {type, value}`, `isError`,
   an `error-*` output an error).
 
@@ -340,6 +340,8 @@ class _Builder:
                 blocks.append(TextBlock(text=as_text(part.get("text"))))
             elif kind == "reasoning" and as_text(part.get("text")):
                 blocks.append(ThinkingBlock(thinking=as_text(part.get("text"))))
+            elif kind == "redacted-reasoning" and as_text(part.get("data")):
+                blocks.append(ThinkingBlock(thinking=as_text(part.get("data")), redacted=True))
             elif kind == "tool-call":
                 raw = part.get("args", part.get("input"))
                 blocks.append(

@@ -58,6 +58,7 @@ MESSAGES: list[dict[str, Any]] = [
         "role": "assistant",
         "content": [
             {"type": "reasoning", "text": "Check the hashing."},
+            {"type": "redacted-reasoning", "data": "EqQBCkgIARABGAIiQL"},
             {"type": "text", "text": "Reading the code."},
             {
                 "type": "tool-call",
@@ -159,8 +160,8 @@ def test_a_store_loads_with_its_wal_and_stays_byte_identical(tmp_path: Path) -> 
     assert ctx.system_instruction == "You are a coding agent in the terminal."
     assert [m.text for m in ctx.messages if m.is_human] == [TASK, FOLLOW_UP]
     assert ctx.messages[0].origin == "harness"  # <user_info> only: what Cursor added
-    thinking, text, *calls = ctx.messages[2].content
-    assert thinking.type == "thinking" and text.type == "text"
+    thinking, redacted, text, *calls = ctx.messages[2].content
+    assert thinking.type == "thinking" and redacted.redacted and text.type == "text"
     assert [c.input for c in calls] == [{"path": "login.ts"}, {"command": "npm test"}]
     results = {r.tool_call_id: (r.text, r.is_error) for m in ctx.messages for r in m.tool_results}
     assert results == {"tool_1": ("export function login() {}", False), "tool_2": ("exit 1", True)}
