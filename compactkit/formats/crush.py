@@ -30,7 +30,8 @@ order within a second), and mapped as `preparePrompt` / `ToAIMessage` send them:
   `harness`, the command pinned as the user's (`user-command`); `image_url` parts are not sent;
 * an assistant message -> reasoning (with its signature) as thinking, text, tool calls (`input`
   parsed as JSON); one with none of them (cancelled before it replied) is left out, as Crush
-  leaves it out; the session's compaction summary (`sessions.summary_message_id`, an assistant
+  leaves it out (the Go OpenCode's providers also leave out one holding only reasoning, which
+  they never send back); the session's compaction summary (`sessions.summary_message_id`, an assistant
   message that Crush sends as the user's) -> a user message, origin `summary`, metadata
   `crush_summary`;
 * a tool message -> its results: `is_error` -> an error result, `data` -> an image
@@ -329,7 +330,8 @@ class _Builder:
                         input=parse_arguments(data.get("input")),
                     )
                 )
-        if not blocks:  # cancelled before it returned anything: preparePrompt leaves it out
+        sent = blocks if self.lineage == CRUSH else [b for b in blocks if b.type != "thinking"]
+        if not sent:  # cancelled before it replied: preparePrompt / convertMessages leave it out
             self.skipped["message/assistant (empty)"] += 1
             return
         for column in ("model", "provider"):

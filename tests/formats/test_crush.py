@@ -109,6 +109,7 @@ MESSAGES: list[tuple[str, list[dict[str, Any]]]] = [
         ],
     ),
     ("assistant", [finish("canceled")]),  # cancelled before it returned anything
+    ("assistant", [reasoning("Maybe the salt?"), finish("canceled")]),  # only reasoning
     (
         "user",
         [part("shell_command", command="git status", output="\x1b[32mclean\x1b[0m", exit_code=0)],
@@ -135,7 +136,7 @@ MESSAGES: list[tuple[str, list[dict[str, Any]]]] = [
     ("assistant", [part("text", text="Summary: bcrypt kept, tests pass."), finish("end_turn")]),
     ("assistant", [call("toolu_06", "edit", file_path="login.ts"), finish("tool_use")]),
 ]
-SUMMARY = 8
+SUMMARY = 9
 """The index of the message the session's `summary_message_id` names."""
 
 
@@ -162,7 +163,7 @@ def fill(db: sqlite3.Connection, crush: bool = True) -> None:
         values += ("anthropic", int(n == SUMMARY))[: extra.count(",")]
         marks = ",".join("?" * len(values))
         db.execute(f"INSERT INTO messages ({columns}{extra}) VALUES ({marks})", values)
-    child = f"{message_id(6)}$$toolu_04" if crush else "toolu_04"
+    child = f"{message_id(7)}$$toolu_04" if crush else "toolu_04"
     db.execute(
         "INSERT INTO sessions (id, parent_session_id, title, created_at, updated_at)"
         " VALUES (?,?,?,?,?)",
@@ -243,7 +244,7 @@ def test_a_crush_database_loads_as_crush_sends_it(tmp_path: Path) -> None:
     assert pairing_problems(main) == [] and compactkit.validate(main) == []
     assert main.metadata["skipped_records"] == {
         "message/assistant (empty)": 1,
-        "part/finish": 9,
+        "part/finish": 10,
     }
     assert main.metadata["orphan_results"] == 1
     # the sessions Crush runs for itself come after, hung on their parent
@@ -300,6 +301,9 @@ def test_the_go_opencode_is_told_from_sst_opencode_by_its_schema(tmp_path: Path)
     assert go.metadata["source_format"] == "opencode-go"
     assert sst.metadata["source_format"] == "opencode"
     assert [m.text for m in go.messages if m.is_human] == [TASK, FOLLOW_UP]
+    # its providers never send reasoning back: a reply holding only reasoning is left out
+    assert go.metadata["skipped_records"]["message/assistant (empty)"] == 2
+    assert all(any(b.type != "thinking" for b in m.content) for m in go.messages)
     assert pairing_problems(go) == [] and compactkit.validate(go) == []
     assert compactkit.load(opencode_go(tmp_path / "go2"))[2].metadata["parent_tool_call_id"] == (
         "toolu_04"  # the Go OpenCode names a sub-agent's session after the call
