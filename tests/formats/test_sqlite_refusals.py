@@ -64,3 +64,10 @@ def test_an_empty_sqlite_database_says_it_has_no_tables(tmp_path: Path) -> None:
     path = database(tmp_path / "empty.db", "PRAGMA user_version = 1")
     result = CliRunner().invoke(CLI, ["inspect", str(path)])
     assert result.exit_code == 2 and "(tables: none)" in result.stderr, result.stderr
+
+
+def test_compactkit_formats_lists_the_sqlite_readers() -> None:
+    result = CliRunner().invoke(CLI, ["formats"])
+    assert result.exit_code == 0
+    listed = {line.split()[0] for line in result.output.splitlines() if line.strip()}
+    assert {"crush", "opencode-go", "cursor-agent", "opencode", "goose"} <= listed
