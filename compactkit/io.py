@@ -16,7 +16,7 @@ from typing import TextIO
 
 from .context import AgentContext
 from .errors import BadInputError, CompactkitError, ConfigError, PluginError
-from .formats._sqlite import refuse_sqlite
+from .formats._sqlite import refuse_sqlite, sidecar_of
 from .formats._util import SKIPPED_KEY, is_sqlite
 from .formats.base import BadLine, Document, Format, read_document
 from .formats.export import Export, ExportNotes, ProviderWriter, WriterOptions
@@ -186,6 +186,9 @@ def read_session(path: str | Path, registry: Registry | None = None) -> Document
             return doc
     if is_sqlite(target):  # no reader took it: say what it is, never "binary data"
         raise refuse_sqlite(target, SQLITE_READERS)
+    sidecar = sidecar_of(target)
+    if sidecar is not None:
+        raise sidecar
     return read_document(path)
 
 

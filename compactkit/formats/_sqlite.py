@@ -120,6 +120,27 @@ _KNOWN: tuple[tuple[frozenset[str], str, str], ...] = (
 """Stores of known agents that no reader takes: (tables that tell it, what it is, what to pass)."""
 
 
+_SIDECARS = {
+    "-wal": "write-ahead log",
+    "-shm": "shared-memory index",
+    "-journal": "rollback journal",
+}
+
+
+def sidecar_of(path: Path) -> BadInputError | None:
+    """The one-line error for a SQLite database's `-wal`, `-shm` or `-journal` file given in place
+    of the database beside it; None for any other path."""
+    for end, what in _SIDECARS.items():
+        database = Path(str(path)[: -len(end)]) if str(path).endswith(end) else None
+        if database is not None and database.is_file() and path.is_file():
+            return BadInputError(
+                f"the {what} of a SQLite database, not a session",
+                path=str(path),
+                hint=f"pass the database, {database.name}, with this file beside it",
+            )
+    return None
+
+
 def refuse_sqlite(path: Path, readers: str) -> BadInputError:
     """The one-line error for a SQLite file no reader took: the known agent store it is and what
     to pass instead, else that it is a SQLite database, its tables, and `readers` (what compactkit
@@ -136,4 +157,11 @@ def refuse_sqlite(path: Path, readers: str) -> BadInputError:
     )
 
 
-__all__ = ["columns", "in_wal_mode", "open_snapshot", "refuse_sqlite", "schema_of"]
+__all__ = [
+    "columns",
+    "in_wal_mode",
+    "open_snapshot",
+    "refuse_sqlite",
+    "schema_of",
+    "sidecar_of",
+]

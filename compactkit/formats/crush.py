@@ -117,6 +117,9 @@ class _CrushDatabaseFormat(Format):
     priority = 10
 
     def read_layout(self, path: Path) -> Document | None:
+        for folder, name in ((".crush", "crush.db"), (".opencode", "opencode.db")):
+            if path.is_dir() and path.name == folder and (path / name).is_file():
+                path = path / name  # the project's data folder
         if not is_sqlite(path) or _lineage(path) != self.name:
             return None
         return Document(str(path), "json", {_KEY: _Database.open(path, self.name)})

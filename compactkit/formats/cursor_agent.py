@@ -89,6 +89,8 @@ class CursorAgentFormat(Format):
     priority = 10
 
     def read_layout(self, path: Path) -> Document | None:
+        if path.is_dir() and (path / "store.db").is_file():  # the chat's folder
+            path = path / "store.db"
         if not is_sqlite(path):
             return None
         tables, columns = schema_of(path)
@@ -395,6 +397,8 @@ def _result(part: dict[str, Any]) -> ToolResultBlock:
         value = output.get("value")
     elif value is None:
         value = output
+    if value in (None, "") and isinstance(part.get("experimental_content"), list):
+        value = part["experimental_content"]  # the AI SDK's multi-part tool output
     content: list[ContentPart] = []
     if isinstance(value, str):
         text = value

@@ -349,6 +349,9 @@ def test_inspect_and_run_on_the_command_line(tmp_path: Path) -> None:
     ]
     several = CliRunner().invoke(CLI, ["run", str(path), "--budget", "20000"])
     assert several.exit_code == 2 and f"{path}#N" in several.stderr
+    folder = tmp_path / ".crush"  # the project's data folder holds it
+    database(folder)
+    assert compactkit.load(folder)[0].messages == compactkit.load(folder / "crush.db")[0].messages
 
 
 def test_a_part_type_crush_does_not_know_is_refused_in_one_line(tmp_path: Path) -> None:

@@ -184,6 +184,7 @@ def test_older_and_newer_layouts_load_the_same_conversation(tmp_path: Path) -> N
 def test_inspect_and_run_exit_codes(tmp_path: Path) -> None:
     (path,) = samples(tmp_path)
     out = tmp_path / "out.json"
+    assert compactkit.load_one(path.parent).messages == compactkit.load_one(path).messages
     ran = CliRunner().invoke(CLI, ["run", str(path), "--budget", "20000", "-o", str(out)])
     assert ran.exit_code == 0, ran.stderr
     assert [m.text for m in compactkit.load_one(out).messages if m.is_human] == [TASK, FOLLOW_UP]

@@ -71,3 +71,13 @@ def test_compactkit_formats_lists_the_sqlite_readers() -> None:
     assert result.exit_code == 0
     listed = {line.split()[0] for line in result.output.splitlines() if line.strip()}
     assert {"crush", "opencode-go", "cursor-agent", "opencode", "goose"} <= listed
+
+
+def test_a_wal_file_given_for_its_database_names_the_database(tmp_path: Path) -> None:
+    database(tmp_path / "crush.db", "CREATE TABLE t (x)")
+    wal = tmp_path / "crush.db-wal"
+    wal.write_bytes(b"\x37\x7f\x06\x82" + b"\x00" * 28)
+    result = CliRunner().invoke(CLI, ["inspect", str(wal)])
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "the write-ahead log of a SQLite database, not a session" in result.stderr
+    assert "pass the database, crush.db" in result.stderr
