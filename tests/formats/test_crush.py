@@ -368,3 +368,11 @@ def test_a_part_type_crush_does_not_know_is_refused_in_one_line(tmp_path: Path) 
     assert f"{path}: message msg-000: part type 'hologram' is not one Crush knows" in (
         result.stderr
     )
+
+
+def test_a_folder_given_to_bench_or_check_holds_the_crush_database(tmp_path: Path) -> None:
+    from compactkit.paths import session_files
+
+    path = database(tmp_path / "project" / ".crush")
+    go = opencode_go(tmp_path / "old" / ".opencode")
+    assert session_files(tmp_path) == [str(go), str(path)]  # walked in name order
