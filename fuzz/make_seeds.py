@@ -123,8 +123,8 @@ def shaped_seeds() -> list[tuple[str, str]]:
 
 def sqlite_seeds() -> list[tuple[str, str]]:
     """Seeds of the SQLite stores (issue 32): each sample database's rows as JSON,
-    `{table: [row, ...]}` (bytes as `{"hex": ...}`), which `fuzz.targets.sqlite_target` writes
-    back into a database of the same schema."""
+    `{table: [row, ...]}` (JSON text as its value, other bytes as `{"hex": ...}`), which
+    `fuzz.targets.sqlite_target` writes back into a database of the same schema."""
     import sqlite3
     import tempfile
 
@@ -151,10 +151,25 @@ def sqlite_seeds() -> list[tuple[str, str]]:
 def _rows(db: Any, table: str) -> list[dict[str, Any]]:
     cursor = db.execute(f'SELECT * FROM "{table}"')
     names = [c[0] for c in cursor.description]
-    return [
-        {k: {"hex": v.hex()} if isinstance(v, bytes) else v for k, v in zip(names, r, strict=True)}
-        for r in cursor.fetchall()
-    ]
+    return [{k: _seed_cell(v) for k, v in zip(names, r, strict=True)} for r in cursor.fetchall()]
+
+
+def _seed_cell(value: Any) -> Any:
+    """A cell as the seed holds it: JSON text (a message's parts, a blob) as its value, so that
+    the mutations reach inside it (`fuzz.targets.write_store` writes it back as text); other
+    bytes as `{"hex": ...}`."""
+    text = value
+    if isinstance(value, bytes):
+        try:
+            text = value.decode("utf-8")
+        except UnicodeDecodeError:
+            return {"hex": value.hex()}
+    if isinstance(text, str) and text[:1] in ("{", "["):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError:
+            pass
+    return {"hex": value.hex()} if isinstance(value, bytes) else value
 
 
 def main(corpus: Path) -> None:

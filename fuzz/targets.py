@@ -156,9 +156,10 @@ def directory(target: str) -> str:
 
 # --------------------------------------------------------------------------- SQLite session stores
 # (issue 32) A store is fuzzed through its rows: an input is JSON, `{table: [row, ...]}` (a value
-# `{"hex": ...}` is bytes), written into a database of the upstream's schema, which the format
-# then reads as the command line does (`read_layout`, `sniff`, `load`). Byte mutations of the
-# database itself stop at SQLite's own checks; its rows are what the readers parse.
+# `{"hex": ...}` is bytes, an array or another object JSON text), written into a database of the
+# upstream's schema, which the format then reads as the command line does (`read_layout`,
+# `sniff`, `load`). Byte mutations of the database itself stop at SQLite's own checks; its rows
+# are what the readers parse.
 
 CURSOR_AGENT_SCHEMA = (
     "CREATE TABLE blobs (id TEXT PRIMARY KEY, data BLOB);"

@@ -227,7 +227,7 @@ class _Database:
         for part in parts:
             part = as_dict(part)
             kind = part.get("type")
-            if kind not in known:
+            if not isinstance(kind, str) or kind not in known:
                 raise BadInputError(
                     f"{where}: part type {kind!r} is not one {_AGENT[self.lineage]} knows"
                     " (it cannot open this session either)",
