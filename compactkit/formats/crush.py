@@ -289,8 +289,8 @@ class _Builder:
                     human.append(TextBlock(text=f"[Attached {mime or 'file'}: {name}]"))
             elif kind == "shell_command":
                 shells.append(_shell(data))
-            elif kind == "image_url":
-                self.skipped["part/image_url (not sent)"] += 1
+            elif kind not in ("text", "finish"):  # ToAIMessage sends no other part of a user's
+                self.skipped[f"part/{kind} (not sent)"] += 1
         meta = _stamp(row)
         if human:
             self.turns.append(Turn("user", human, meta))
@@ -324,6 +324,8 @@ class _Builder:
                 )
             elif kind == "text" and as_text(data.get("text")).strip():
                 blocks.append(TextBlock(text=as_text(data["text"])))
+            elif kind in ("binary", "image_url", "tool_result", "shell_command"):
+                self.skipped[f"part/{kind} (not sent)"] += 1  # not in an assistant's message
             elif kind == "tool_call":
                 call_id = as_text(data.get("id"))
                 blocks.append(
@@ -350,6 +352,9 @@ class _Builder:
 
     def tool(self, row: dict[str, Any], parts: list[dict[str, Any]]) -> None:
         results: list[Block] = [_result(p["data"]) for p in parts if p["type"] == "tool_result"]
+        for part in parts:
+            if part["type"] not in ("tool_result", "finish"):
+                self.skipped[f"part/{part['type']} (not sent)"] += 1
         if results:
             self.turns.append(Turn("tool", results, _stamp(row)))
         else:

@@ -80,6 +80,7 @@ MESSAGES: list[tuple[str, list[dict[str, Any]]]] = [
         [
             part("text", text=TASK),
             part("binary", Path="shot.png", MIMEType="image/png", Data=PNG),
+            part("image_url", url="https://example.com/a.png", detail=""),  # never sent
             part(
                 "binary",
                 Path="login.ts",
@@ -245,6 +246,7 @@ def test_a_crush_database_loads_as_crush_sends_it(tmp_path: Path) -> None:
     assert main.metadata["skipped_records"] == {
         "message/assistant (empty)": 1,
         "part/finish": 10,
+        "part/image_url (not sent)": 1,
     }
     assert main.metadata["orphan_results"] == 1
     # the sessions Crush runs for itself come after, hung on their parent
