@@ -305,6 +305,9 @@ class _Builder:
             self.assistant(parts, meta)
         elif role == "tool":
             results: list[Block] = [_result(p) for p in parts if p.get("type") == "tool-result"]
+            for part in parts:
+                if part.get("type") != "tool-result":
+                    self.skipped[f"part/{part.get('type')}"] += 1
             if results:
                 self.turns.append(Turn("tool", results, meta))
             else:
