@@ -19,7 +19,7 @@ import os
 import shutil
 import sqlite3
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ..errors import BadInputError
@@ -98,26 +98,35 @@ def _schema(path: str, _stamp: object) -> tuple[frozenset[str], dict[str, dict[s
         return frozenset(tables), {t: columns(db, t) for t in tables}
 
 
-_KNOWN: tuple[tuple[frozenset[str], str, str], ...] = (
+Schema = tuple[frozenset[str], dict[str, dict[str, str]]]
+
+_KNOWN: tuple[tuple[Callable[[Schema], bool], str, str], ...] = (
     (
-        frozenset({"cursorDiskKV"}),
+        lambda schema: "cursorDiskKV" in schema[0],
         "Cursor's editor state database (state.vscdb), not a session compactkit reads",
         "pass the agent's transcript, ~/.cursor/projects/<project>/agent-transcripts/<id>.jsonl,"
         " or a cursor-agent chat, ~/.cursor/chats/<hash>/<id>/store.db",
     ),
     (
-        frozenset({"ItemTable"}),
+        lambda schema: "ItemTable" in schema[0],
         "a VS Code-style state database (state.vscdb), not a session compactkit reads",
         "Cline and Roo Code keep a task in tasks/<id>/api_conversation_history.json;"
         " Cursor's agent in ~/.cursor/projects/<project>/agent-transcripts/<id>.jsonl",
     ),
     (
-        frozenset({"blobs", "meta"}),
+        lambda schema: "rollout_path" in schema[1].get("threads", {}),
+        "Codex's state database (state_<n>.sqlite): it lists the threads, whose messages are in"
+        " their rollout files",
+        "pass a thread's rollout, ~/.codex/sessions/<yyyy>/<mm>/<dd>/rollout-<...>.jsonl"
+        " (its rollout_path)",
+    ),
+    (
+        lambda schema: {"blobs", "meta"} <= schema[0],
         "a cursor-agent store.db with no conversation in it (its meta row names no root blob)",
         "pass the store.db of a chat that has messages, with its store.db-wal beside it",
     ),
 )
-"""Stores of known agents that no reader takes: (tables that tell it, what it is, what to pass)."""
+"""Stores of known agents that no reader takes: (what tells it, what it is, what to pass)."""
 
 
 _SIDECARS = {
@@ -145,9 +154,10 @@ def refuse_sqlite(path: Path, readers: str) -> BadInputError:
     """The one-line error for a SQLite file no reader took: the known agent store it is and what
     to pass instead, else that it is a SQLite database, its tables, and `readers` (what compactkit
     reads in SQLite)."""
-    tables, _ = schema_of(path)
-    for marks, what, hint in _KNOWN:
-        if marks <= tables:
+    schema = schema_of(path)
+    tables = schema[0]
+    for known, what, hint in _KNOWN:
+        if known(schema):
             return BadInputError(what, path=str(path), hint=hint)
     names = ", ".join(sorted(tables)) if tables else "none"
     return BadInputError(

@@ -81,3 +81,17 @@ def test_a_wal_file_given_for_its_database_names_the_database(tmp_path: Path) ->
     assert result.exit_code == 2 and result.stderr.count("\n") == 1, result.stderr
     assert "the write-ahead log of a SQLite database, not a session" in result.stderr
     assert "pass the database, crush.db" in result.stderr
+
+
+def test_codex_state_database_is_refused_naming_the_rollouts(tmp_path: Path) -> None:
+    """Codex's `state_<n>.sqlite` (codex-rs/state: `threads` with each thread's `rollout_path`)
+    indexes the sessions; their messages are in the rollout files, which compactkit reads."""
+    path = database(
+        tmp_path / "state_5.sqlite",
+        "CREATE TABLE threads (id TEXT PRIMARY KEY, rollout_path TEXT NOT NULL,"
+        " created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, cwd TEXT NOT NULL,"
+        " title TEXT NOT NULL)",
+    )
+    result = CliRunner().invoke(CLI, ["inspect", str(path)])
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "Codex's state database" in result.stderr and "rollout-" in result.stderr
