@@ -185,10 +185,9 @@ class _Store:
     def _walk(
         self, db: sqlite3.Connection, node: bytes, skipped: Counter[str], seen: set[str], depth: int
     ) -> Iterator[dict[str, Any]]:
+        """The messages under `node`, in order. A message listed twice is given twice (content
+        addressing gives the same words typed twice one blob); a node is followed once."""
         for child in _child_ids(node):
-            if child in seen:
-                continue
-            seen.add(child)
             data = _blob(db, child)
             if data is None:
                 skipped["blob (missing)"] += 1
@@ -196,7 +195,8 @@ class _Store:
             message = _message_of(data)
             if message is not None:
                 yield message
-            elif depth < _MAX_DEPTH and _child_ids(data):
+            elif child not in seen and depth < _MAX_DEPTH and _child_ids(data):
+                seen.add(child)
                 yield from self._walk(db, data, skipped, seen, depth + 1)
             else:
                 skipped["blob (not a message)"] += 1

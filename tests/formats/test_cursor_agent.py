@@ -220,3 +220,21 @@ def test_a_missing_root_blob_is_refused_in_one_line(tmp_path: Path) -> None:
     assert result.exit_code == 2 and result.stderr.count("\n") == 1, result.stderr
     assert "that its metadata names is not in the store" in result.stderr
     assert SECRET not in result.stderr
+
+
+def test_the_same_words_typed_twice_load_twice(tmp_path: Path) -> None:
+    """Blobs are named by their content: "continue" typed twice is one blob that the root lists
+    twice, and both turns load."""
+    path = tmp_path / "store.db"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE blobs (id TEXT PRIMARY KEY, data BLOB)")
+    db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
+    again = blob(db, encoded({"role": "user", "content": "<user_query>continue</user_query>"}))
+    reply = blob(db, encoded({"role": "assistant", "content": "Working on it."}))
+    order = [again, reply, again, reply]
+    root = blob(db, b"".join(field(1, bytes.fromhex(i)) for i in order))
+    db.execute("INSERT INTO meta VALUES ('0', ?)", (encoded({"latestRootBlobId": root}).hex(),))
+    db.commit()
+    db.close()
+    ctx = compactkit.load_one(path)
+    assert [m.text for m in ctx.messages if m.is_human] == ["<user_query>continue</user_query>"] * 2
