@@ -298,7 +298,14 @@ def test_every_schema_version_of_crush_loads(tmp_path: Path, migrations: int) ->
 def test_the_go_opencode_is_told_from_sst_opencode_by_its_schema(tmp_path: Path) -> None:
     """Both write `opencode.db`: the Go OpenCode's tables are Crush's first ones, sst's are
     `session`, `message`, `part`."""
-    go = compactkit.load(opencode_go(tmp_path / "go" / ".opencode"))[0]
+    go_path = opencode_go(tmp_path / "go" / ".opencode")
+    go = compactkit.load(go_path)[0]
+    inspected = CliRunner().invoke(CLI, ["inspect", "--json", str(go_path)])
+    assert inspected.exit_code == 0 and '"format": "opencode-go"' in inspected.stdout.replace(
+        '":"', '": "'
+    ), inspected.stderr
+    ran = CliRunner().invoke(CLI, ["run", f"{go_path}#0", "--budget", "20000"])
+    assert ran.exit_code == 0 and TASK in ran.stdout, ran.stderr
     sst = compactkit.load(test_opencode.database(tmp_path / "sst"))[0]
     assert go.metadata["source_format"] == "opencode-go"
     assert sst.metadata["source_format"] == "opencode"
