@@ -301,9 +301,8 @@ def test_the_go_opencode_is_told_from_sst_opencode_by_its_schema(tmp_path: Path)
     go_path = opencode_go(tmp_path / "go" / ".opencode")
     go = compactkit.load(go_path)[0]
     inspected = CliRunner().invoke(CLI, ["inspect", "--json", str(go_path)])
-    assert inspected.exit_code == 0 and '"format": "opencode-go"' in inspected.stdout.replace(
-        '":"', '": "'
-    ), inspected.stderr
+    assert inspected.exit_code == 0, inspected.stderr
+    assert json.loads(inspected.stdout.splitlines()[0])["format"] == "opencode-go"
     ran = CliRunner().invoke(CLI, ["run", f"{go_path}#0", "--budget", "20000"])
     assert ran.exit_code == 0 and TASK in ran.stdout, ran.stderr
     sst = compactkit.load(test_opencode.database(tmp_path / "sst"))[0]
