@@ -609,3 +609,104 @@ def make_anthropic(messages: list[dict[str, Any]], folder: Path, size: int) -> P
         "messages": list(_until(turns, size)),
     }
     return _write_document(folder / "anthropic-big.json", request)
+
+
+# --------------------------------------------------------------------------- SQLite stores (issue 32)
+
+
+def _crush_parts(message: dict[str, Any]) -> list[Any]:
+    """A message's parts as Crush's `marshalParts` writes them (`[{"type", "data"}]`)."""
+    parts: list[Any] = []
+    for b in message["content"]:
+        if b["type"] == "text":
+            parts.append({"type": "text", "data": {"text": b["text"]}})
+        elif b["type"] == "thinking":
+            parts.append(
+                {"type": "reasoning", "data": {"thinking": b["thinking"], "signature": ""}}
+            )
+        elif b["type"] == "tool_call":
+            data = {"id": b["id"], "name": b["name"], "input": _dumps(b["input"]), "finished": True}
+            parts.append({"type": "tool_call", "data": data})
+        elif b["type"] == "tool_result":
+            data = {
+                "tool_call_id": b["tool_call_id"],
+                "name": "",
+                "content": _result_text(b),
+                "is_error": b["is_error"],
+            }
+            parts.append({"type": "tool_result", "data": data})
+    parts.append({"type": "finish", "data": {"reason": "end_turn", "time": 1760000000}})
+    return parts
+
+
+def make_crush(messages: list[dict[str, Any]], folder: Path, size: int) -> Path:
+    """A Crush `crush.db` holding one session, its rows as `internal/message/message.go` writes
+    them (a tool's results in a `tool` message), at the schema of Crush's last migration."""
+    from tests.formats.shapes import crush_schema
+
+    def rows(k: int) -> list[Any]:
+        return [(m["role"], _dumps(_crush_parts(m))) for m in _copy(messages, k)]
+
+    path = folder / "crush.db"
+    with sqlite3.connect(path) as db:
+        db.executescript(crush_schema())
+        db.execute(
+            "INSERT INTO sessions (id, title, created_at, updated_at) VALUES (?,?,?,?)",
+            ("5f0c3a1e-8d2b-4c6f-9a7e-1b2c3d4e5f60", "big session", 1760000000, 1760000000),
+        )
+        db.executemany(
+            "INSERT INTO messages (id, session_id, role, parts, created_at, updated_at)"
+            " VALUES (?,?,?,?,?,?)",
+            (
+                (f"msg-{n}", "5f0c3a1e-8d2b-4c6f-9a7e-1b2c3d4e5f60", role, parts, n, n)
+                for n, (role, parts) in enumerate(_until(rows, size))
+            ),
+        )
+    return path
+
+
+def _ai_sdk(message: dict[str, Any]) -> dict[str, Any]:
+    """A message as an AI SDK model message, as cursor-agent stores it."""
+    content: list[Any] = []
+    for b in message["content"]:
+        if b["type"] == "text":
+            content.append({"type": "text", "text": b["text"]})
+        elif b["type"] == "thinking":
+            content.append({"type": "reasoning", "text": b["thinking"]})
+        elif b["type"] == "tool_call":
+            call = {"toolCallId": b["id"], "toolName": b["name"], "args": b["input"]}
+            content.append({"type": "tool-call", **call})
+        elif b["type"] == "tool_result":
+            result = {"toolCallId": b["tool_call_id"], "result": _result_text(b)}
+            content.append({"type": "tool-result", "toolName": "", **result})
+    return {"role": message["role"], "content": content}
+
+
+def make_cursor_agent(messages: list[dict[str, Any]], folder: Path, size: int) -> Path:
+    """A cursor-agent `store.db`: each message a JSON blob named by its SHA-256, the root blob
+    listing them in protobuf field 1, the metadata in meta row "0" (hex-encoded JSON)."""
+    import hashlib
+
+    def field(payload: bytes) -> bytes:
+        out, n = bytearray([0x0A]), len(payload)
+        while n >= 0x80:
+            out.append((n & 0x7F) | 0x80)
+            n >>= 7
+        return bytes([*out, n]) + payload
+
+    path = folder / "store.db"
+    ids: list[bytes] = []
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE blobs (id TEXT PRIMARY KEY, data BLOB)")
+        db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
+        for record in _until(lambda k: [_ai_sdk(m) for m in _copy(messages, k)], size):
+            data = _dumps(record).encode("utf-8")
+            digest = hashlib.sha256(data).digest()
+            db.execute("INSERT OR IGNORE INTO blobs VALUES (?, ?)", (digest.hex(), data))
+            ids.append(digest)
+        root = b"".join(field(i) for i in ids)
+        root_id = hashlib.sha256(root).hexdigest()
+        db.execute("INSERT INTO blobs VALUES (?, ?)", (root_id, root))
+        meta = {"agentId": "ac437fdf-3e7e-4a54-98a4-7bb04fd3efc6", "latestRootBlobId": root_id}
+        db.execute("INSERT INTO meta VALUES ('0', ?)", (_dumps(meta).encode("utf-8").hex(),))
+    return path

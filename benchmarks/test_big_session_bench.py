@@ -35,7 +35,7 @@ meets it, else its measured bound (`BOUNDS`).
   as compactkit loads them, written as each format's writer writes them: an Anthropic Messages
   request, Goose `sessions.db`, OpenCode `opencode.db` and `storage/`, aider's Markdown history,
   a Cline task's `api_conversation_history.json`, a Copilot CLI `session-state/<id>/` folder, a
-  Cursor agent transcript.
+  Cursor agent transcript, a Crush `crush.db`, a cursor-agent `store.db`.
 
 Each command runs in its own process; its peak RSS is the `ru_maxrss` that `wait4` reports for
 it (to a small launcher: see `_LAUNCHER`).
@@ -60,7 +60,9 @@ from benchmarks.big_sessions import (
     make_cline,
     make_codex,
     make_copilot,
+    make_crush,
     make_cursor,
+    make_cursor_agent,
     make_gemini,
     make_goose,
     make_openai_chat,
@@ -207,6 +209,9 @@ OTHERS: dict[str, tuple[str, Maker]] = {
     "cline": ("cline", _messages(make_cline)),
     "copilot-cli": ("copilot-cli", _messages(make_copilot)),
     "cursor": ("cursor", _messages(make_cursor)),
+    # SQLite session stores (issue 32)
+    "crush": ("crush", _messages(make_crush)),
+    "cursor-agent": ("cursor-agent", _messages(make_cursor_agent)),
 }
 """Every other format (and layout), by row name: (the format `inspect` names, its maker)."""
 MARKERS = {"collapsed", "elided", "masked", "summary", "omitted"}

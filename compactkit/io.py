@@ -16,7 +16,8 @@ from typing import TextIO
 
 from .context import AgentContext
 from .errors import BadInputError, CompactkitError, ConfigError, PluginError
-from .formats._util import SKIPPED_KEY
+from .formats._sqlite import refuse_sqlite, sidecar_of
+from .formats._util import SKIPPED_KEY, is_sqlite
 from .formats.base import BadLine, Document, Format, read_document
 from .formats.export import Export, ExportNotes, ProviderWriter, WriterOptions
 from .registry import Registry, current_registry
@@ -183,7 +184,19 @@ def read_session(path: str | Path, registry: Registry | None = None) -> Document
             ) from exc
         if doc is not None:
             return doc
+    if is_sqlite(target):  # no reader took it: say what it is, never "binary data"
+        raise refuse_sqlite(target, SQLITE_READERS)
+    sidecar = sidecar_of(target)
+    if sidecar is not None:
+        raise sidecar
     return read_document(path)
+
+
+SQLITE_READERS = (
+    "Crush's crush.db, OpenCode's opencode.db (sst's and the Go OpenCode's), Goose's sessions.db"
+    " and cursor-agent's store.db"
+)
+"""What the built-in readers read in SQLite, named when a SQLite file is refused."""
 
 
 def load_session(

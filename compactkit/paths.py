@@ -38,8 +38,9 @@ def walk_files(folder: Path) -> Iterator[Path]:
             yield Path(root) / name
 
 
-STORE_NAMES = ("opencode.db", "sessions.db", ".aider.chat.history.md")
-"""Sessions kept in files no suffix names: OpenCode's and Goose's databases, aider's history."""
+STORE_NAMES = ("opencode.db", "sessions.db", ".aider.chat.history.md", "crush.db", "store.db")
+"""Sessions kept in files no suffix names: OpenCode's (both), Goose's, Crush's and cursor-agent's
+databases, aider's history."""
 
 
 def session_files(folder: Path) -> list[str]:

@@ -11,6 +11,7 @@ suite's records (cline, anthropic-messages) or from the writers (compactkit, com
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import sys
 from pathlib import Path
@@ -120,6 +121,57 @@ def shaped_seeds() -> list[tuple[str, str]]:
     return out
 
 
+def sqlite_seeds() -> list[tuple[str, str]]:
+    """Seeds of the SQLite stores (issue 32): each sample database's rows as JSON,
+    `{table: [row, ...]}` (JSON text as its value, other bytes as `{"hex": ...}`), which
+    `fuzz.targets.sqlite_target` writes back into a database of the same schema."""
+    import sqlite3
+    import tempfile
+
+    from fuzz.targets import SQLITE_STORES
+
+    modules = {"crush": ("test_crush", "samples"), "opencode-go": ("test_crush", "go_samples")}
+    modules["cursor-agent"] = ("test_cursor_agent", "samples")
+    out: list[tuple[str, str]] = []
+    for name in SQLITE_STORES:
+        module, function = modules[name]
+        samples = getattr(importlib.import_module(f"tests.formats.{module}"), function)
+        with tempfile.TemporaryDirectory() as folder:
+            for path in samples(Path(folder)):
+                db = sqlite3.connect(path)
+                tables = [
+                    r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")
+                ]
+                rows = {t: _rows(db, t) for t in tables if not t.startswith("sqlite_")}
+                db.close()
+                out.append((name, json.dumps(rows, indent=1) + "\n"))
+    return out
+
+
+def _rows(db: Any, table: str) -> list[dict[str, Any]]:
+    cursor = db.execute(f'SELECT * FROM "{table}"')
+    names = [c[0] for c in cursor.description]
+    return [{k: _seed_cell(v) for k, v in zip(names, r, strict=True)} for r in cursor.fetchall()]
+
+
+def _seed_cell(value: Any) -> Any:
+    """A cell as the seed holds it: JSON text (a message's parts, a blob) as its value, so that
+    the mutations reach inside it (`fuzz.targets.write_store` writes it back as text); other
+    bytes as `{"hex": ...}`."""
+    text = value
+    if isinstance(value, bytes):
+        try:
+            text = value.decode("utf-8")
+        except UnicodeDecodeError:
+            return {"hex": value.hex()}
+    if isinstance(text, str) and text[:1] in ("{", "["):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError:
+            pass
+    return {"hex": value.hex()} if isinstance(value, bytes) else value
+
+
 def main(corpus: Path) -> None:
     seeded: dict[str, list[str]] = {}
     for name, files in CORPUS.items():
@@ -138,6 +190,8 @@ def main(corpus: Path) -> None:
             if loads_as(name, text):
                 seeded.setdefault(name, []).append(text)
     for name, text in shaped_seeds():
+        seeded.setdefault(name, []).append(text)
+    for name, text in sqlite_seeds():  # SQLite session stores (issue 32)
         seeded.setdefault(name, []).append(text)
     # the writers: every context of the corpus-derived seeds, as compactkit and session-log files
     native, log = REGISTRY.formats.get("compactkit"), REGISTRY.formats.get("compactkit-session")

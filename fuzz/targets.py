@@ -152,3 +152,95 @@ TARGETS: dict[str, Callable[[bytes], None]] = {
 def directory(target: str) -> str:
     """The folder name of a target's seeds and regressions (`format:pi-session` -> `format-pi-session`)."""
     return target.replace(":", "-")
+
+
+# --------------------------------------------------------------------------- SQLite session stores
+# (issue 32) A store is fuzzed through its rows: an input is JSON, `{table: [row, ...]}` (a value
+# `{"hex": ...}` is bytes, an array or another object JSON text), written into a database of the
+# upstream's schema, which the format then reads as the command line does (`read_layout`,
+# `sniff`, `load`). Byte mutations of the database itself stop at SQLite's own checks; its rows
+# are what the readers parse.
+
+CURSOR_AGENT_SCHEMA = (
+    "CREATE TABLE blobs (id TEXT PRIMARY KEY, data BLOB);"
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);"
+)
+"""cursor-agent's `store.db` (see compactkit/formats/cursor_agent.py)."""
+
+
+def _sqlite_schemas() -> dict[str, str]:
+    from tests.formats.shapes import OPENCODE_GO_SCHEMA, crush_schema
+
+    return {"crush": crush_schema(), "opencode-go": OPENCODE_GO_SCHEMA}
+
+
+def _cell(value: object) -> object:
+    if isinstance(value, dict) and set(value) == {"hex"} and isinstance(value["hex"], str):
+        return bytes.fromhex(value["hex"])
+    if value is None or (
+        isinstance(value, (str, int, float, bytes)) and not isinstance(value, bool)
+    ):
+        return value
+    return json.dumps(value)
+
+
+def write_store(rows: object, schema: str, path: Path) -> bool:
+    """A database at `path` of `schema` holding `rows` (`{table: [row, ...]}`); False when the
+    rows do not fit it (a row SQLite refuses: not an input the agent could have written)."""
+    import sqlite3
+
+    from compactkit.formats._util import as_dict
+
+    if not isinstance(rows, dict):
+        return False
+    for stale in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        stale.unlink(missing_ok=True)
+    db = sqlite3.connect(path)
+    try:
+        db.executescript(schema)
+        for table, items in rows.items():
+            quoted = '"' + str(table).replace('"', '""') + '"'
+            known = {r[1] for r in db.execute(f"PRAGMA table_info({quoted})")}
+            for row in items if isinstance(items, list) and known else ():
+                cells = {k: _cell(v) for k, v in as_dict(row).items() if k in known}
+                if cells:
+                    names = ", ".join(f'"{k}"' for k in cells)
+                    marks = ", ".join("?" * len(cells))
+                    sql = f"INSERT INTO {quoted} ({names}) VALUES ({marks})"
+                    db.execute(sql, list(cells.values()))
+        db.commit()
+    except (sqlite3.Error, ValueError, OverflowError, UnicodeEncodeError):
+        return False
+    finally:
+        db.close()
+    return True
+
+
+def sqlite_target(name: str, schema: str) -> Callable[[bytes], None]:
+    fmt = REGISTRY.formats.get(name)
+
+    def run(data: bytes) -> None:
+        try:
+            rows = json.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            return
+        path = _SCRATCH / f"{name}.db"
+        if not write_store(rows, schema, path):
+            return
+        try:
+            doc = fmt.read_layout(path)
+            if doc is None:
+                return
+            sniffed = fmt.sniff(doc)
+            if sniffed is not True:
+                raise Crash(f"{name}.sniff did not take its own layout: {sniffed!r}")
+            _check_contexts(fmt.load(doc))
+        except CompactkitError:
+            return
+
+    return run
+
+
+SQLITE_STORES = {**_sqlite_schemas(), "cursor-agent": CURSOR_AGENT_SCHEMA}
+"""Formats whose files are SQLite stores, and the schema their rows are fuzzed in."""
+TARGETS.update({f"format:{n}": sqlite_target(n, s) for n, s in SQLITE_STORES.items()})

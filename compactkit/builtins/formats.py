@@ -11,7 +11,9 @@ from ..formats.claude_code import ClaudeCodeFormat
 from ..formats.cline import ClineFormat
 from ..formats.codex import CodexRolloutFormat
 from ..formats.copilot_cli import CopilotCliFormat
+from ..formats.crush import CrushFormat, OpenCodeGoFormat
 from ..formats.cursor import CursorFormat
+from ..formats.cursor_agent import CursorAgentFormat
 from ..formats.gemini_cli import GeminiCliFormat
 from ..formats.goose import GooseFormat
 from ..formats.mini_swe_agent import MiniSweAgentFormat
@@ -48,3 +50,6 @@ def register_formats(register: Callable[[Any], None]) -> None:
         CursorFormat(),
     ):
         register(fmt)
+    # SQLite session stores (issue 32)
+    for store in (CrushFormat(), OpenCodeGoFormat(), CursorAgentFormat()):
+        register(store)

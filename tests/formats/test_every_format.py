@@ -18,6 +18,9 @@ from compactkit.testing import check_format
 from ..conftest import corpus_files, every_conversation, sample_files
 from . import test_aider, test_copilot_cli, test_cursor, test_goose, test_opencode
 from .test_cline import NATIVE_TASK, ROO_TASK, ROO_V2, XML_TASK
+from .test_crush import go_samples as opencode_go_samples  # SQLite session stores (issue 32)
+from .test_crush import samples as crush_samples
+from .test_cursor_agent import samples as cursor_agent_samples
 
 SESSION_FILES = {
     # format: (its corpus folder, the name prefixes of its bundled samples)
@@ -43,6 +46,10 @@ SHAPED = {
     "opencode": test_opencode.samples,
     "goose": test_goose.samples,
     "cursor": test_cursor.samples,
+    # SQLite session stores (issue 32)
+    "crush": crush_samples,
+    "opencode-go": opencode_go_samples,
+    "cursor-agent": cursor_agent_samples,
 }
 """Formats with no session in the corpus, whose files their tests write after the upstream schema
 (each test module names the upstream source its records follow)."""

@@ -11,6 +11,7 @@ each pinned text verbatim while compacting the rest; (c) on the corpus, every su
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ from . import test_gemini_cli as gemini
 from . import test_opencode as opencode
 from . import test_openhands as openhands
 from . import test_pi as pi
+from .shapes import crush_schema
 
 ADAPTER_REASONS = ("user-feedback", "user-answer", "user-command")
 OUTPUT = "\n".join(f"{i:04d} " + "build log line, nothing the user said " * 3 for i in range(150))
@@ -669,3 +671,51 @@ def test_corpus_pins_of_the_users_words_survive_default(budget: int) -> None:
             assert text in have, f"{name}: default at {budget} lost {text[:40]!r}"
     print(f"\nadapter-marked user words on the corpus (budget {budget}): {counts}")
     assert set(counts) >= {"claude-code", "codex-rollout", "gemini-cli", "pi-session"}
+
+
+# --------------------------------------------------------------------------- Crush (issue 32)
+# charmbracelet/crush internal/agent/tools/question.go (`formatAnswers`), internal/message/
+# content.go (`ToAIMessage`: a bang-mode `ShellCommand` as "$ <command>\n<output>\n(exit code N)")
+
+
+def crush_database(folder: Path, filler: int) -> Path:
+    from . import test_crush as crush
+
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "crush.db"
+    calls = [crush.call(f"c{n}", "bash", command=f"make step{n}") for n in range(filler)]
+    results = [crush.result(f"c{n}", "bash", OUTPUT) for n in range(filler)]
+    rows = [
+        ("user", [crush.part("text", text="drop the v1 API"), crush.finish()]),
+        ("user", [crush.part("shell_command", command="git stash", output="Saved", exit_code=0)]),
+        ("assistant", [crush.call("q1", "question", questions=[]), *calls, crush.finish()]),
+        ("tool", [crush.result("q1", "question", crush.QUESTION_RESULT), *results]),
+        ("assistant", [crush.part("text", text="Done."), crush.finish("end_turn")]),
+    ]
+    with sqlite3.connect(path) as db:
+        db.executescript(crush_schema())
+        db.execute(
+            "INSERT INTO sessions (id, title, created_at, updated_at) VALUES ('s', 't', 1, 1)"
+        )
+        for n, (role, parts) in enumerate(rows):
+            db.execute(
+                "INSERT INTO messages (id, session_id, role, parts, created_at, updated_at)"
+                " VALUES (?, 's', ?, ?, ?, ?)",
+                (f"m{n}", role, json.dumps(parts), n, n),
+            )
+    db.close()
+    return path
+
+
+def test_crush_answers_and_bang_commands_are_pinned(tmp_path: Path) -> None:
+    from .test_crush import ANSWER
+
+    ctx = compactkit.load_one(crush_database(tmp_path, filler=0))
+    assert marked(ctx) == [("user-command", "$ git stash"), ("user-answer", ANSWER)]
+
+
+def test_crush_every_strategy_keeps_the_users_words(tmp_path: Path) -> None:
+    from .test_crush import ANSWER
+
+    ctx = compactkit.load_one(crush_database(tmp_path, filler=4))
+    assert_every_strategy_keeps(ctx, ["$ git stash", ANSWER])
