@@ -15,17 +15,23 @@ DEFAULT_TRIGGER = 30_000
 SUMMARY_TOKENS = 4_000
 
 
-def default_pipeline(budget: int | None) -> list[str]:
+def default_pipeline(budget: int | None, *, fill: bool = False) -> list[str]:
     """Strategy specs of the default pipeline for a token budget.
 
     Without a budget only lossless, prefix-stable work is done (etag-collapse). With one, old turns
     are summarized in one step (the extractive backend: task, constraints, files, commands, errors,
     open items) and sliding-window guarantees the budget.
+
+    `fill`: keep as many of the newest turns verbatim as fit beside the summary, so the output
+    uses the budget (`compactkit run --budget N` ends between about 0.7 N and N). Without it the
+    summary replaces all but the newest turns, so a compaction at a trigger goes far below its
+    target and the next one is far away (what `Session`, the gateway and the bench do).
     """
     if budget is None:
         return ["etag-collapse"]
+    summary = f"llm-summary:max_tokens={budget},summary_max_tokens={SUMMARY_TOKENS}"
     return [
         "etag-collapse",
-        f"llm-summary:max_tokens={budget},summary_max_tokens={SUMMARY_TOKENS}",
+        summary + (",fill=true" if fill else ""),
         f"sliding-window:max_tokens={budget}",
     ]

@@ -112,13 +112,15 @@ def expand(
 ) -> tuple[str, ...]:
     """Strategy specs with `a+b` split, `none` dropped and `default` replaced by the default
     pipeline at `budget` (else at half the `trigger`, the target a `Session` and the gateway
-    compact down to, so the next compaction is far away; with neither, the lossless one)."""
+    compact down to, so the next compaction is far away; with neither, the lossless one). A
+    budget with no trigger is a one-shot run's (`compactkit run --budget`): the default then fills
+    it with the newest turns (`default_pipeline(fill=True)`)."""
     out: list[str] = []
     for spec in specs:
         for part in (p.strip() for p in spec.split("+")):
             if part == DEFAULT:
                 aim = budget if budget is not None else None if trigger is None else trigger // 2
-                out.extend(default_pipeline(aim))
+                out.extend(default_pipeline(aim, fill=budget is not None and trigger is None))
             elif part and part != NONE:
                 out.append(part)
     return tuple(out)

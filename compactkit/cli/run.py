@@ -45,7 +45,15 @@ from ._output import Outputs, say
     "--budget",
     type=click.IntRange(min=1),
     default=None,
-    help="Token count the output must fit; fills each strategy's budget option.",
+    help="Token count the output must fit; fills each strategy's budget option (the default "
+    "pipeline keeps the newest turns verbatim up to it: the output ends near the budget).",
+)
+@click.option(
+    "--target",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Compact toward this many tokens instead, below --budget (which the output must "
+    "still fit).",
 )
 @to_option()
 @output_option
@@ -69,6 +77,7 @@ def run(
     file: str,
     specs: Sequence[str],
     budget: int | None,
+    target: int | None,
     to: str,
     output: str | None,
     stash: str | None,
@@ -83,7 +92,9 @@ def run(
     """Compact a session (FILE, FILE#N, or - for stdin) with a pipeline of strategies.
 
     With no -s, the default pipeline runs: etag-collapse, and under --budget also llm-summary
-    (extractive, offline) and sliding-window. Without -o the context goes to stdout and the
+    (extractive, offline) and sliding-window: old turns become one summary and the newest are
+    kept verbatim as far as the budget allows, so a session larger than N ends between about
+    0.7 N and N (--target asks for less). Without -o the context goes to stdout and the
     summary to stderr. What compaction removed goes to OUTPUT.recovery.jsonl beside the
     output (a content-addressed store that expand finds by itself), to --stash PATH, or with
     --embed-recovery (and on stdout) into the context.
@@ -101,12 +112,15 @@ def run(
     check_one_stdin(file)
     if embed_recovery and stash:
         raise ConfigError("--embed-recovery and --stash are two places for one store: give one")
+    if target is not None and budget is not None and target > budget:
+        raise ConfigError(f"--target {target:,} is above --budget {budget:,}: give a lower target")
     sidecar = None if embed_recovery or stash or output in (None, STDIO) else sidecar_path(output)
     with Outputs([file], output=output, stash=stash, json=json_out, sidecar=sidecar) as outputs:
         ctx = with_sidecar(load_single(state, file, format_), file)
         if not state.registry.formats.get(to).can_write:
             raise ConfigError(f"format {to!r} cannot be written")
-        spec = one_pipeline(specs or ["default"], budget=budget, trigger=None)
+        aim = target if target is not None else budget
+        spec = one_pipeline(specs or ["default"], budget=aim, trigger=None)
         pipeline = build_pipeline(
             spec, registry=state.registry, tokenizer=tokenizer, timeout=timeout, pins=pins
         )
@@ -118,7 +132,7 @@ def run(
             del ctx  # the input: what the output and its store need is in the result
             context = _stashed(result.context, stash, sidecar, to, outputs, spill)
         outputs.emit(render(context, to, state.registry), output, verbatim=True)
-        limit, whose = _limit(budget, pipeline)
+        limit, whose = _limit(budget if budget is not None else target, pipeline)
         over = result.tokens_after - limit if limit is not None else 0
         if json_out:
             report = stats.report()

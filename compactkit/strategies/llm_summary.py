@@ -105,6 +105,12 @@ class LlmSummaryOptions(SummarizerOptions):
         description="Largest summary; a longer answer is truncated (and with max_tokens, the "
         "limit shrinks so the output fits the budget).",
     )
+    fill: bool = Field(
+        default=False,
+        description="With max_tokens: keep as many of the newest turns verbatim as fit beside "
+        "the summary (keep_last is then the fewest kept), so the output uses the budget instead "
+        "of ending far below it (what `compactkit run --budget` does).",
+    )
 
 
 class LlmSummary(Strategy):
@@ -140,6 +146,8 @@ class LlmSummary(Strategy):
             else MIN_SUMMARY_TOKENS
         )
         if budget is not None:
+            if opts.fill:
+                end = self._filled_end(ctx, start, end, budget, counter, reserve)
             end = self._fitting_end(ctx, start, end, budget, counter, reserve)
             if self._nothing_new(ctx, start, end):
                 return ctx
@@ -233,6 +241,31 @@ class LlmSummary(Strategy):
                 cut = unit.end if kept else unit.start
                 return _past_results(messages, end + cut)
         return end
+
+    def _filled_end(
+        self,
+        ctx: AgentContext,
+        start: int,
+        end: int,
+        budget: int,
+        counter: TokenCounter,
+        reserve: int,
+    ) -> int:
+        """The earliest window end (at most `end`) whose newest units, kept verbatim after a
+        summary of `reserve` tokens and the pinned words it carries, still fit `budget`."""
+        messages = ctx.messages
+        sizes = counter.messages(messages)
+        carried = sum(counter.text(b.text) for b in pinned(ctx).carry(messages[start:end]))
+        probe = self._marker(SummaryBlock(text="", etag="0" * 16, summarized_messages=end - start))
+        used = counter.preamble(ctx) + sum(sizes[:start]) + counter.message(probe)
+        used += reserve + carried + sum(sizes[end:])
+        best = end
+        for unit in reversed(units(messages[start:end])):
+            used += sum(sizes[start + unit.start : start + unit.end])
+            if used > budget:
+                break
+            best = start + unit.start
+        return _past_results(messages, best)
 
     def _shorter(self, ctx: AgentContext, start: int, end: int) -> int | None:
         """The window end that keeps one unit fewer after it (None: only one unit is left)."""
