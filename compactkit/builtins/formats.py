@@ -48,3 +48,16 @@ def register_formats(register: Callable[[Any], None]) -> None:
         CursorFormat(),
     ):
         register(fmt)
+    for fmt in _stream_formats():
+        register(fmt)
+
+
+# --------------------------------------------------------------------------- issue 32: headless
+# streams, event logs and forks, kept in a block of their own (registered after the ones above)
+
+
+def _stream_formats() -> tuple[Any, ...]:
+    """The headless-output, event-log and fork readers."""
+    from ..formats.claude_stream import ClaudeCodeStreamFormat
+
+    return (ClaudeCodeStreamFormat(),)
