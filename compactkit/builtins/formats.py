@@ -59,5 +59,7 @@ def register_formats(register: Callable[[Any], None]) -> None:
 def _stream_formats() -> tuple[Any, ...]:
     """The headless-output, event-log and fork readers."""
     from ..formats.claude_stream import ClaudeCodeStreamFormat
+    from ..formats.codex_exec import CodexExecFormat
+    from ..formats.gemini_stream import GeminiCliStreamFormat
 
-    return (ClaudeCodeStreamFormat(),)
+    return (ClaudeCodeStreamFormat(), CodexExecFormat(), GeminiCliStreamFormat())
