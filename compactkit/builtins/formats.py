@@ -61,5 +61,11 @@ def _stream_formats() -> tuple[Any, ...]:
     from ..formats.claude_stream import ClaudeCodeStreamFormat
     from ..formats.codex_exec import CodexExecFormat
     from ..formats.gemini_stream import GeminiCliStreamFormat
+    from ..formats.managed_agents import ManagedAgentsFormat
 
-    return (ClaudeCodeStreamFormat(), CodexExecFormat(), GeminiCliStreamFormat())
+    return (
+        ClaudeCodeStreamFormat(),
+        CodexExecFormat(),
+        GeminiCliStreamFormat(),
+        ManagedAgentsFormat(),
+    )

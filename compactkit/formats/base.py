@@ -225,6 +225,11 @@ class Format:
     default, an error naming the first such line), `"skip"` every such line, or `"skip-last"` only
     a torn last line. A skipped line gets one warning naming file and line and is counted in
     `skipped_records` as `"malformed line"` (`compactkit.io` does both; `load` never sees it)."""
+    prompt_optional: ClassVar[bool] = False
+    """True for a format whose files may hold no word of the user: a headless run's output,
+    whose prompt was given on the command line and is not printed. Its conversations then start
+    with a harness note saying so, and the conformance kit accepts one with no message in the
+    human's words."""
 
     def sniff(self, doc: Document) -> bool:
         """True when `doc` is this format's file. Must be cheap and must not raise."""

@@ -37,11 +37,15 @@ from pydantic import JsonValue
 
 from ..context import AgentContext, Message, TextBlock
 from ..errors import BadInputError
-from ._util import as_text, context_metadata, note_skipped, str_or_none
+from ._util import as_list, as_text, context_metadata, note_skipped, str_or_none
 from .base import Document, Format
 from .claude_code import message_records_contexts
 
 _SNIFF_LIMIT = 50
+PROMPT_NOT_RECORDED = (
+    "[the prompt of this run is not in its output: it was given on the command line]"
+)
+"""The harness note a thread starts with when the stream holds no prompt of it."""
 _RESULT_KEYS = ("subtype", "is_error", "num_turns", "total_cost_usd", "duration_ms")
 
 
@@ -50,6 +54,7 @@ class ClaudeCodeStreamFormat(Format):
     description = "Claude Code -p --output-format stream-json / json output (Agent SDK messages)"
     extension = ".jsonl"
     priority = 10
+    prompt_optional = True  # the prompt is on the command line, not in the output
     malformed_lines = "skip"
 
     def sniff(self, doc: Document) -> bool:
@@ -103,12 +108,17 @@ def _linked(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     counted, not linked."""
     last: dict[str | None, str] = {}
     out: list[dict[str, Any]] = []
+    prompted = _prompted_threads(records)
     for number, record in enumerate(records):
         kind = record.get("type")
         if kind not in ("user", "assistant") or not isinstance(record.get("message"), dict):
             out.append({k: v for k, v in record.items() if k != "uuid"})
             continue
         thread = str_or_none(record.get("parent_tool_use_id"))
+        if thread not in last and thread not in prompted:
+            note = _note(record, thread, f"stream-prompt-{number}")
+            last[thread] = note["uuid"]
+            out.append(note)
         uuid = str_or_none(record.get("uuid")) or f"stream-{number}"
         linked = dict(record)
         linked.update(uuid=uuid, parentUuid=last.get(thread), sessionId=record.get("session_id"))
@@ -118,6 +128,43 @@ def _linked(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         last[thread] = uuid
         out.append(linked)
     return out
+
+
+def _prompted_threads(records: list[dict[str, Any]]) -> set[str | None]:
+    """The threads whose first message is a prompt (user text, not only tool results)."""
+    first: dict[str | None, dict[str, Any]] = {}
+    for record in records:
+        if record.get("type") in ("user", "assistant") and isinstance(record.get("message"), dict):
+            first.setdefault(str_or_none(record.get("parent_tool_use_id")), record)
+    return {thread for thread, record in first.items() if _is_prompt(record)}
+
+
+def _is_prompt(record: dict[str, Any]) -> bool:
+    """A user message holding text (a prompt), not only tool results."""
+    if record.get("type") != "user":
+        return False
+    content = record["message"].get("content")
+    if isinstance(content, str):
+        return bool(content)
+    return any(
+        not (isinstance(b, dict) and b.get("type") == "tool_result") for b in as_list(content)
+    )
+
+
+def _note(record: dict[str, Any], thread: str | None, uuid: str) -> dict[str, Any]:
+    """A harness user record saying the thread's prompt is not in the stream (`isMeta`)."""
+    note: dict[str, Any] = {
+        "type": "user",
+        "isMeta": True,
+        "message": {"role": "user", "content": PROMPT_NOT_RECORDED},
+        "uuid": uuid,
+        "parentUuid": None,
+        "sessionId": record.get("session_id"),
+        "isSidechain": thread is not None,
+    }
+    if thread is not None:
+        note["agentId"] = thread
+    return note
 
 
 def _head(records: list[dict[str, Any]]) -> dict[str, JsonValue]:

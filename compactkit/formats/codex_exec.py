@@ -34,7 +34,8 @@ it, unless it is the last). `turn.completed.usage` goes on the turn's last assis
 events are counted in `skipped_records` (`error`s also in `metadata["codex_errors"]`).
 
 The user's words: `codex exec` takes the prompt on its command line and the thread events do
-not repeat it, so a thread-event stream holds no user message; the raw-protocol generation
+not repeat it, so a thread-event stream holds no user message: it starts with a harness note saying so
+(`PROMPT_NOT_RECORDED`, `origin: harness`); the raw-protocol generation
 prints it (`{"prompt": ...}`) and user messages (`user_message`), loaded as the user's. No
 result of these events holds words of the user. A line that is not JSON is refused, named.
 """
@@ -48,6 +49,7 @@ from typing import Any
 from pydantic import JsonValue
 
 from ..context import (
+    ORIGIN_KEY,
     AgentContext,
     Block,
     TextBlock,
@@ -85,6 +87,10 @@ _THREAD_EVENTS = frozenset(
 _TEXT_ITEMS = {"agent_message": "text", "assistant_message": "text", "plan": "text"}
 _FAILED = ("failed", "declined")
 _PLAN_UPDATED = "Plan updated"
+PROMPT_NOT_RECORDED = (
+    "[the prompt of this run is not in its output: it was given on the command line]"
+)
+"""The harness note a thread-event stream starts with: `codex exec` does not print its prompt."""
 
 
 class CodexExecFormat(Format):
@@ -92,6 +98,7 @@ class CodexExecFormat(Format):
     description = "Codex codex exec --json events (JSONL)"
     extension = ".jsonl"
     priority = 10
+    prompt_optional = True  # the prompt is on the command line, not in the output
 
     def sniff(self, doc: Document) -> bool:
         try:
@@ -323,6 +330,9 @@ class _Builder:
                 if call is not None:
                     self.blocks.append(call[0])
         self.flush()
+        if not any(t.role == "user" for t in self.turns):
+            note = Turn("user", [TextBlock(text=PROMPT_NOT_RECORDED)], {ORIGIN_KEY: "harness"})
+            self.turns.insert(0, note)
         repaired = repair_pairing(
             [t.freeze() for t in self.turns],
             close="unless_answered",

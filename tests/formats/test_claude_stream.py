@@ -93,6 +93,7 @@ MESSAGES: list[dict[str, Any]] = [
             "input": {"description": "Find the fixture", "prompt": "Find the parser fixtures"},
         },
     ),
+    _user(51, [{"type": "text", "text": "Find the parser fixtures"}], parent="toolu_02"),
     _assistant(
         6,
         "msg_s1",
@@ -149,6 +150,7 @@ MESSAGES: list[dict[str, Any]] = [
 
 
 def samples(folder: Path) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
     stream = folder / "claude-stream.jsonl"
     stream.write_text("".join(json.dumps(m) + "\n" for m in MESSAGES), encoding="utf-8")
     verbose = folder / "claude-verbose.json"
@@ -168,7 +170,9 @@ def test_the_stream_loads_as_the_session_it_streamed(tmp_path: Path) -> None:
         "total_cost_usd": 0.0123,
         "duration_ms": 8123,
     }
-    first = main.messages[0]
+    # the prompt given to claude -p is not in the stream: a harness note says so
+    note, first = main.messages[0], main.messages[1]
+    assert note.origin == "harness" and "not in its output" in note.text
     assert first.role == "assistant" and [b.type for b in first.content] == [
         "thinking",
         "text",
@@ -187,6 +191,8 @@ def test_the_stream_loads_as_the_session_it_streamed(tmp_path: Path) -> None:
     assert main.metadata["skipped_records"] == {"result": 1, "system/init": 1}
     # the subagent's messages are a conversation of their own, linked to its Task call
     assert sub.metadata["sidechain"] is True
+    assert sub.metadata["parent_tool_call_id"] == "toolu_02"
+    assert [m.text for m in sub.messages if m.is_human] == ["Find the parser fixtures"]
     assert [r.tool_call_id for m in sub.messages for r in m.tool_results] == ["toolu_s1"]
 
 

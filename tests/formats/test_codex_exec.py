@@ -89,7 +89,6 @@ THREAD_EVENTS: list[dict[str, Any]] = [
         {
             "id": "item_7",
             "type": "web_search",
-            "id_": "ws",
             "query": "argparse count verbose",
             "action": {"type": "search", "query": "argparse count verbose"},
         }
@@ -173,6 +172,7 @@ RAW_EVENTS: list[dict[str, Any]] = [
 
 
 def samples(folder: Path) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
     out = []
     for name, events in (("codex-exec.jsonl", THREAD_EVENTS), ("codex-exec-raw.jsonl", RAW_EVENTS)):
         path = folder / name
@@ -186,7 +186,10 @@ def test_thread_events_load_as_calls_paired_with_their_results(tmp_path: Path) -
     ctx = compactkit.load_one(path)
     assert ctx.metadata["source_format"] == "codex-exec"
     assert ctx.metadata["session_id"] == THREAD
-    assert [m.role for m in ctx.messages] == ["assistant", "tool", "assistant", "tool", "assistant"]
+    roles = ["user", "assistant", "tool", "assistant", "tool", "assistant"]
+    assert [m.role for m in ctx.messages] == roles
+    assert ctx.messages[0].origin == "harness"  # the prompt is not in the events
+    assert not any(m.is_human for m in ctx.messages)
     calls = {c.id: c.name for m in ctx.messages for c in m.tool_calls}
     assert calls == {
         "item_1": "shell",

@@ -16,7 +16,17 @@ from compactkit.registry import Registry, make_registry
 from compactkit.testing import check_format
 
 from ..conftest import corpus_files, every_conversation, sample_files
-from . import test_aider, test_copilot_cli, test_cursor, test_goose, test_opencode
+from . import (
+    test_aider,
+    test_claude_stream,
+    test_codex_exec,
+    test_copilot_cli,
+    test_cursor,
+    test_gemini_stream,
+    test_goose,
+    test_managed_agents,
+    test_opencode,
+)
 from .test_cline import NATIVE_TASK, ROO_TASK, ROO_V2, XML_TASK
 
 SESSION_FILES = {
@@ -43,6 +53,11 @@ SHAPED = {
     "opencode": test_opencode.samples,
     "goose": test_goose.samples,
     "cursor": test_cursor.samples,
+    # issue 32: headless streams and event logs
+    "claude-code-stream": test_claude_stream.samples,
+    "codex-exec": test_codex_exec.samples,
+    "gemini-cli-stream": test_gemini_stream.samples,
+    "claude-managed-agents": test_managed_agents.samples,
 }
 """Formats with no session in the corpus, whose files their tests write after the upstream schema
 (each test module names the upstream source its records follow)."""

@@ -119,6 +119,7 @@ EVENTS: list[dict[str, Any]] = [
 
 
 def samples(folder: Path) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
     path = folder / "gemini-stream.jsonl"
     path.write_text("".join(json.dumps(e) + "\n" for e in EVENTS), encoding="utf-8")
     return [path]
