@@ -62,10 +62,12 @@ def _stream_formats() -> tuple[Any, ...]:
     from ..formats.codex_exec import CodexExecFormat
     from ..formats.gemini_stream import GeminiCliStreamFormat
     from ..formats.managed_agents import ManagedAgentsFormat
+    from ..formats.qwen_code import QwenCodeFormat
 
     return (
         ClaudeCodeStreamFormat(),
         CodexExecFormat(),
         GeminiCliStreamFormat(),
         ManagedAgentsFormat(),
+        QwenCodeFormat(),
     )

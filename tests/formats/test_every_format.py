@@ -26,6 +26,7 @@ from . import (
     test_goose,
     test_managed_agents,
     test_opencode,
+    test_qwen_code,
 )
 from .test_cline import NATIVE_TASK, ROO_TASK, ROO_V2, XML_TASK
 
@@ -58,6 +59,7 @@ SHAPED = {
     "codex-exec": test_codex_exec.samples,
     "gemini-cli-stream": test_gemini_stream.samples,
     "claude-managed-agents": test_managed_agents.samples,
+    "qwen-code": test_qwen_code.samples,
 }
 """Formats with no session in the corpus, whose files their tests write after the upstream schema
 (each test module names the upstream source its records follow)."""
