@@ -60,6 +60,7 @@ def _stream_formats() -> tuple[Any, ...]:
     """The headless-output, event-log and fork readers."""
     from ..formats.claude_stream import ClaudeCodeStreamFormat
     from ..formats.codex_exec import CodexExecFormat
+    from ..formats.cursor_text import CursorTextFormat
     from ..formats.gemini_stream import GeminiCliStreamFormat
     from ..formats.managed_agents import ManagedAgentsFormat
     from ..formats.qwen_code import QwenCodeFormat
@@ -70,4 +71,5 @@ def _stream_formats() -> tuple[Any, ...]:
         GeminiCliStreamFormat(),
         ManagedAgentsFormat(),
         QwenCodeFormat(),
+        CursorTextFormat(),
     )

@@ -22,6 +22,7 @@ from . import (
     test_codex_exec,
     test_copilot_cli,
     test_cursor,
+    test_cursor_text,
     test_gemini_stream,
     test_goose,
     test_managed_agents,
@@ -60,6 +61,7 @@ SHAPED = {
     "gemini-cli-stream": test_gemini_stream.samples,
     "claude-managed-agents": test_managed_agents.samples,
     "qwen-code": test_qwen_code.samples,
+    "cursor-text": test_cursor_text.samples,
 }
 """Formats with no session in the corpus, whose files their tests write after the upstream schema
 (each test module names the upstream source its records follow)."""
