@@ -62,6 +62,7 @@ def _stream_formats() -> tuple[Any, ...]:
     from ..formats.codex_exec import CodexExecFormat
     from ..formats.cursor_text import CursorTextFormat
     from ..formats.gemini_stream import GeminiCliStreamFormat
+    from ..formats.kilo_code import KiloCodeFormat
     from ..formats.managed_agents import ManagedAgentsFormat
     from ..formats.qwen_code import QwenCodeFormat
 
@@ -72,4 +73,5 @@ def _stream_formats() -> tuple[Any, ...]:
         ManagedAgentsFormat(),
         QwenCodeFormat(),
         CursorTextFormat(),
+        KiloCodeFormat(),
     )

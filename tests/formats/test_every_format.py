@@ -25,6 +25,7 @@ from . import (
     test_cursor_text,
     test_gemini_stream,
     test_goose,
+    test_kilo_code,
     test_managed_agents,
     test_opencode,
     test_qwen_code,
@@ -62,6 +63,7 @@ SHAPED = {
     "claude-managed-agents": test_managed_agents.samples,
     "qwen-code": test_qwen_code.samples,
     "cursor-text": test_cursor_text.samples,
+    "kilo-code": test_kilo_code.samples,
 }
 """Formats with no session in the corpus, whose files their tests write after the upstream schema
 (each test module names the upstream source its records follow)."""
