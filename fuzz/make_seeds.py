@@ -146,6 +146,7 @@ def main(corpus: Path) -> None:
         contexts = REGISTRY.formats.get(name).load(doc)
         seeded.setdefault("compactkit", []).append(native.dump(contexts[:1]))
         seeded.setdefault("compactkit-session", []).append(log.dump(contexts[:1]))
+    seeded["kilo-code"] = list(seeded["cline"])  # Kilo Code's histories are Roo Code's
     for name, texts in sorted(seeded.items()):
         for text in texts:
             write(f"format:{name}", text)

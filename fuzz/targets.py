@@ -133,9 +133,19 @@ def spec_target(data: bytes) -> None:
 SHAPED = ("copilot-cli", "cursor", "goose", "opencode")
 """Formats seeded from the records their tests write after the upstream schema (no corpus file)."""
 
-TEXT_FORMATS = ("aider",)
+# issue 32's readers (kilo-code is seeded with cline's seeds: it is cline's reader; cursor-text is
+# a text format, in TEXT_FORMATS)
+SHAPED += (
+    "claude-code-stream",
+    "claude-managed-agents",
+    "codex-exec",
+    "gemini-cli-stream",
+    "qwen-code",
+)
+
+TEXT_FORMATS = ("aider", "cursor-text")
 """Formats whose files are not JSON: the byte mutations here are of JSON values, so they are
-fuzzed by their own property test instead (tests/formats/test_aider.py)."""
+fuzzed by their own property test instead (tests/formats/test_aider.py, test_cursor_text.py)."""
 
 TARGETS: dict[str, Callable[[bytes], None]] = {
     **{

@@ -17,7 +17,8 @@ anything but whole tagged sections (then `origin: harness`), kept whole as in th
 only the split is a guess), other lines text, each `[Tool call]` a call (`input` the argument
 lines as `{name: value}`, an indented line that is no `name: value` continuing the value before
 it; ids `cursor-<line>`), each `[Tool result] NAME` the result of the oldest open call of that
-name (else the oldest open call), its text the lines after it (often none: an empty result).
+name (else the oldest open call) of the same assistant message, its text the lines after it (often
+none: an empty result); a result marker that answers no call is counted.
 Blank lines around parts are left out. No result holds words of the user.
 """
 
@@ -215,6 +216,7 @@ class _Builder:
         if self.results:
             self.turns.append(Turn("tool", list(self.results)))
         self.blocks, self.results = [], []
+        self.open = []  # a result marker after the next assistant text answers none of them
 
     def context(self) -> AgentContext:
         self.end_part()

@@ -11,8 +11,9 @@ with `isSummary`, encrypted reasoning items) and Roo's tool names, result header
 (`[read_file for 'a.ts'] Result:`), feedback tags and JSON feedback; nothing in a history says
 Kilo wrote it. So this is the `cline` reader (`compactkit.formats.cline`, every rule and every
 pin of it) for a file under Kilo Code's storage folder, `source_format: "kilo-code"`; the same
-file copied elsewhere reads as `cline`. `ui_messages.json` and `task_metadata.json` are refused
-with the error naming the history beside them.
+file copied elsewhere reads as `cline` (`--format kilo-code` reads it as Kilo Code's).
+`ui_messages.json` and `task_metadata.json` are refused with the error naming the history beside
+them.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from __future__ import annotations
 from pathlib import PurePath
 
 from ..context import AgentContext
-from ..errors import BadInputError
 from .base import Document
 from .cline import ClineFormat
 
@@ -39,12 +39,8 @@ class KiloCodeFormat(ClineFormat):
         return STORAGE in PurePath(doc.path).parts and super().sniff(doc)
 
     def load(self, doc: Document) -> list[AgentContext]:
-        if STORAGE not in PurePath(doc.path).parts:
-            raise BadInputError(
-                f"not under Kilo Code's storage folder ({STORAGE})",
-                path=doc.path,
-                hint="a task history elsewhere loads with --format cline",
-            )
+        """The history as `cline` reads it, named Kilo Code's (also for a file elsewhere given
+        with `--format kilo-code`)."""
         contexts = super().load(doc)
         return [c.replace(metadata={**c.metadata, "source_format": self.name}) for c in contexts]
 

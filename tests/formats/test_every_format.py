@@ -18,15 +18,15 @@ from compactkit.testing import check_format
 from ..conftest import corpus_files, every_conversation, sample_files
 from . import (
     test_aider,
-    test_claude_stream,
+    test_claude_code_stream,
+    test_claude_managed_agents,
     test_codex_exec,
     test_copilot_cli,
     test_cursor,
     test_cursor_text,
-    test_gemini_stream,
+    test_gemini_cli_stream,
     test_goose,
     test_kilo_code,
-    test_managed_agents,
     test_opencode,
     test_qwen_code,
 )
@@ -57,10 +57,10 @@ SHAPED = {
     "goose": test_goose.samples,
     "cursor": test_cursor.samples,
     # issue 32: headless streams and event logs
-    "claude-code-stream": test_claude_stream.samples,
+    "claude-code-stream": test_claude_code_stream.samples,
     "codex-exec": test_codex_exec.samples,
-    "gemini-cli-stream": test_gemini_stream.samples,
-    "claude-managed-agents": test_managed_agents.samples,
+    "gemini-cli-stream": test_gemini_cli_stream.samples,
+    "claude-managed-agents": test_claude_managed_agents.samples,
     "qwen-code": test_qwen_code.samples,
     "cursor-text": test_cursor_text.samples,
     "kilo-code": test_kilo_code.samples,

@@ -51,5 +51,7 @@ def test_the_chat_panel_record_is_refused_naming_the_history(tmp_path: Path) -> 
     path.write_text(
         json.dumps([{"ts": 1, "type": "say", "say": "text", "text": "hi"}]), encoding="utf-8"
     )
-    with pytest.raises(BadInputError, match=r"kilo-code: this is .*ui_messages.json \(the chat panel"):
+    with pytest.raises(
+        BadInputError, match=r"kilo-code: this is .*ui_messages.json \(the chat panel"
+    ):
         compactkit.load(path)

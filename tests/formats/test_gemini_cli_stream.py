@@ -131,14 +131,7 @@ def test_the_stream_loads_with_the_prompt_and_paired_calls(tmp_path: Path) -> No
     assert ctx.metadata["source_format"] == "gemini-cli-stream"
     assert ctx.metadata["model"] == "gemini-2.5-pro"
     assert [m.text for m in ctx.messages if m.is_human] == [PROMPT]
-    assert [m.role for m in ctx.messages] == [
-        "user",
-        "assistant",
-        "tool",
-        "assistant",
-        "tool",
-        "assistant",
-    ]
+    assert [m.role for m in ctx.messages] == ["user", *["assistant", "tool"] * 2, "assistant"]
     assert ctx.messages[1].text.startswith("I'll search for them.")
     results = {r.tool_call_id: (r.text, r.is_error) for m in ctx.messages for r in m.tool_results}
     assert results["read_file-1-b"] == ("File not found: /w/src/a.py", True)
