@@ -37,7 +37,15 @@ from pydantic import JsonValue
 
 from ..context import AgentContext, Message, TextBlock
 from ..errors import BadInputError
-from ._util import as_list, as_text, context_metadata, note_skipped, str_or_none
+from ._util import (
+    REPAIR_KEYS,
+    SKIPPED_KEY,
+    as_list,
+    as_text,
+    context_metadata,
+    note_skipped,
+    str_or_none,
+)
 from .base import Document, Format
 from .claude_code import message_records_contexts
 
@@ -190,11 +198,14 @@ def _head(records: list[dict[str, Any]]) -> dict[str, JsonValue]:
 
 
 def _retag(ctx: AgentContext, head: dict[str, JsonValue]) -> AgentContext:
-    meta = dict(ctx.metadata)
+    """`ctx` named this format's, with what `head` adds before the repair and skip counts."""
+    tail = (*REPAIR_KEYS, SKIPPED_KEY)
+    meta = {k: v for k, v in ctx.metadata.items() if k not in tail}
     meta["source_format"] = ClaudeCodeStreamFormat.name
     for key, value in head.items():
         if meta.get(key) is None:
             meta[key] = value
+    meta.update((k, ctx.metadata[k]) for k in tail if k in ctx.metadata)
     return ctx.replace(metadata=meta)
 
 

@@ -148,6 +148,9 @@ MESSAGES: list[dict[str, Any]] = [
     },
 ]
 
+REAL = Path(__file__).parent / "headless" / "claude-code-2.1.332-stream.jsonl"
+"""What the pinned CLI printed (see headless/NOTICE.md)."""
+
 
 def samples(folder: Path) -> list[Path]:
     folder.mkdir(parents=True, exist_ok=True)
@@ -155,11 +158,11 @@ def samples(folder: Path) -> list[Path]:
     stream.write_text("".join(json.dumps(m) + "\n" for m in MESSAGES), encoding="utf-8")
     verbose = folder / "claude-verbose.json"
     verbose.write_text(json.dumps(MESSAGES[:5] + MESSAGES[-1:], indent=1), encoding="utf-8")
-    return [stream, verbose]
+    return [stream, verbose, REAL]
 
 
 def test_the_stream_loads_as_the_session_it_streamed(tmp_path: Path) -> None:
-    stream, _ = samples(tmp_path)
+    stream, *_ = samples(tmp_path)
     main, sub = compactkit.load(stream)
     assert main.metadata["source_format"] == "claude-code-stream"
     assert main.metadata["session_id"] == SESSION and main.metadata["cwd"] == "/work/app"
@@ -197,7 +200,7 @@ def test_the_stream_loads_as_the_session_it_streamed(tmp_path: Path) -> None:
 
 
 def test_verbose_json_array_and_lone_result(tmp_path: Path) -> None:
-    _, verbose = samples(tmp_path)
+    _, verbose, _ = samples(tmp_path)
     ctx = compactkit.load_one(verbose)
     assert ctx.metadata["source_format"] == "claude-code-stream"
     assert [r.tool_call_id for m in ctx.messages for r in m.tool_results] == ["toolu_01"]
@@ -209,8 +212,25 @@ def test_verbose_json_array_and_lone_result(tmp_path: Path) -> None:
 
 
 def test_a_torn_line_is_skipped_and_inspect_reads_the_stream(tmp_path: Path) -> None:
-    stream, _ = samples(tmp_path)
+    stream, *_ = samples(tmp_path)
     stream.write_text(stream.read_text() + '{"type": "assistant", "mess', encoding="utf-8")
     main = compactkit.load(stream)[0]
     assert main.metadata["skipped_records"]["malformed line"] == 1
     assert "format=claude-code-stream" in inspect_output(stream)
+
+
+def test_the_output_of_claude_code_2_1_332_loads() -> None:
+    """Real `-p --output-format stream-json --verbose` output (headless/NOTICE.md): a Bash call,
+    a Write call the CLI denied, the answer; its new `system/permission_denied` message counted."""
+    ctx = compactkit.load_one(REAL)
+    assert ctx.metadata["source_format"] == "claude-code-stream"
+    assert ctx.messages[0].origin == "harness" and not any(m.is_human for m in ctx.messages)
+    results = [(r.tool_call_id, r.is_error) for m in ctx.messages for r in m.tool_results]
+    assert results == [("toolu_fake0010", False), ("toolu_fake0020", True)]
+    assert ctx.messages[-1].text == "done"
+    assert ctx.metadata["skipped_records"] == {
+        "result": 1,
+        "system/init": 1,
+        "system/permission_denied": 1,
+    }
+    assert pairing_problems(ctx) == [] and compactkit.validate(ctx) == []

@@ -170,6 +170,9 @@ RAW_EVENTS: list[dict[str, Any]] = [
     {"id": "0", "msg": {"type": "task_complete", "last_agent_message": "Added --verbose."}},
 ]
 
+REAL = Path(__file__).parent / "headless" / "codex-0.171.0-exec.jsonl"
+"""What the pinned CLI printed (see headless/NOTICE.md)."""
+
 
 def samples(folder: Path) -> list[Path]:
     folder.mkdir(parents=True, exist_ok=True)
@@ -178,11 +181,11 @@ def samples(folder: Path) -> list[Path]:
         path = folder / name
         path.write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
         out.append(path)
-    return out
+    return [*out, REAL]
 
 
 def test_thread_events_load_as_calls_paired_with_their_results(tmp_path: Path) -> None:
-    path, _ = samples(tmp_path)
+    path, *_ = samples(tmp_path)
     ctx = compactkit.load_one(path)
     assert ctx.metadata["source_format"] == "codex-exec"
     assert ctx.metadata["session_id"] == THREAD
@@ -217,7 +220,7 @@ def test_a_command_that_never_completed_stays_a_call(tmp_path: Path) -> None:
 
 
 def test_raw_protocol_events_keep_the_prompt(tmp_path: Path) -> None:
-    _, path = samples(tmp_path)
+    _, path, _ = samples(tmp_path)
     ctx = compactkit.load_one(path)
     assert [m.text for m in ctx.messages if m.is_human] == [PROMPT]
     assert ctx.metadata["cwd"] == "/w/app" and ctx.metadata["model"] == "gpt-5-codex"
@@ -226,4 +229,16 @@ def test_raw_protocol_events_keep_the_prompt(tmp_path: Path) -> None:
         "call_a": "src\n",
         "call_b": "Success. Updated the following files:\nM src/cli.py\n",
     }
+    assert pairing_problems(ctx) == [] and compactkit.validate(ctx) == []
+
+
+def test_the_output_of_codex_0_171_0_loads() -> None:
+    """Real `codex exec --json` output (headless/NOTICE.md): two commands, the second failed."""
+    ctx = compactkit.load_one(REAL)
+    assert ctx.metadata["source_format"] == "codex-exec"
+    assert ctx.metadata["session_id"] == "01a24564-43a7-7043-8dec-0142701c162b"
+    results = [(r.tool_call_id, r.is_error) for m in ctx.messages for r in m.tool_results]
+    assert results == [("item_0", False), ("item_1", True)]
+    assert ctx.messages[-1].text == "done"
+    assert ctx.messages[-1].metadata["usage"]["output_tokens"] == 12
     assert pairing_problems(ctx) == [] and compactkit.validate(ctx) == []
