@@ -34,6 +34,7 @@ class KiloCodeFormat(ClineFormat):
         "Kilo Code task history (kilocode.kilo-code/tasks/<id>/api_conversation_history.json)"
     )
     priority = 11  # the same content as Roo Code's: the storage folder tells them apart
+    agent = "Kilo Code"
 
     def sniff(self, doc: Document) -> bool:
         return STORAGE in PurePath(doc.path).parts and super().sniff(doc)

@@ -52,6 +52,6 @@ def test_the_chat_panel_record_is_refused_naming_the_history(tmp_path: Path) -> 
         json.dumps([{"ts": 1, "type": "say", "say": "text", "text": "hi"}]), encoding="utf-8"
     )
     with pytest.raises(
-        BadInputError, match=r"kilo-code: this is .*ui_messages.json \(the chat panel"
+        BadInputError, match=r"kilo-code: this is Kilo Code's ui_messages.json \(the chat panel"
     ):
         compactkit.load(path)
