@@ -21,6 +21,11 @@ of their own after the main one. Every other message is counted in `skipped_reco
 subtype; `init` gives `session_id`, `cwd` and `model`, the last `result` gives
 `metadata["result"]` (`subtype`, `is_error`, `num_turns`, `total_cost_usd`, `duration_ms`).
 
+Qwen Code's `--output-format stream-json` / `json` print the same messages
+(QwenLM/qwen-code `packages/cli/src/nonInteractive/io/BaseJsonOutputAdapter.ts`, commit
+0816e573c2e769efa3280449a5c61b9a4f82666f: one block type per assistant message, each its own
+`message.id`; the prompt as a `user` message; `init` fields under `data`), read the same way.
+
 The prompt given to `claude -p` is not in the stream (the CLI prints only what the agent and
 its tools produced; `--replay-user-messages` echoes user messages sent on stdin, which are read
 as the user's). A lone `--output-format json` result holds only the final answer: it loads as one
@@ -180,8 +185,11 @@ def _head(records: list[dict[str, Any]]) -> dict[str, JsonValue]:
     head: dict[str, JsonValue] = {}
     for record in records:
         if record.get("type") == "system" and record.get("subtype") == "init":
+            data = record.get("data")  # Qwen Code puts the init fields in `data`
             for key in ("session_id", "cwd", "model"):
                 value = str_or_none(record.get(key))
+                if value is None and isinstance(data, dict):
+                    value = str_or_none(data.get(key))
                 if value is not None:
                     head.setdefault(key, value)
         elif record.get("type") == "result":

@@ -234,3 +234,93 @@ def test_the_output_of_claude_code_2_1_332_loads() -> None:
         "system/permission_denied": 1,
     }
     assert pairing_problems(ctx) == [] and compactkit.validate(ctx) == []
+
+
+QWEN_SESSION = "b3f0c9a8-1d2e-4f50-8a6b-7c8d9e0f1a2b"
+QWEN_PROMPT = "count the TODO comments in src/"
+
+
+def _qwen(n: int, kind: str, content: Any, **message: Any) -> dict[str, Any]:
+    body = {"role": "user" if kind == "user" else "assistant", "content": content, **message}
+    return {
+        "type": kind,
+        "uuid": f"q{n:07d}-0000-4000-8000-000000000000",
+        "session_id": QWEN_SESSION,
+        "parent_tool_use_id": None,
+        "message": body,
+    }
+
+
+QWEN_STREAM: list[dict[str, Any]] = [
+    {
+        "type": "system",
+        "subtype": "init",
+        "uuid": "e0000000-0000-4000-8000-000000000000",
+        "session_id": QWEN_SESSION,
+        "parent_tool_use_id": None,
+        "data": {"cwd": "/w/app", "model": "qwen3-coder-plus", "tools": ["run_shell_command"]},
+    },
+    _qwen(1, "user", [{"type": "text", "text": QWEN_PROMPT}]),
+    _qwen(
+        2, "assistant", [{"type": "thinking", "thinking": "grep for it"}], id="m1", type="message"
+    ),
+    _qwen(3, "assistant", [{"type": "text", "text": "Searching."}], id="m2", type="message"),
+    _qwen(
+        4,
+        "assistant",
+        [
+            {
+                "type": "tool_use",
+                "id": "call_q1",
+                "name": "run_shell_command",
+                "input": {"command": "grep -rc TODO src"},
+            }
+        ],
+        id="m3",
+        type="message",
+        stop_reason="tool_use",
+    ),
+    _qwen(
+        5,
+        "user",
+        [
+            {
+                "type": "tool_result",
+                "tool_use_id": "call_q1",
+                "is_error": False,
+                "content": "src/a.ts:3",
+            }
+        ],
+    ),
+    _qwen(6, "assistant", [{"type": "text", "text": "3 TODO comments."}], id="m4", type="message"),
+    {
+        "type": "result",
+        "subtype": "success",
+        "uuid": "r1000000-0000-4000-8000-000000000000",
+        "session_id": QWEN_SESSION,
+        "is_error": False,
+        "duration_ms": 900,
+        "duration_api_ms": 800,
+        "num_turns": 2,
+        "result": "3 TODO comments.",
+        "usage": {"input_tokens": 100, "output_tokens": 20},
+        "permission_denials": [],
+    },
+]
+"""Qwen Code's stream-json, after QwenLM/qwen-code
+`packages/cli/src/nonInteractive/io/BaseJsonOutputAdapter.ts` (commit
+0816e573c2e769efa3280449a5c61b9a4f82666f): Claude Code's messages, one block type per assistant
+message, the prompt as a user message, the `init` fields under `data`."""
+
+
+def test_qwen_code_stream_json_reads_as_claude_codes(tmp_path: Path) -> None:
+    path = tmp_path / "qwen-stream.jsonl"
+    path.write_text("".join(json.dumps(m) + "\n" for m in QWEN_STREAM), encoding="utf-8")
+    ctx = compactkit.load_one(path)
+    assert ctx.metadata["source_format"] == "claude-code-stream"
+    assert ctx.metadata["cwd"] == "/w/app" and ctx.metadata["model"] == "qwen3-coder-plus"
+    assert [m.text for m in ctx.messages if m.is_human] == [QWEN_PROMPT]
+    assert not any(m.origin == "harness" for m in ctx.messages)  # the prompt is recorded
+    assert [r.text for m in ctx.messages for r in m.tool_results] == ["src/a.ts:3"]
+    assert ctx.messages[-1].text == "3 TODO comments."
+    assert pairing_problems(ctx) == [] and compactkit.validate(ctx) == []
