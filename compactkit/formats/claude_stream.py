@@ -28,8 +28,8 @@ Qwen Code's `--output-format stream-json` / `json` print the same messages
 
 The prompt given to `claude -p` is not in the stream (the CLI prints only what the agent and
 its tools produced; `--replay-user-messages` echoes user messages sent on stdin, which are read
-as the user's). A lone `--output-format json` result holds only the final answer: it loads as one
-assistant message with that text, `claude_layout: "result"`; the whole session is the session
+as the user's). A lone `--output-format json` result holds only the final answer: it loads as the harness note
+and one assistant message with that text, `claude_layout: "result"`; the whole session is the session
 file the result's `session_id` names. A line that is not JSON is skipped, as the SDK skips what it
 cannot parse.
 """
@@ -40,7 +40,7 @@ from typing import Any
 
 from pydantic import JsonValue
 
-from ..context import AgentContext, Message, TextBlock
+from ..context import ORIGIN_KEY, AgentContext, Message, TextBlock
 from ..errors import BadInputError
 from ._util import (
     REPAIR_KEYS,
@@ -221,7 +221,13 @@ def _result_only(records: list[dict[str, Any]], head: dict[str, JsonValue]) -> A
     """`--output-format json` without `--verbose`: the final answer only."""
     results = [r for r in records if r.get("type") == "result"]
     text = as_text(results[-1].get("result")) if results else ""
-    messages = (Message(role="assistant", content=(TextBlock(text=text),)),) if text else ()
+    note = Message(
+        role="user",
+        content=(TextBlock(text=PROMPT_NOT_RECORDED),),
+        metadata={ORIGIN_KEY: "harness"},
+    )
+    answer = (Message(role="assistant", content=(TextBlock(text=text),)),) if text else ()
+    messages = (note, *answer)
     meta = context_metadata(
         ClaudeCodeStreamFormat.name,
         session_id=head.get("session_id"),

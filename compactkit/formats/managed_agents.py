@@ -21,7 +21,8 @@ streaming). Every event has `id`, `type` (`{domain}.{action}`) and `processed_at
   thread events, deleted, updated), `span.*` (model requests, outcome evaluations) and
   `system.message`.
 
-Mapping: `user.message` -> the user's words (text and images); `agent.message` text, then the
+Mapping: `user.message` -> the user's words (text, images, a document's text; a `redacted`
+block, content withheld by model policy, is counted); `agent.message` text, then the
 calls that follow it -> one assistant message, their results -> a tool message after it. A call's
 id is its event's id, which its result names. A denied call (`user.tool_confirmation` with
 `result: "deny"`) is answered by the denial: an error result holding the `deny_message` the user
@@ -44,11 +45,13 @@ from pydantic import JsonValue
 from ..context import (
     AgentContext,
     Block,
+    ImageBlock,
     TextBlock,
     ToolCallBlock,
     ToolResultBlock,
 )
 from ..errors import BadInputError
+from ._chat import anthropic_block
 from ._marks import Span, Where, mark_words
 from ._pairing import Turn, repair_pairing
 from ._util import (
@@ -56,10 +59,8 @@ from ._util import (
     as_list,
     as_text,
     context_metadata,
-    nonempty_parts,
     note_repairs,
     note_skipped,
-    parts_from_content,
     str_or_none,
 )
 from .base import Document, Format
@@ -126,7 +127,7 @@ class _Builder:
             self.skipped[f"subagent/{kind}"] += 1
         elif kind == "user.message":
             self.flush()
-            parts = nonempty_parts(event.get("content"))
+            parts = self.parts(kind, event.get("content"))
             if parts:
                 self.turns.append(Turn("user", list(parts), _meta(event)))
             else:
@@ -134,7 +135,7 @@ class _Builder:
         elif kind == "agent.message":
             if self.results:
                 self.flush()
-            self.blocks.extend(nonempty_parts(event.get("content")))
+            self.blocks.extend(self.parts(kind, event.get("content")))
         elif kind in _CALLS:
             if self.results:
                 self.flush()
@@ -143,11 +144,23 @@ class _Builder:
             self.result(kind, event)
         elif kind == "user.tool_confirmation" and event.get("result") == "deny":
             self.deny(event)
-        elif kind == "system.message" and nonempty_parts(event.get("content")):
+        elif kind == "system.message" and as_list(event.get("content")):
             self.flush()
-            self.turns.append(Turn("system", nonempty_parts(event.get("content")), _meta(event)))
+            self.turns.append(Turn("system", self.parts(kind, event["content"]), _meta(event)))
         else:
             self.other(kind, event)
+
+    def parts(self, kind: str, content: Any) -> list[Block]:
+        """Message content blocks (text, images, documents' text); a `redacted` block (content
+        withheld by model policy) is counted, empty text left out."""
+        out: list[Block] = []
+        for item in as_list(content):
+            block = as_dict(item)
+            if block.get("type") == "redacted":
+                self.skipped[f"{kind}/redacted"] += 1
+            elif not (block.get("type") == "text" and not as_text(block.get("text"))):
+                out.append(anthropic_block(block))
+        return out
 
     def result(self, kind: str, event: dict[str, Any]) -> None:
         call_id = as_text(event.get(_RESULTS[kind]))
@@ -158,7 +171,11 @@ class _Builder:
         self.results.append(
             ToolResultBlock(
                 tool_call_id=call_id or "unknown",
-                content=parts_from_content(event.get("content")),
+                content=tuple(
+                    p
+                    for p in self.parts(kind, event.get("content"))
+                    if isinstance(p, (TextBlock, ImageBlock))
+                ),
                 is_error=event.get("is_error") is True,
             )
         )

@@ -158,7 +158,9 @@ def samples(folder: Path) -> list[Path]:
     stream.write_text("".join(json.dumps(m) + "\n" for m in MESSAGES), encoding="utf-8")
     verbose = folder / "claude-verbose.json"
     verbose.write_text(json.dumps(MESSAGES[:5] + MESSAGES[-1:], indent=1), encoding="utf-8")
-    return [stream, verbose, REAL]
+    lone = folder / "claude-result.json"
+    lone.write_text(json.dumps(MESSAGES[-1], indent=1), encoding="utf-8")
+    return [stream, verbose, lone, REAL]
 
 
 def test_the_stream_loads_as_the_session_it_streamed(tmp_path: Path) -> None:
@@ -200,7 +202,7 @@ def test_the_stream_loads_as_the_session_it_streamed(tmp_path: Path) -> None:
 
 
 def test_verbose_json_array_and_lone_result(tmp_path: Path) -> None:
-    _, verbose, _ = samples(tmp_path)
+    _, verbose, *_ = samples(tmp_path)
     ctx = compactkit.load_one(verbose)
     assert ctx.metadata["source_format"] == "claude-code-stream"
     assert [r.tool_call_id for m in ctx.messages for r in m.tool_results] == ["toolu_01"]
@@ -208,7 +210,9 @@ def test_verbose_json_array_and_lone_result(tmp_path: Path) -> None:
     lone.write_text(json.dumps(MESSAGES[-1]), encoding="utf-8")
     ctx = compactkit.load_one(lone)
     assert ctx.metadata["claude_layout"] == "result"
-    assert [m.text for m in ctx.messages] == ["Done: the test uses tests/data."]
+    assert [m.role for m in ctx.messages] == ["user", "assistant"]
+    assert ctx.messages[0].origin == "harness"
+    assert ctx.messages[1].text == "Done: the test uses tests/data."
 
 
 def test_a_torn_line_is_skipped_and_inspect_reads_the_stream(tmp_path: Path) -> None:

@@ -90,7 +90,11 @@ EVENTS: list[dict[str, Any]] = [
     _ev(15, "agent.tool_use", name="bash", input={"command": "pytest"}),
     _ev(16, "user.interrupt"),
     _ev(17, "user.message", content=_text(FOLLOW_UP)),
-    _ev(18, "agent.message", content=_text("Understood; leaving vendor/ alone.")),
+    _ev(
+        18,
+        "agent.message",
+        content=[{"type": "redacted"}, *_text("Understood; leaving vendor/ alone.")],
+    ),
     _ev(19, "session.status_idle", stop_reason={"type": "end_turn"}),
 ]
 
@@ -124,4 +128,6 @@ def test_an_event_log_loads_with_every_user_word_and_paired_calls(tmp_path: Path
         assert [p.reason for p in ctx.pins] == ["user-feedback"]
         assert pairing_problems(ctx) == [] and compactkit.validate(ctx) == []
         assert ctx.metadata["skipped_records"]["agent.thinking"] == 1
+        assert ctx.metadata["skipped_records"]["agent.message/redacted"] == 1
+        assert ctx.messages[-1].text == "Understood; leaving vendor/ alone."
         assert "format=claude-managed-agents" in inspect_output(path)
