@@ -1,4 +1,7 @@
-"""Gemini CLI headless output: `gemini -p ... --output-format stream-json` (JSONL events).
+"""Gemini CLI headless output: `gemini -p ... --output-format stream-json` (JSONL events), and
+`--output-format json` (one object, `packages/core/src/output/json-formatter.ts`: `session_id`,
+`response`, `stats`, `error`, `warnings`; the answer only, loaded after a harness note saying the
+prompt is not recorded, `gemini_layout: "json"`).
 
 Upstream: google-gemini/gemini-cli `packages/core/src/output/types.ts` (`JsonStreamEvent`) and
 the writer `packages/cli/src/nonInteractiveCli.ts` (commit
@@ -31,13 +34,26 @@ from typing import Any
 
 from pydantic import JsonValue
 
-from ..context import AgentContext, Block, TextBlock, ToolCallBlock, ToolResultBlock
+from ..context import ORIGIN_KEY, AgentContext, Block, TextBlock, ToolCallBlock, ToolResultBlock
 from ..errors import BadInputError
 from ._pairing import Turn, repair_pairing
-from ._util import as_dict, as_text, context_metadata, note_repairs, note_skipped, str_or_none
+from ._util import (
+    as_dict,
+    as_list,
+    as_text,
+    context_metadata,
+    note_repairs,
+    note_skipped,
+    str_or_none,
+)
 from .base import Document, Format
 
 _TYPES = frozenset({"init", "message", "tool_use", "tool_result", "error", "result"})
+_JSON_KEYS = frozenset({"session_id", "response", "stats", "error", "warnings"})
+PROMPT_NOT_RECORDED = (
+    "[the prompt of this run is not in its output: it was given on the command line]"
+)
+"""The harness note a `--output-format json` object starts with: it holds only the answer."""
 
 
 class GeminiCliStreamFormat(Format):
@@ -45,9 +61,12 @@ class GeminiCliStreamFormat(Format):
     description = "Gemini CLI --output-format stream-json events (JSONL)"
     extension = ".jsonl"
     priority = 10
+    prompt_optional = True  # `--output-format json` prints the answer only
 
     def sniff(self, doc: Document) -> bool:
         try:
+            if _is_json_output(doc.data) and doc.kind == "json":
+                return True
             records = _records(doc)[:20]
             return (
                 bool(records)
@@ -64,6 +83,8 @@ class GeminiCliStreamFormat(Format):
                 path=doc.path,
             )
         builder = _Builder()
+        if doc.kind == "json" and _is_json_output(doc.data):
+            return [builder.json_output(doc.data)]
         for record in _records(doc):
             builder.add(record)
         return [builder.context()]
@@ -130,6 +151,25 @@ class _Builder:
                 self.head["usage"] = stats
             self.head["status"] = as_text(event.get("status")) or None
 
+    def json_output(self, data: dict[str, Any]) -> AgentContext:
+        """`--output-format json`: `{session_id, response, stats, error, warnings}`, the final
+        answer only (the prompt and the calls are not in it)."""
+        self.head["session_id"] = str_or_none(data.get("session_id"))
+        stats = data.get("stats")
+        self.head["usage"] = stats if isinstance(stats, dict) else None
+        error = as_dict(data.get("error"))
+        if error:
+            self.errors.append({"severity": "error", "message": as_text(error.get("message"))})
+        self.errors.extend(
+            {"severity": "warning", "message": as_text(w)} for w in as_list(data.get("warnings"))
+        )
+        note = Turn("user", [TextBlock(text=PROMPT_NOT_RECORDED)], {ORIGIN_KEY: "harness"})
+        self.turns.append(note)
+        self.text.append(as_text(data.get("response")))
+        ctx = self.context()
+        meta = {**ctx.metadata, "gemini_layout": "json"}
+        return ctx.replace(metadata=meta)
+
     def flush(self) -> None:
         text = "".join(self.text)
         blocks: list[Block] = [TextBlock(text=text)] if text else []
@@ -169,6 +209,17 @@ def _result(event: dict[str, Any]) -> ToolResultBlock:
         tool_call_id=as_text(event.get("tool_id")) or "unknown",
         content=(TextBlock(text=text),),
         is_error=failed,
+    )
+
+
+def _is_json_output(data: Any) -> bool:
+    return (
+        isinstance(data, dict)
+        and bool(data)
+        and set(data) <= _JSON_KEYS
+        and isinstance(data.get("response", ""), str)
+        and ("response" in data or "error" in data)
+        and ("stats" in data or "session_id" in data)
     )
 
 

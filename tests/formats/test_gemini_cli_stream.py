@@ -118,15 +118,26 @@ EVENTS: list[dict[str, Any]] = [
 ]
 
 
+JSON_OUTPUT = {
+    "session_id": "c0ffee00-1111-4222-8333-444455556666",
+    "response": "Fixed the TODO in src/b.py.",
+    "stats": {"models": {}, "tools": {"totalCalls": 3}, "files": {}},
+    "warnings": ["Loop detected, stopping execution"],
+}
+"""`--output-format json`, as `JsonFormatter.format` writes it (`json-formatter.ts`)."""
+
+
 def samples(folder: Path) -> list[Path]:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "gemini-stream.jsonl"
     path.write_text("".join(json.dumps(e) + "\n" for e in EVENTS), encoding="utf-8")
-    return [path]
+    json_output = folder / "gemini-output.json"
+    json_output.write_text(json.dumps(JSON_OUTPUT, indent=2), encoding="utf-8")
+    return [path, json_output]
 
 
 def test_the_stream_loads_with_the_prompt_and_paired_calls(tmp_path: Path) -> None:
-    (path,) = samples(tmp_path)
+    path, _ = samples(tmp_path)
     ctx = compactkit.load_one(path)
     assert ctx.metadata["source_format"] == "gemini-cli-stream"
     assert ctx.metadata["model"] == "gemini-2.5-pro"
@@ -145,7 +156,20 @@ def test_the_stream_loads_with_the_prompt_and_paired_calls(tmp_path: Path) -> No
 
 
 def test_a_line_that_is_not_json_is_refused_named(tmp_path: Path) -> None:
-    (path,) = samples(tmp_path)
+    path, _ = samples(tmp_path)
     path.write_text(path.read_text() + "{cut\n", encoding="utf-8")
     with pytest.raises(BadInputError, match=r":14"):
         compactkit.load(path)
+
+
+def test_the_json_output_is_the_answer_after_a_note(tmp_path: Path) -> None:
+    _, path = samples(tmp_path)
+    ctx = compactkit.load_one(path)
+    assert ctx.metadata["source_format"] == "gemini-cli-stream"
+    assert ctx.metadata["gemini_layout"] == "json"
+    assert [m.role for m in ctx.messages] == ["user", "assistant"]
+    assert ctx.messages[0].origin == "harness"
+    assert ctx.messages[1].text == "Fixed the TODO in src/b.py."
+    assert ctx.metadata["gemini_errors"] == [
+        {"severity": "warning", "message": "Loop detected, stopping execution"}
+    ]
