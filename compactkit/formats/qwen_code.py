@@ -24,8 +24,9 @@ answer the calls they name). A user record is the user's words unless Qwen Code 
 (`provenance` system / goal_runtime / goal_control, or subtype `notification` / `cron`): then
 `origin: harness`. System records (titles, telemetry, slash and @ commands, snapshots, ...) and
 records off the path are counted in `skipped_records`. The user's words inside tool results are
-pinned as in Gemini CLI (`ask_user` answers, content the user rewrote before approving an edit,
-a shell-mode command). A line that is not JSON is skipped, as its JSONL reader skips it.
+pinned: the answers of Qwen Code's `ask_user_question` (after "User has provided the following
+answers:"), `user-answer`, and what Gemini CLI's finder pins (content the user rewrote before
+approving an edit, a shell-mode command). A line that is not JSON is skipped, as its JSONL reader skips it.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from pydantic import JsonValue
 
 from ..context import ORIGIN_KEY, AgentContext
 from ..errors import BadInputError
-from ._marks import mark_words
+from ._marks import Span, Where, find_after, mark_words
 from ._pairing import repair_pairing
 from ._util import (
     as_dict,
@@ -100,7 +101,22 @@ class QwenCodeFormat(Format):
         note_repairs(meta, repaired)
         note_skipped(meta, skipped)
         ctx = AgentContext(messages=tuple(repaired.messages), metadata=meta)
-        return [mark_words(ctx, users_words)]
+        return [mark_words(ctx, _users_words)]
+
+
+_ANSWERS = "User has provided the following answers:\n\n"
+"""How `ask_user_question`'s result begins (packages/core/src/tools/askUserQuestion.ts,
+`AskUserQuestionToolInvocation.execute`): the user's answers follow, `**header**: answer` a line."""
+
+
+def _users_words(where: Where, text: str) -> list[Span]:
+    """Qwen Code's `ask_user_question` answers, else what Gemini CLI's finder finds (Qwen Code
+    keeps its edit and shell-mode texts)."""
+    if where.result is not None:
+        answers = find_after(text, _ANSWERS)
+        if answers is not None:
+            return [Span(*answers, "user-answer")]
+    return users_words(where, text)
 
 
 def _path(records: list[dict[str, Any]], skipped: Counter[str]) -> list[dict[str, Any]]:

@@ -21,6 +21,16 @@ SESSION = "7d2f4a10-5b6c-4d8e-9f01-23456789abcd"
 TASK = "why does `npm test` fail on node 22?"
 SECOND = "ok, pin node 20 in .nvmrc"
 REWOUND = "actually, drop node 18 support"
+ANSWER = "**CI**: No, only node 20 and 22"
+ANSWERED = f"User has provided the following answers:\n\n{ANSWER}"
+QUESTION = {
+    "question": "Keep node 18 in CI?",
+    "header": "CI",
+    "options": [{"label": "No", "description": "drop it"}],
+}
+ASK = {"id": "call_3", "name": "ask_user_question", "args": {"questions": [QUESTION]}}
+ASKED = {"id": "call_3", "name": "ask_user_question", "response": {"output": ANSWERED}}
+"""`ask_user_question` and its result (packages/core/src/tools/askUserQuestion.ts, `execute`)."""
 
 
 def _rec(
@@ -147,6 +157,8 @@ RECORDS: list[dict[str, Any]] = [
         {"role": "model", "parts": [{"text": "Pinned node 20."}]},
         model="qwen3-coder-plus",
     ),
+    _rec(15, 11, "assistant", {"role": "model", "parts": [{"functionCall": ASK}]}),
+    _rec(16, 15, "tool_result", {"role": "user", "parts": [{"functionResponse": ASKED}]}),
 ]
 
 COMPRESSED = [
@@ -194,7 +206,11 @@ def test_a_chat_loads_as_its_resume_would_send_it(tmp_path: Path) -> None:
     assert results == {
         "call_1": "Error: node 22 removed punycode",
         "call_2": "Successfully created .nvmrc",
+        "call_3": ANSWERED,
     }
+    # the answer typed to ask_user_question is pinned, cut from the header line before it
+    assert [p.reason for p in ctx.pins] == ["user-answer"]
+    assert ANSWER in [b.text for m in ctx.messages for r in m.tool_results for b in r.content]
     assert ctx.messages[1].content[0].type == "thinking"
     assert pairing_problems(ctx) == [] and compactkit.validate(ctx) == []
     assert ctx.metadata["skipped_records"] == {"off-path/user": 1, "system/ui_telemetry": 1}
