@@ -611,7 +611,7 @@ def make_anthropic(messages: list[dict[str, Any]], folder: Path, size: int) -> P
     return _write_document(folder / "anthropic-big.json", request)
 
 
-# --------------------------------------------------------------------------- SQLite stores (issue 32)
+# --------------------------------------------------------------------------- SQLite stores
 
 
 def _crush_parts(message: dict[str, Any]) -> list[Any]:

@@ -209,7 +209,7 @@ OTHERS: dict[str, tuple[str, Maker]] = {
     "cline": ("cline", _messages(make_cline)),
     "copilot-cli": ("copilot-cli", _messages(make_copilot)),
     "cursor": ("cursor", _messages(make_cursor)),
-    # SQLite session stores (issue 32)
+    # SQLite session stores
     "crush": ("crush", _messages(make_crush)),
     "cursor-agent": ("cursor-agent", _messages(make_cursor_agent)),
 }

@@ -122,7 +122,7 @@ def shaped_seeds() -> list[tuple[str, str]]:
 
 
 def sqlite_seeds() -> list[tuple[str, str]]:
-    """Seeds of the SQLite stores (issue 32): each sample database's rows as JSON,
+    """Seeds of the SQLite stores: each sample database's rows as JSON,
     `{table: [row, ...]}` (JSON text as its value, other bytes as `{"hex": ...}`), which
     `fuzz.targets.sqlite_target` writes back into a database of the same schema."""
     import sqlite3
@@ -191,7 +191,7 @@ def main(corpus: Path) -> None:
                 seeded.setdefault(name, []).append(text)
     for name, text in shaped_seeds():
         seeded.setdefault(name, []).append(text)
-    for name, text in sqlite_seeds():  # SQLite session stores (issue 32)
+    for name, text in sqlite_seeds():  # SQLite session stores
         seeded.setdefault(name, []).append(text)
     # the writers: every context of the corpus-derived seeds, as compactkit and session-log files
     native, log = REGISTRY.formats.get("compactkit"), REGISTRY.formats.get("compactkit-session")
@@ -200,6 +200,7 @@ def main(corpus: Path) -> None:
         contexts = REGISTRY.formats.get(name).load(doc)
         seeded.setdefault("compactkit", []).append(native.dump(contexts[:1]))
         seeded.setdefault("compactkit-session", []).append(log.dump(contexts[:1]))
+    seeded["kilo-code"] = list(seeded["cline"])  # Kilo Code's histories are Roo Code's
     for name, texts in sorted(seeded.items()):
         for text in texts:
             write(f"format:{name}", text)

@@ -133,9 +133,19 @@ def spec_target(data: bytes) -> None:
 SHAPED = ("copilot-cli", "cursor", "goose", "opencode")
 """Formats seeded from the records their tests write after the upstream schema (no corpus file)."""
 
-TEXT_FORMATS = ("aider",)
+# The readers of headless streams, event logs and forks (kilo-code is seeded with cline's seeds: it is cline's reader; cursor-text is
+# a text format, in TEXT_FORMATS)
+SHAPED += (
+    "claude-code-stream",
+    "claude-managed-agents",
+    "codex-exec",
+    "gemini-cli-stream",
+    "qwen-code",
+)
+
+TEXT_FORMATS = ("aider", "cursor-text")
 """Formats whose files are not JSON: the byte mutations here are of JSON values, so they are
-fuzzed by their own property test instead (tests/formats/test_aider.py)."""
+fuzzed by their own property test instead (tests/formats/test_aider.py, test_cursor_text.py)."""
 
 TARGETS: dict[str, Callable[[bytes], None]] = {
     **{
@@ -155,7 +165,7 @@ def directory(target: str) -> str:
 
 
 # --------------------------------------------------------------------------- SQLite session stores
-# (issue 32) A store is fuzzed through its rows: an input is JSON, `{table: [row, ...]}` (a value
+# A store is fuzzed through its rows: an input is JSON, `{table: [row, ...]}` (a value
 # `{"hex": ...}` is bytes, an array or another object JSON text), written into a database of the
 # upstream's schema, which the format then reads as the command line does (`read_layout`,
 # `sniff`, `load`). Byte mutations of the database itself stop at SQLite's own checks; its rows

@@ -36,9 +36,10 @@ def formats(state: State, as_json: bool) -> None:
     if as_json:
         emit({"schema": "compactkit.formats/1", "formats": rows})
         return
+    width = max([20, *(len(row["name"]) for row in rows)])
     for row in rows:
         mode = "read/write" if row["write"] else "read"
-        say(f"{row['name']:<20} {mode:<10} {row['description']}")
+        say(f"{row['name']:<{width}} {mode:<10} {row['description']}")
 
 
 @command(

@@ -209,9 +209,13 @@ class Format:
     user's words and which origins the others get, what is skipped); constants; the `Format`
     subclass; one `_Builder` class, fed each record by `add` and turning it into `Turn`s, whose
     `context` method repairs pairing and writes the metadata; then private helpers (and, for
-    writers, the writing functions). Nothing of one adapter is imported by another: what two
-    share lives in `_util.py`, `_pairing.py`, `_chat.py` or `_marks.py` (the user's words
-    an agent stored outside user messages, pinned: each adapter passes `mark_words` a finder).
+    writers, the writing functions). Nothing private of one adapter is imported by another:
+    what two share lives in `_util.py`, `_pairing.py`, `_chat.py` or `_marks.py` (the user's
+    words an agent stored outside user messages, pinned: each adapter passes `mark_words` a
+    finder). A format whose files hold another agent's records in another envelope (a headless
+    stream of Claude Code's records, a fork keeping its parent's files) reads them through the
+    public functions of that agent's adapter (`claude_code.message_records_contexts`,
+    `gemini_cli.history_turns`), or subclasses its format (`kilo_code`).
     """
 
     name: ClassVar[str] = ""
@@ -225,6 +229,11 @@ class Format:
     default, an error naming the first such line), `"skip"` every such line, or `"skip-last"` only
     a torn last line. A skipped line gets one warning naming file and line and is counted in
     `skipped_records` as `"malformed line"` (`compactkit.io` does both; `load` never sees it)."""
+    prompt_optional: ClassVar[bool] = False
+    """True for a format whose files may hold no word of the user: a headless run's output,
+    whose prompt was given on the command line and is not printed. Its conversations then start
+    with a harness note saying so, and the conformance kit accepts one with no message in the
+    human's words."""
 
     def sniff(self, doc: Document) -> bool:
         """True when `doc` is this format's file. Must be cheap and must not raise."""

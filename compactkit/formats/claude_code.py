@@ -961,7 +961,20 @@ def _users_words(where: Where, text: str) -> list[Span]:
     return []
 
 
-__all__ = ["NO_RESULT_TEXT", "ClaudeCodeFormat", "session_id_of", "write_session"]
+def message_records_contexts(records: list[dict[str, Any]]) -> list[AgentContext]:
+    """The conversations of Claude Code records that carry `uuid`, `parentUuid` and `sessionId`
+    (as a session file holds them), read exactly as a session file is: for the readers of other
+    files that hold the same records (the `-p --output-format stream-json` stream)."""
+    return _RecordTree(records).contexts()
+
+
+__all__ = [
+    "NO_RESULT_TEXT",
+    "ClaudeCodeFormat",
+    "message_records_contexts",
+    "session_id_of",
+    "write_session",
+]
 
 
 # --------------------------------------------------------------------------- writing

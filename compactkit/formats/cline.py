@@ -192,6 +192,8 @@ class ClineFormat(Format):
     description = "Cline / Roo Code task history (api_conversation_history.json)"
     extension = ".json"
     priority = 10
+    agent = "Cline"
+    """The agent named in a refusal of its chat panel's files."""
 
     def sniff(self, doc: Document) -> bool:
         if doc.kind != "json":
@@ -210,8 +212,8 @@ class ClineFormat(Format):
             which = "ui_messages.json" if isinstance(data, list) else "task_metadata.json"
             instead = Path(doc.path).with_name(HISTORY_FILE)
             raise BadInputError(
-                f"this is Cline's {which} (the chat panel's record), not the conversation the "
-                "model saw",
+                f"this is {self.agent}'s {which} (the chat panel's record), not the conversation "
+                "the model saw",
                 path=doc.path,
                 hint=f"load {instead} instead",
             )

@@ -191,4 +191,10 @@ def _records(doc: Document) -> list[Any]:
     return [doc.data] if isinstance(doc.data, dict) else []
 
 
-__all__ = ["CursorFormat"]
+only_tags = _only_tags
+"""Whether user text is only the tagged sections Cursor adds (see `_only_tags`)."""
+
+USER_QUERY = _QUERY
+"""The tag around what the user typed in a Cursor transcript."""
+
+__all__ = ["USER_QUERY", "CursorFormat", "only_tags"]

@@ -262,17 +262,34 @@ def _checkpoint_history(data: Any) -> list[dict[str, Any]] | None:
 
 
 def _checkpoint(history: list[dict[str, Any]]) -> AgentContext:
-    """A checkpoint's history as the model got it: `user` Content -> a user message (its
+    """A checkpoint's history as the model got it (`history_turns`), pairing repaired."""
+    repaired = repair_pairing(
+        [t.freeze() for t in history_turns(history)],
+        close="unless_answered",
+        keep_pending="last_assistant",
+        orphan_results="user_message_each",
+    )
+    meta = context_metadata(GeminiCliFormat.name, gemini_layout="checkpoint")
+    note_repairs(meta, repaired)
+    return AgentContext(messages=tuple(repaired.messages), metadata=meta)
+
+
+def history_turns(
+    history: list[dict[str, Any]], metas: list[dict[str, JsonValue]] | None = None
+) -> list[Turn]:
+    """A Gemini API history (`[Content]`) as turns: `user` Content -> a user message (its
     `functionResponse` parts the results of the calls they name, by `id`, else by name, else
     the earliest open call; one answering no call is user text, `origin: tool-output`), `model`
     Content -> an assistant message (`thought` parts as thinking, text, `functionCall` parts as
-    calls). The environment context the CLI sends first is `origin: harness`."""
+    calls). The environment context the CLI sends first is `origin: harness`. `metas[i]`, when
+    given, is the metadata of the messages `history[i]` makes (an `origin` only on user text)."""
     turns: list[Turn] = []
     open_calls: list[tuple[str, str]] = []
     n_calls = 0
-    for content in history:
-        parts = [p for p in content["parts"] if isinstance(p, dict)]
-        if content["role"] == "model":
+    for index, content in enumerate(history):
+        given = dict(metas[index]) if metas is not None else {}
+        parts = [p for p in as_list(content.get("parts")) if isinstance(p, dict)]
+        if content.get("role") == "model":
             blocks: list[Block] = []
             for part in parts:
                 call = part.get("functionCall")
@@ -287,7 +304,8 @@ def _checkpoint(history: list[dict[str, Any]]) -> AgentContext:
                     blocks.append(ThinkingBlock(thinking=part["text"]))
                 else:
                     blocks.extend(_parts(part))
-            turns.append(Turn("assistant", blocks))
+            given.pop(ORIGIN_KEY, None)
+            turns.append(Turn("assistant", blocks, given))
             continue
         results: list[Block] = []
         for part in parts:
@@ -307,21 +325,14 @@ def _checkpoint(history: list[dict[str, Any]]) -> AgentContext:
             cid = match[0] if match else wanted or f"call_{name}"
             results.append(ToolResultBlock(tool_call_id=cid, content=tuple(found), is_error=error))
         if results:
-            turns.append(Turn("tool", results))
+            turns.append(Turn("tool", results, {k: v for k, v in given.items() if k != ORIGIN_KEY}))
         rest = _parts([p for p in parts if "functionResponse" not in p])
         if rest:
             text = " ".join(b.text for b in rest if isinstance(b, TextBlock))
-            meta: dict[str, JsonValue] = {ORIGIN_KEY: "harness"} if _SETUP_CONTEXT in text else {}
-            turns.append(Turn("user", list(rest), meta))
-    repaired = repair_pairing(
-        [t.freeze() for t in turns],
-        close="unless_answered",
-        keep_pending="last_assistant",
-        orphan_results="user_message_each",
-    )
-    meta = context_metadata(GeminiCliFormat.name, gemini_layout="checkpoint")
-    note_repairs(meta, repaired)
-    return AgentContext(messages=tuple(repaired.messages), metadata=meta)
+            if _SETUP_CONTEXT in text or _SETUP_CONTEXT.replace("Gemini CLI", "Qwen Code") in text:
+                given[ORIGIN_KEY] = "harness"
+            turns.append(Turn("user", list(rest), given))
+    return turns
 
 
 def _is_header(record: Any) -> bool:
@@ -492,4 +503,7 @@ def _users_words(where: Where, text: str) -> list[Span]:
     return []
 
 
-__all__ = ["GeminiCliFormat"]
+users_words = _users_words
+"""Where the user's words are in Gemini CLI's tool results and shell-mode turns (a `Finder`)."""
+
+__all__ = ["GeminiCliFormat", "history_turns", "users_words"]

@@ -176,7 +176,7 @@ def _context_problems(fmt: Format, ctx: AgentContext, stores_contexts: bool) -> 
         problems.append("expand(ctx) != ctx: a loaded session holds markers or recovery entries")
     if ctx.first_user_index is None:
         problems.append("has no task (no user message)")
-    elif not any(m.is_human for m in ctx.messages):
+    elif not any(m.is_human for m in ctx.messages) and not fmt.prompt_optional:
         problems.append("has no message in the human's words (every user message has an origin)")
     for i, msg in enumerate(ctx.messages):
         origin = msg.metadata.get(ORIGIN_KEY)
@@ -223,7 +223,8 @@ def check_format(
     - `load` gives at least one context per file, each with `source_format` set to `fmt.name`,
       valid (`compactkit.validate`) and paired (`pairing_problems`), round-tripping through the
       native JSON, a fixed point of `expand` (nothing in a loaded session is a marker), with a
-      task (`first_user_index`) and a message in the human's words, and `origin` only on user
+      task (`first_user_index`) and a message in the human's words (unless `fmt.prompt_optional`:
+      output that never holds its prompt), and `origin` only on user
       messages and only one of `ORIGINS`;
     - where it writes (`writes`, default `fmt.can_write`): each context written with `dump` and
       read back with `load` gives one context, valid and paired, and writing and reading that

@@ -16,9 +16,22 @@ from compactkit.registry import Registry, make_registry
 from compactkit.testing import check_format
 
 from ..conftest import corpus_files, every_conversation, sample_files
-from . import test_aider, test_copilot_cli, test_cursor, test_goose, test_opencode
+from . import (
+    test_aider,
+    test_claude_code_stream,
+    test_claude_managed_agents,
+    test_codex_exec,
+    test_copilot_cli,
+    test_cursor,
+    test_cursor_text,
+    test_gemini_cli_stream,
+    test_goose,
+    test_kilo_code,
+    test_opencode,
+    test_qwen_code,
+)
 from .test_cline import NATIVE_TASK, ROO_TASK, ROO_V2, XML_TASK
-from .test_crush import go_samples as opencode_go_samples  # SQLite session stores (issue 32)
+from .test_crush import go_samples as opencode_go_samples
 from .test_crush import samples as crush_samples
 from .test_cursor_agent import samples as cursor_agent_samples
 
@@ -46,10 +59,16 @@ SHAPED = {
     "opencode": test_opencode.samples,
     "goose": test_goose.samples,
     "cursor": test_cursor.samples,
-    # SQLite session stores (issue 32)
     "crush": crush_samples,
     "opencode-go": opencode_go_samples,
     "cursor-agent": cursor_agent_samples,
+    "claude-code-stream": test_claude_code_stream.samples,
+    "codex-exec": test_codex_exec.samples,
+    "gemini-cli-stream": test_gemini_cli_stream.samples,
+    "claude-managed-agents": test_claude_managed_agents.samples,
+    "qwen-code": test_qwen_code.samples,
+    "cursor-text": test_cursor_text.samples,
+    "kilo-code": test_kilo_code.samples,
 }
 """Formats with no session in the corpus, whose files their tests write after the upstream schema
 (each test module names the upstream source its records follow)."""

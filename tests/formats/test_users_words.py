@@ -673,7 +673,7 @@ def test_corpus_pins_of_the_users_words_survive_default(budget: int) -> None:
     assert set(counts) >= {"claude-code", "codex-rollout", "gemini-cli", "pi-session"}
 
 
-# --------------------------------------------------------------------------- Crush (issue 32)
+# --------------------------------------------------------------------------- Crush
 # charmbracelet/crush internal/agent/tools/question.go (`formatAnswers`), internal/message/
 # content.go (`ToAIMessage`: a bang-mode `ShellCommand` as "$ <command>\n<output>\n(exit code N)")
 
