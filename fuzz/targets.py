@@ -133,8 +133,8 @@ def spec_target(data: bytes) -> None:
 SHAPED = ("copilot-cli", "cursor", "goose", "opencode")
 """Formats seeded from the records their tests write after the upstream schema (no corpus file)."""
 
-# The readers of headless streams, event logs and forks (kilo-code is seeded with cline's seeds: it is cline's reader; cursor-text is
-# a text format, in TEXT_FORMATS)
+# the readers of headless streams, event logs and forks (kilo-code is seeded with cline's seeds:
+# it is cline's reader; cursor-text is a text format, in TEXT_FORMATS)
 SHAPED += (
     "claude-code-stream",
     "claude-managed-agents",
