@@ -333,16 +333,23 @@ class Gateway:
 
     # ------------------------------------------------------------------ upstreams
 
-    def upstream(self, api: wire.Api | None, request: HttpRequest) -> str | None:
-        anthropic, openai = self.config.upstream_anthropic, self.config.upstream_openai
-        if api is None:
-            path = request.url.path
-            wants_anthropic = path.startswith("/v1/messages") or (
-                "anthropic-version" in request.headers or "x-api-key" in request.headers
-            )
-            api = "anthropic" if wants_anthropic else "openai-chat"
-        first, second = (anthropic, openai) if api == "anthropic" else (openai, anthropic)
-        return first or second
+    @staticmethod
+    def provider(api: wire.Api | None, request: HttpRequest) -> wire.Api:
+        """The API a request is for: its route's, else (a relayed route) Anthropic's when its
+        path or headers are Anthropic's, else OpenAI's."""
+        if api is not None:
+            return api
+        path = request.url.path
+        wants_anthropic = path.startswith("/v1/messages") or (
+            "anthropic-version" in request.headers or "x-api-key" in request.headers
+        )
+        return "anthropic" if wants_anthropic else "openai-chat"
+
+    def upstream(self, api: wire.Api) -> str | None:
+        """The upstream of `api`'s provider; None ('none'): nowhere, never the other one."""
+        if api == "anthropic":
+            return self.config.upstream_anthropic
+        return self.config.upstream_openai
 
     def url(self, base: str, request: HttpRequest) -> str:
         base = base.rstrip("/")
@@ -433,9 +440,11 @@ class Gateway:
     async def forward(
         self, request: HttpRequest, api: wire.Api | None, plan: Plan, stream: bool
     ) -> Response:
-        base = self.upstream(api, request)
+        provider = self.provider(api, request)
+        base = self.upstream(provider)
         if base is None:
-            return _error(api, 502, "no upstream configured for this route")
+            option = "--upstream-anthropic" if provider == "anthropic" else "--upstream-openai"
+            return _error(provider, 502, f"no upstream for this API ({option} none)")
         headers = [
             (k, v)
             for k, v in request.headers.items()
