@@ -62,6 +62,8 @@ _HOP_BY_HOP = frozenset(
         "content-length",
     }
 )
+_BLANK_LINES = (b"\n\n", b"\r\n\r\n", b"\r\r")
+"""What ends an event of an event stream."""
 _ROUTES: dict[str, wire.Api] = {
     "/v1/messages": "anthropic",
     "/v1/chat/completions": "openai-chat",
@@ -388,33 +390,45 @@ class Gateway:
             stream, plan = await anyio.to_thread.run_sync(
                 self._plan, api, raw, header, limiter=self._limiter
             )
-        except Exception as exc:  # a failed compaction leaves the request as the client sent it
-            self.counters.failed += 1
-            log.warning(
-                "compaction failed (%s: %s); forwarded unchanged",
-                type(exc).__name__,
-                redact(str(exc))[:200],
-            )
-            stream, plan = _streamed(raw), Plan(raw)
+        except Exception as exc:  # what `_plan` did not expect: the request goes as it came
+            self._failed(exc)
+            stream, plan = True, Plan(raw)  # relayed as the bytes come, whatever they are
         return await self.forward(request, api, plan, stream)
 
+    def _failed(self, exc: BaseException) -> None:
+        self.counters.failed += 1
+        log.warning(
+            "compaction failed (%s: %s); forwarded unchanged",
+            type(exc).__name__,
+            redact(str(exc))[:200],
+        )
+
     def _plan(self, api: wire.Api, raw: bytes, header: str | None) -> tuple[bool, Plan]:
-        """Whether the client asked for a stream, and what to send (in a worker thread)."""
+        """Whether to relay the answer as a stream, and what to send (in a worker thread). A body
+        the gateway cannot read (not JSON, nested past Python's parser) goes on as it came, its
+        answer relayed as the bytes come; a failed compaction sends the request as it came."""
         parsed = self.policy.parse(raw)
         if parsed is None:
             try:
                 parsed = json.loads(raw)
-            except ValueError:
+            except (ValueError, RecursionError):
                 self.counters.unreadable += 1
-                return False, Plan(raw)
+                return True, Plan(raw)
         stream = isinstance(parsed, dict) and parsed.get("stream") is True
+        try:
+            return stream, self._planned(api, parsed, raw, header)
+        except Exception as exc:  # RecursionError of a deep body, a strategy's failure, ...
+            self._failed(exc)
+            return stream, Plan(raw)
+
+    def _planned(self, api: wire.Api, parsed: Any, raw: bytes, header: str | None) -> Plan:
         if (
             isinstance(parsed, dict)
             and api == "openai-responses"
             and parsed.get("previous_response_id")
         ):
             self.counters.passed_through += 1  # the server holds that history
-            return stream, Plan(raw)
+            return Plan(raw)
         try:
             key = wire.conversation_key(api, parsed, header)
             session = wire.session_name(api, parsed, header)
@@ -422,12 +436,12 @@ class Gateway:
                 plan = self.policy.plan(api, parsed, key, raw, session)
         except wire.Unreadable:
             self.counters.unreadable += 1
-            return stream, Plan(raw)
+            return Plan(raw)
         if plan.body is raw:
             self.counters.passed_through += 1
         else:
             self.counters.compacted_requests += 1
-        return stream, plan
+        return plan
 
     def _conversation_lock(self, key: str) -> threading.Lock:
         return self._locks[int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) % len(self._locks)]
@@ -534,11 +548,22 @@ class Gateway:
         self, response: httpx.Response, api: wire.Api | None, conv: Conversation | None
     ) -> AsyncIterator[bytes]:
         seen = bytearray()
+        events = api is not None and response.headers.get("content-type", "").startswith(
+            "text/event-stream"
+        )
+        held = b""  # an event stream goes on event by event: a cut one is never half sent
         try:
             async for chunk in response.aiter_raw():
                 if api is not None:
                     seen += chunk
-                yield chunk
+                if events:
+                    held += chunk
+                    end = _events_end(held)
+                    chunk, held = held[:end], held[end:]
+                if chunk:
+                    yield chunk
+            if held:
+                yield held
         except httpx.HTTPError as exc:
             self.counters.upstream_errors += 1
             yield _stream_error(api, f"upstream failed mid-stream ({type(exc).__name__})")
@@ -548,12 +573,10 @@ class Gateway:
             _add_usage(conv, usage_of_events(api, bytes(seen)))
 
 
-def _streamed(raw: bytes) -> bool:
-    try:
-        parsed = json.loads(raw)
-    except ValueError:
-        return False
-    return isinstance(parsed, dict) and parsed.get("stream") is True
+def _events_end(data: bytes) -> int:
+    """Where the last whole event of `data` ends (after its blank line); 0: none yet."""
+    ends = [at + len(blank) for blank in _BLANK_LINES if (at := data.rfind(blank)) >= 0]
+    return max(ends, default=0)
 
 
 def _add_usage(conv: Conversation, usage: Usage | None) -> None:

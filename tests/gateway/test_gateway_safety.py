@@ -6,18 +6,20 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anthropic
 import httpx
 import openai
 import pytest
+from starlette.responses import Response, StreamingResponse
 
 from compactkit.gateway import GatewayConfig, create_app
 
 from .agents import anthropic_agent, chat_agent, responses_agent
 from .conftest import KEY, chunk
-from .upstream import FakeModel, serving
+from .upstream import FakeModel, Received, serving
 
 TASK = "Find why pydicom fails on the negative pixel value and fix it; keep the public API."
 TRIGGER = 6000
@@ -116,3 +118,104 @@ def test_responses_short_form_user_items_survive_compaction(
     assert stats["counters"]["compacted_requests"] > 0
     for step in range(6):  # the summary holds the earlier words, or they follow it verbatim
         assert f"case number {step * 7919} of the pixel bug" in got
+
+
+# --------------------------------------------------------------------------- never a 500
+
+
+@pytest.mark.parametrize("path", ["/v1/messages", "/v1/chat/completions", "/v1/responses"])
+def test_a_body_nested_too_deep_to_parse_passes_through_unchanged(
+    model: FakeModel, start_gateway, path: str
+) -> None:
+    """100,000 levels of nesting: Python's parser gives up (RecursionError); the gateway sends
+    the body on as it came and the client gets the upstream's answer, never a 500 of its own."""
+    deep = b"[" * 100_000 + b"]" * 100_000
+    key = b"input" if path == "/v1/responses" else b"messages"
+    raw = b'{"model":"x","stream":true,"' + key + b'":[{"role":"user","content":' + deep + b"}]}"
+    model.hook = lambda got: Response(b'{"upstream":"read it"}', status_code=400)
+    base = start_gateway(trigger=10)
+    with httpx.Client(timeout=60) as client:
+        answer = client.post(base + path, content=raw, headers={"x-api-key": KEY})
+        stats = client.get(base + "/compactkit/stats").json()
+    assert answer.status_code == 400 and answer.json() == {"upstream": "read it"}
+    assert _bodies(model, path) == [raw]
+    assert stats["counters"]["unreadable"] == 1
+
+
+# --------------------------------------------------------------------------- a cut stream
+
+
+def _dying(*events: bytes) -> Callable[[Received], Response]:
+    """An upstream whose stream sends `events` (the last one cut mid-line) and then breaks."""
+
+    def hook(got: Received) -> Response:
+        async def body() -> AsyncIterator[bytes]:
+            for event in events:
+                yield event
+            raise RuntimeError("upstream process died")
+
+        return StreamingResponse(body(), media_type="text/event-stream")
+
+    return hook
+
+
+def test_an_anthropic_stream_cut_mid_event_raises_an_api_error(
+    model: FakeModel, start_gateway
+) -> None:
+    start = {"id": "m", "type": "message", "role": "assistant", "content": [], "model": "x"}
+    start["usage"] = {"input_tokens": 1, "output_tokens": 0}
+    model.hook = _dying(
+        b"event: message_start\ndata: "
+        + json.dumps({"type": "message_start", "message": start}).encode()
+        + b"\n\n",
+        b'event: content_block_start\ndata: {"type": "content_block_start", "ind',
+    )
+    base = start_gateway(trigger=TRIGGER)
+    client = anthropic.Anthropic(base_url=base, api_key=KEY, max_retries=0)
+    with (
+        pytest.raises(anthropic.APIError) as caught,
+        client.messages.stream(
+            model="claude-test", max_tokens=10, messages=[{"role": "user", "content": TASK}]
+        ) as events,
+    ):
+        events.get_final_message()
+    assert "upstream failed mid-stream" in caught.value.message
+
+
+def test_a_chat_stream_cut_mid_event_raises_an_api_error(model: FakeModel, start_gateway) -> None:
+    chunk_ = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "x"}
+    delta = {"index": 0, "delta": {"role": "assistant", "content": "Hel"}}
+    model.hook = _dying(
+        b"data: " + json.dumps({**chunk_, "choices": [delta]}).encode() + b"\n\n",
+        b'data: {"id": "c", "object": "chat.comp',
+    )
+    base = start_gateway(trigger=TRIGGER)
+    client = openai.OpenAI(base_url=base + "/v1", api_key=KEY, max_retries=0)
+    stream = client.chat.completions.create(
+        model="gpt-test", messages=[{"role": "user", "content": TASK}], stream=True
+    )
+    with pytest.raises(openai.APIError) as caught:
+        for _ in stream:
+            pass
+    assert "upstream failed mid-stream" in caught.value.message
+
+
+def test_a_responses_stream_cut_mid_event_ends_in_an_error_event(
+    model: FakeModel, start_gateway
+) -> None:
+    created = {"id": "r", "object": "response", "created_at": 0, "status": "in_progress"}
+    created |= {"model": "x", "output": [], "tools": [], "parallel_tool_calls": True}
+    created |= {"tool_choice": "auto"}
+    model.hook = _dying(
+        b"event: response.created\ndata: "
+        + json.dumps(
+            {"type": "response.created", "sequence_number": 0, "response": created}
+        ).encode()
+        + b"\n\n",
+        b'event: response.output_item.added\ndata: {"type": "response.outp',
+    )
+    base = start_gateway(trigger=TRIGGER)
+    client = openai.OpenAI(base_url=base + "/v1", api_key=KEY, max_retries=0)
+    stream = client.responses.create(model="gpt-test", input=TASK, stream=True)
+    kinds = [event.type for event in stream]
+    assert kinds == ["response.created", "error"]
