@@ -8,7 +8,6 @@ holds a header or any content of a request.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import operator
@@ -98,6 +97,9 @@ class GatewayConfig:
     strategy_timeout: float = PLUGIN_TIMEOUT
     """Seconds a plugin strategy may run (in its worker process) before its compaction fails and
     the request goes upstream as the client sent it; 0: no limit, in-process."""
+    workers: int = 4
+    """Worker threads that read and plan requests: a conversation's requests one at a time,
+    up to this many conversations at once."""
 
 
 @dataclass
@@ -110,6 +112,34 @@ class Counters:
     failed: int = 0
     upstream_errors: int = 0
     recalls: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, name: str) -> None:
+        """One more `name` (from any thread)."""
+        with self._lock:
+            setattr(self, name, getattr(self, name) + 1)
+
+    def figures(self) -> dict[str, int]:
+        with self._lock:
+            return {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
+
+
+@dataclass
+class _Read:
+    """A request read: whether its answer is relayed as a stream, and its plan when it has no
+    conversation (the body as it came), else what planning it needs."""
+
+    stream: bool
+    parsed: Any = None
+    key: str = ""
+    session: str | None = None
+    plan: Plan | None = None
+
+
+@dataclass
+class _Held:
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+    users: int = 0
 
 
 @dataclass
@@ -314,8 +344,9 @@ class Gateway:
         self.config = config
         self.policy = Policy(config, registry)
         self.counters = Counters()
-        self._locks = [threading.Lock() for _ in range(64)]
-        self._limiter = anyio.CapacityLimiter(1)  # one plan at a time: counters stay exact
+        self._held: dict[str, _Held] = {}
+        """The conversations being planned (or waiting to be): a lock each."""
+        self._limiter = anyio.CapacityLimiter(config.workers)
         self._client: httpx.AsyncClient | None = None
 
     @property
@@ -373,7 +404,7 @@ class Gateway:
             "trigger": self.policy.trigger,
             "target": self.policy.target,
             "pipeline": self.policy.pipeline.title,
-            "counters": self.counters.__dict__,
+            "counters": self.counters.figures(),
             "usage": total.__dict__,
             "tokens_client": sum(c.tokens_client for c in convs),
             "tokens_sent": sum(c.tokens_sent for c in convs),
@@ -384,70 +415,89 @@ class Gateway:
     async def api(self, request: HttpRequest) -> Response:
         api = _ROUTES[request.url.path]
         raw = await request.body()
-        self.counters.requests += 1
+        self.counters.add("requests")
         header = request.headers.get(SESSION_HEADER)
-        try:  # parsing and planning run off the event loop, beside other requests
-            stream, plan = await anyio.to_thread.run_sync(
-                self._plan, api, raw, header, limiter=self._limiter
-            )
-        except Exception as exc:  # what `_plan` did not expect: the request goes as it came
-            self._failed(exc)
-            stream, plan = True, Plan(raw)  # relayed as the bytes come, whatever they are
-        return await self.forward(request, api, plan, stream)
+        # reading and planning run in the worker pool, off the event loop; a conversation's
+        # requests are planned one at a time, other conversations' beside them
+        read = await anyio.to_thread.run_sync(self._read, api, raw, header, limiter=self._limiter)
+        plan = read.plan
+        if plan is None:
+            async with self._conversation(read.key):
+                plan = await anyio.to_thread.run_sync(
+                    self._planned, api, read, raw, limiter=self._limiter
+                )
+        return await self.forward(request, api, plan, read.stream)
 
     def _failed(self, exc: BaseException) -> None:
-        self.counters.failed += 1
+        self.counters.add("failed")
         log.warning(
             "compaction failed (%s: %s); forwarded unchanged",
             type(exc).__name__,
             redact(str(exc))[:200],
         )
 
-    def _plan(self, api: wire.Api, raw: bytes, header: str | None) -> tuple[bool, Plan]:
-        """Whether to relay the answer as a stream, and what to send (in a worker thread). A body
-        the gateway cannot read (not JSON, nested past Python's parser) goes on as it came, its
-        answer relayed as the bytes come; a failed compaction sends the request as it came."""
-        parsed = self.policy.parse(raw)
-        if parsed is None:
-            try:
-                parsed = json.loads(raw)
-            except (ValueError, RecursionError):
-                self.counters.unreadable += 1
-                return True, Plan(raw)
-        stream = isinstance(parsed, dict) and parsed.get("stream") is True
+    def _read(self, api: wire.Api, raw: bytes, header: str | None) -> _Read:
+        """The request read (in a worker thread): whether to relay its answer as a stream and
+        which conversation it is, or the plan already (the body as it came). A body the gateway
+        cannot read (not JSON, nested past Python's parser) goes on as it came, its answer
+        relayed as the bytes come."""
         try:
-            return stream, self._planned(api, parsed, raw, header)
-        except Exception as exc:  # RecursionError of a deep body, a strategy's failure, ...
-            self._failed(exc)
-            return stream, Plan(raw)
-
-    def _planned(self, api: wire.Api, parsed: Any, raw: bytes, header: str | None) -> Plan:
+            parsed = self.policy.parse(raw)
+            if parsed is None:
+                parsed = json.loads(raw)
+        except (ValueError, RecursionError):
+            self.counters.add("unreadable")
+            return _Read(True, plan=Plan(raw))
+        stream = isinstance(parsed, dict) and parsed.get("stream") is True
         if (
             isinstance(parsed, dict)
             and api == "openai-responses"
             and parsed.get("previous_response_id")
         ):
-            self.counters.passed_through += 1  # the server holds that history
-            return Plan(raw)
+            self.counters.add("passed_through")  # the server holds that history
+            return _Read(stream, plan=Plan(raw))
         try:
             key = wire.conversation_key(api, parsed, header)
             session = wire.session_name(api, parsed, header)
-            with self._conversation_lock(key):
-                plan = self.policy.plan(api, parsed, key, raw, session)
         except wire.Unreadable:
-            self.counters.unreadable += 1
+            self.counters.add("unreadable")
+            return _Read(stream, plan=Plan(raw))
+        except Exception as exc:  # RecursionError of a deep body, ...: sent as it came
+            self._failed(exc)
+            return _Read(stream, plan=Plan(raw))
+        return _Read(stream, parsed, key, session)
+
+    def _planned(self, api: wire.Api, read: _Read, raw: bytes) -> Plan:
+        """What to send (in a worker thread, the conversation's lock held); a failed compaction
+        sends the request as it came."""
+        try:
+            plan = self.policy.plan(api, read.parsed, read.key, raw, read.session)
+        except wire.Unreadable:
+            self.counters.add("unreadable")
             return Plan(raw)
-        if plan.body is raw:
-            self.counters.passed_through += 1
-        else:
-            self.counters.compacted_requests += 1
+        except Exception as exc:  # RecursionError of a deep body, a strategy's failure, ...
+            self._failed(exc)
+            return Plan(raw)
+        self.counters.add("passed_through" if plan.body is raw else "compacted_requests")
         return plan
 
-    def _conversation_lock(self, key: str) -> threading.Lock:
-        return self._locks[int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) % len(self._locks)]
+    @contextlib.asynccontextmanager
+    async def _conversation(self, key: str) -> AsyncIterator[None]:
+        """Hold conversation `key` (on the event loop): its requests are planned in turn."""
+        held = self._held.get(key)
+        if held is None:
+            held = self._held[key] = _Held()
+        held.users += 1
+        try:
+            async with held.lock:
+                yield
+        finally:
+            held.users -= 1
+            if not held.users:
+                del self._held[key]
 
     async def relay(self, request: HttpRequest) -> Response:
-        self.counters.relayed += 1
+        self.counters.add("relayed")
         raw = await request.body()
         return await self.forward(request, None, Plan(raw), stream=True)
 
@@ -475,11 +525,11 @@ class Gateway:
         try:
             response = await self.client.send(upstream_request, stream=True)
         except httpx.HTTPError as exc:
-            self.counters.upstream_errors += 1
+            self.counters.add("upstream_errors")
             return _error(api, 502, f"upstream unreachable ({type(exc).__name__})")
         out_headers = [(k, v) for k, v in response.headers.items() if k.lower() not in _HOP_BY_HOP]
         if response.status_code >= 400:
-            self.counters.upstream_errors += 1
+            self.counters.add("upstream_errors")
         conv = plan.conversation
         if stream:
             return StreamingResponse(
@@ -490,7 +540,7 @@ class Gateway:
         try:
             body = await response.aread()
         except httpx.HTTPError as exc:
-            self.counters.upstream_errors += 1
+            self.counters.add("upstream_errors")
             return _error(api, 502, f"upstream failed mid-response ({type(exc).__name__})")
         finally:
             await response.aclose()
@@ -519,12 +569,12 @@ class Gateway:
             try:
                 response = await self.client.send(upstream_request, stream=True)
             except httpx.HTTPError as exc:
-                self.counters.upstream_errors += 1
+                self.counters.add("upstream_errors")
                 return _error(api, 502, f"upstream unreachable ({type(exc).__name__})")
             try:
                 data = await response.aread()
             except httpx.HTTPError as exc:
-                self.counters.upstream_errors += 1
+                self.counters.add("upstream_errors")
                 return _error(api, 502, f"upstream failed mid-response ({type(exc).__name__})")
             finally:
                 await response.aclose()
@@ -532,7 +582,7 @@ class Gateway:
                 k: v for k, v in response.headers.items() if k.lower() not in _HOP_BY_HOP
             }
             if response.status_code >= 400:
-                self.counters.upstream_errors += 1
+                self.counters.add("upstream_errors")
                 return Response(data, status_code=response.status_code, headers=out_headers)
             if plan.conversation is not None:
                 reported = usage_of_events(api, data) if stream else usage_of_body(api, data)
@@ -540,7 +590,7 @@ class Gateway:
             turn = recall.read_response(api, data, stream)
             if turn is None or not turn.recalls() or round_ == recall.MAX_ROUNDS:
                 return Response(data, status_code=response.status_code, headers=out_headers)
-            self.counters.recalls += 1
+            self.counters.add("recalls")
             body = recall.continued(api, body, turn, store)
         raise AssertionError("unreachable")  # the loop returns on its last round
 
@@ -565,7 +615,7 @@ class Gateway:
             if held:
                 yield held
         except httpx.HTTPError as exc:
-            self.counters.upstream_errors += 1
+            self.counters.add("upstream_errors")
             yield _stream_error(api, f"upstream failed mid-stream ({type(exc).__name__})")
         finally:
             await response.aclose()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -15,7 +16,9 @@ import openai
 import pytest
 from starlette.responses import Response, StreamingResponse
 
+from compactkit import AgentContext, Strategy, hookimpl
 from compactkit.gateway import GatewayConfig, create_app
+from compactkit.registry import make_registry
 
 from .agents import anthropic_agent, chat_agent, responses_agent
 from .conftest import KEY, chunk
@@ -219,3 +222,61 @@ def test_a_responses_stream_cut_mid_event_ends_in_an_error_event(
     stream = client.responses.create(model="gpt-test", input=TASK, stream=True)
     kinds = [event.type for event in stream]
     assert kinds == ["response.created", "error"]
+
+
+# --------------------------------------------------------------------------- no global queue
+
+
+class _Held(Strategy):
+    """A compaction that lasts until the test lets it go."""
+
+    name = "held"
+    description = "waits for the test"
+    entered = threading.Event()
+    release = threading.Event()
+
+    def compact(self, ctx: AgentContext) -> AgentContext:
+        type(self).entered.set()
+        type(self).release.wait(60)
+        return ctx
+
+
+class _HeldPlugin:
+    @hookimpl
+    def register_strategies(self, register: Callable[[type[Strategy]], None]) -> None:
+        register(_Held)
+
+
+def test_a_long_compaction_holds_only_its_own_conversation(model: FakeModel, upstream: str) -> None:
+    """While one conversation's compaction runs, another client's requests are answered; the
+    next request of the held conversation waits for it (one plan at a time per conversation)."""
+    registry = make_registry(entry_points=False, plugins=[_HeldPlugin()])
+    config = GatewayConfig(
+        upstream_anthropic=upstream, pipeline="held", trigger=200, strategy_timeout=0
+    )
+    big = {"model": "m", "max_tokens": 9, "messages": [{"role": "user", "content": "a " * 900}]}
+    answers: dict[str, int] = {}
+
+    def send(name: str, base: str) -> None:
+        answers[name] = httpx.post(base + "/v1/messages", json=big, timeout=90).status_code
+
+    _Held.entered.clear()
+    _Held.release.clear()
+    with serving(create_app(config, registry)) as base:
+        first = threading.Thread(target=send, args=("first", base), daemon=True)
+        first.start()
+        try:
+            assert _Held.entered.wait(30), "the compaction never started"
+            again = threading.Thread(target=send, args=("again", base), daemon=True)
+            again.start()
+            with httpx.Client(timeout=20) as probe:
+                for n in range(5):
+                    body = {"model": "m", "max_tokens": 9, "messages": [{"role": "user"}]}
+                    body["messages"][0]["content"] = f"probe {n}"
+                    assert probe.post(base + "/v1/messages", json=body).status_code == 200
+            assert "again" not in answers, "the held conversation's next request went first"
+        finally:
+            _Held.release.set()
+        first.join(60)
+        again.join(60)
+    assert answers == {"first": 200, "again": 200}
