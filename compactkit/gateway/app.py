@@ -197,15 +197,17 @@ class Policy:
             pins=(*built.pins, *config.pins),
         )
         self.counter = setup.counter
-        self.conversations = Conversations(config.max_conversations, config.ttl, config.state)
         self.recorder = Recorder(config.record) if config.record else None
+        self.conversations = Conversations(
+            config.max_conversations,
+            config.ttl,
+            config.state,
+            dropped=self.recorder.forget if self.recorder is not None else None,
+        )
         self.served = SqliteServeStore(config.state) if config.state else None
         """The serve states of tool servers sharing `--state`, by session name."""
-        self.store: dict[str, str] = {}
-        """Everything compactions removed, by etag (what `compactkit_recall` answers from)."""
         self.bodies = Bodies()
         """The last request bodies parsed (`parse`), whose text the next ones mostly repeat."""
-        self._store_lock = threading.Lock()
 
     def plan(
         self, api: wire.Api, parsed: Any, key: str, raw: bytes, session: str | None = None
@@ -319,8 +321,6 @@ class Policy:
         conv.base_items = len(request.items)
         conv.base_digest = request.digest(len(request.items))
         conv.compactions += 1
-        with self._store_lock:
-            self.store.update(after.recovery)
         tokens_after = self.counter.context(after)
         profile = get_profile("anthropic" if request.api == "anthropic" else "openai")
         cached = prefix_tokens(conv.last_prompt, before, self.counter)

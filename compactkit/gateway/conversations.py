@@ -17,6 +17,7 @@ import sqlite3
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -130,9 +131,19 @@ class Conversations:
     """Conversations by key: at most `limit` in memory, dropped after `ttl` seconds unused; with
     `path`, kept in a sqlite file too (written when a conversation changes)."""
 
-    def __init__(self, limit: int = 1000, ttl: float = 24 * 3600, path: str | None = None):
+    def __init__(
+        self,
+        limit: int = 1000,
+        ttl: float = 24 * 3600,
+        path: str | None = None,
+        *,
+        dropped: Callable[[str], None] | None = None,
+    ):
+        """`dropped(key)` is told of each conversation let go from memory (what else holds
+        something of it lets go too)."""
         self.limit = limit
         self.ttl = ttl
+        self._dropped = dropped
         self._held: OrderedDict[str, Conversation] = OrderedDict()
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
@@ -161,6 +172,7 @@ class Conversations:
             conv = self._held.pop(key, None)
             if conv is not None and now - conv.touched > self.ttl:
                 conv = None
+                self._drop(key)
             if conv is None and self._db is not None:
                 row = self._db.execute(
                     "SELECT touched, state FROM conversations WHERE key = ?", (key,)
@@ -171,9 +183,17 @@ class Conversations:
                 conv = Conversation(key)
             conv.touched = now
             self._held[key] = conv
-            while len(self._held) > self.limit:
+            while self._held:  # least recently used first: over the limit, or past their time
+                oldest = next(iter(self._held.values()))
+                if len(self._held) <= self.limit and now - oldest.touched <= self.ttl:
+                    break
                 self._held.popitem(last=False)
+                self._drop(oldest.key)
             return conv
+
+    def _drop(self, key: str) -> None:
+        if self._dropped is not None:
+            self._dropped(key)
 
     def _loaded(self, key: str, row: tuple[Any, Any], now: float) -> Conversation | None:
         """The saved conversation, if it is still alive; a row that cannot be read (an edited or

@@ -4,10 +4,13 @@ through unchanged, a cut stream ends in an error event the SDKs read, hostile si
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 import threading
+import tracemalloc
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -17,7 +20,8 @@ import pytest
 from starlette.responses import Response, StreamingResponse
 
 from compactkit import AgentContext, Strategy, hookimpl
-from compactkit.gateway import GatewayConfig, create_app
+from compactkit.gateway import GatewayConfig, create_app, wire
+from compactkit.gateway.app import Policy
 from compactkit.registry import make_registry
 
 from .agents import anthropic_agent, chat_agent, responses_agent
@@ -280,3 +284,60 @@ def test_a_long_compaction_holds_only_its_own_conversation(model: FakeModel, ups
         first.join(60)
         again.join(60)
     assert answers == {"first": 200, "again": 200}
+
+
+# --------------------------------------------------------------------------- bounded
+
+
+def _conversation(n: int) -> dict[str, Any]:
+    """Conversation `n`: a task and eight files read, past a trigger of 2,000 tokens."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": f"Task {n}: fix bug {n * 7919}."}]
+    for k in range(8):
+        call = {"type": "tool_use", "id": f"t{n}_{k}", "name": "read_file", "input": {"path": k}}
+        text = f"conversation {n}: " + chunk(f"chunk{k}")
+        result = {"type": "tool_result", "tool_use_id": f"t{n}_{k}", "content": text}
+        messages += [
+            {"role": "assistant", "content": [call]},
+            {"role": "user", "content": [result]},
+        ]
+    return {"model": "m", "max_tokens": 9, "system": "Be brief.", "messages": messages}
+
+
+def test_what_a_conversation_holds_goes_with_it(tmp_path: Path) -> None:
+    """Past --max-conversations, what compactions removed and what --record remembers of a
+    conversation are let go with it: ten more compacted conversations keep no more memory than
+    one request's body (684 KB more before). A conversation seen again is recorded whole in a
+    new log; its first log stays as it was."""
+    config = GatewayConfig(trigger=2000, target=1000, max_conversations=2, record=str(tmp_path))
+    policy = Policy(config, incremental=False)
+
+    def converse(n: int, more: int = 0) -> int:
+        body = _conversation(n)
+        body["messages"] += [{"role": "assistant", "content": "Done."}] * more
+        raw = json.dumps(body).encode()
+        key = wire.conversation_key("anthropic", body, None)
+        assert policy.plan("anthropic", body, key, raw).body != raw  # compacted
+        return len(raw)
+
+    tracemalloc.start()
+    try:
+        for n in range(3):
+            size = converse(n)
+        policy.counter._cache.clear()  # the token counter's memo (bounded on its own) aside
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0]
+        for n in range(3, 13):
+            converse(n)
+        policy.counter._cache.clear()
+        gc.collect()
+        grown = tracemalloc.get_traced_memory()[0] - held
+    finally:
+        tracemalloc.stop()
+    assert grown < size, f"{grown} bytes more for conversations let go"
+    logs = sorted(tmp_path.glob("*.jsonl"))
+    first = next(p for p in logs if "Task 0: fix bug 0." in p.read_text())
+    before = first.read_bytes()
+    converse(0, more=1)  # conversation 0 again, one message on
+    assert first.read_bytes() == before
+    again = [p for p in tmp_path.glob("*.jsonl") if p not in logs]
+    assert len(again) == 1 and "Task 0: fix bug 0." in again[0].read_text()
