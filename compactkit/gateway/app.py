@@ -8,11 +8,13 @@ holds a header or any content of a request.
 from __future__ import annotations
 
 import contextlib
+import hmac
 import json
 import logging
 import operator
 import socket
 import threading
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -97,6 +99,8 @@ class GatewayConfig:
     strategy_timeout: float = PLUGIN_TIMEOUT
     """Seconds a plugin strategy may run (in its worker process) before its compaction fails and
     the request goes upstream as the client sent it; 0: no limit, in-process."""
+    admin_token: str | None = None
+    """A credential that sees every conversation in `/compactkit/stats` (others see their own)."""
     workers: int = 4
     """Worker threads that read and plan requests: a conversation's requests one at a time,
     up to this many conversations at once."""
@@ -133,6 +137,7 @@ class _Read:
     parsed: Any = None
     key: str = ""
     session: str | None = None
+    owner: str = ""
     plan: Plan | None = None
 
 
@@ -206,16 +211,27 @@ class Policy:
         )
         self.served = SqliteServeStore(config.state) if config.state else None
         """The serve states of tool servers sharing `--state`, by session name."""
+        self._sessions: OrderedDict[str, str] = OrderedDict()
+        """Which credential (its tag) owns each session name (least recently used first)."""
+        self._sessions_lock = threading.Lock()
         self.bodies = Bodies()
         """The last request bodies parsed (`parse`), whose text the next ones mostly repeat."""
 
     def plan(
-        self, api: wire.Api, parsed: Any, key: str, raw: bytes, session: str | None = None
+        self,
+        api: wire.Api,
+        parsed: Any,
+        key: str,
+        raw: bytes,
+        session: str | None = None,
+        owner: str = "",
     ) -> Plan:
         """The body to send for the request `parsed` (`raw` as it came): `raw` itself below
         the trigger, else the compacted base plus what is new. Raises `wire.Unreadable`.
-        `session` names the serve state that forgets what the model no longer holds."""
+        `session` names the serve state that forgets what the model no longer holds (the
+        first credential to name a session, `owner`, is the only one whose requests reset it)."""
         conv = self.conversations.get(key)
+        conv.owner = owner
         if conv.reader is None or conv.reader.api != api:
             conv.reader = wire.Reader(api, incremental=self.incremental)
             conv.tally = _Tally()
@@ -249,7 +265,8 @@ class Policy:
                 self._compacted(conv, request, history, result.context, tokens)
                 history = result.context
                 tokens = self._tokens(history, tally.history)
-        self._forget(session, conv.last_prompt, uncompacted, history)
+        if session and self._owns(session, owner):
+            self._forget(session, conv.last_prompt, uncompacted, history)
         conv.tokens_sent += tokens
         conv.cached_tokens += prefix_tokens(conv.last_prompt, history, counter)
         conv.last_prompt = history
@@ -268,6 +285,19 @@ class Policy:
         body["tools"] = [*tools, recall.tool_definition(request.api, etags)]
         store = dict(history.recovery)
         return Plan(self._dumps(body, request.body), conv, recall=body, store=store)
+
+    def conversation_id(self, api: wire.Api, parsed: Any, header: str | None, owner: str) -> str:
+        """The conversation a request of the credential tagged `owner` belongs to: its shape
+        (`wire.conversation_key`) under that credential, as a salted hash. Raises
+        `wire.Unreadable`."""
+        shape = wire.conversation_key(api, parsed, header)
+        return f"{api}:{self.conversations.tag(owner + chr(10) + shape)}"
+
+    def credential(self, headers: Any) -> str:
+        """The salted tag of a request's credential (its API key, however sent); the key itself
+        stays in the request."""
+        key = api_key(headers)
+        return self.conversations.tag("credential\n" + key) if key else ""
 
     def parse(self, raw: bytes) -> Any | None:
         """`json.loads(raw)`, reusing what recent bodies held as the same text; None when `raw`
@@ -289,6 +319,16 @@ class Policy:
             tokens = sum(self.counter.messages(messages))
         last.messages, last.tokens = messages, tokens
         return self.counter.preamble(ctx) + tokens
+
+    def _owns(self, session: str, owner: str) -> bool:
+        """Whether the credential tagged `owner` may reset serve state `session`: the first to
+        name it (in this gateway's memory, as many as it holds conversations) owns it."""
+        with self._sessions_lock:
+            known = self._sessions.pop(session, owner)
+            self._sessions[session] = known
+            while len(self._sessions) > self.config.max_conversations:
+                self._sessions.popitem(last=False)
+        return known == owner
 
     def _forget(
         self,
@@ -395,7 +435,14 @@ class Gateway:
     # ------------------------------------------------------------------ handlers
 
     async def stats(self, request: HttpRequest) -> Response:
+        """The figures of the caller's own conversations (those its credential sent), or of
+        all with the `--admin-token` as its credential."""
         convs = self.policy.conversations.all()
+        admin = self.config.admin_token
+        given = api_key(request.headers)
+        if not (admin and given and hmac.compare_digest(given.encode(), admin.encode())):
+            owner = self.policy.credential(request.headers)
+            convs = [c for c in convs if c.owner == owner]
         total = Usage()
         for conv in convs:
             total.add(conv.usage)
@@ -417,9 +464,12 @@ class Gateway:
         raw = await request.body()
         self.counters.add("requests")
         header = request.headers.get(SESSION_HEADER)
+        owner = self.policy.credential(request.headers)
         # reading and planning run in the worker pool, off the event loop; a conversation's
         # requests are planned one at a time, other conversations' beside them
-        read = await anyio.to_thread.run_sync(self._read, api, raw, header, limiter=self._limiter)
+        read = await anyio.to_thread.run_sync(
+            self._read, api, raw, header, owner, limiter=self._limiter
+        )
         plan = read.plan
         if plan is None:
             async with self._conversation(read.key):
@@ -436,7 +486,7 @@ class Gateway:
             redact(str(exc))[:200],
         )
 
-    def _read(self, api: wire.Api, raw: bytes, header: str | None) -> _Read:
+    def _read(self, api: wire.Api, raw: bytes, header: str | None, owner: str) -> _Read:
         """The request read (in a worker thread): whether to relay its answer as a stream and
         which conversation it is, or the plan already (the body as it came). A body the gateway
         cannot read (not JSON, nested past Python's parser) goes on as it came, its answer
@@ -457,7 +507,7 @@ class Gateway:
             self.counters.add("passed_through")  # the server holds that history
             return _Read(stream, plan=Plan(raw))
         try:
-            key = wire.conversation_key(api, parsed, header)
+            key = self.policy.conversation_id(api, parsed, header, owner)
             session = wire.session_name(api, parsed, header)
         except wire.Unreadable:
             self.counters.add("unreadable")
@@ -465,13 +515,13 @@ class Gateway:
         except Exception as exc:  # RecursionError of a deep body, ...: sent as it came
             self._failed(exc)
             return _Read(stream, plan=Plan(raw))
-        return _Read(stream, parsed, key, session)
+        return _Read(stream, parsed, key, session, owner)
 
     def _planned(self, api: wire.Api, read: _Read, raw: bytes) -> Plan:
         """What to send (in a worker thread, the conversation's lock held); a failed compaction
         sends the request as it came."""
         try:
-            plan = self.policy.plan(api, read.parsed, read.key, raw, read.session)
+            plan = self.policy.plan(api, read.parsed, read.key, raw, read.session, read.owner)
         except wire.Unreadable:
             self.counters.add("unreadable")
             return Plan(raw)
@@ -621,6 +671,15 @@ class Gateway:
             await response.aclose()
         if conv is not None and api is not None and response.status_code < 400:
             _add_usage(conv, usage_of_events(api, bytes(seen)))
+
+
+def api_key(headers: Any) -> str:
+    """A request's API key, however its SDK sends it (`x-api-key`, `api-key`, a bearer token)."""
+    key = headers.get("x-api-key") or headers.get("api-key") or ""
+    if not key:
+        scheme, _, token = (headers.get("authorization") or "").partition(" ")
+        key = token.strip() if scheme.lower() == "bearer" else scheme
+    return str(key)
 
 
 def _events_end(data: bytes) -> int:

@@ -11,8 +11,11 @@ live) and, given a sqlite file, survives a restart.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import logging
+import secrets
 import sqlite3
 import threading
 import time
@@ -51,6 +54,8 @@ class Conversation:
     """One conversation: the compacted base (None until the first compaction) and figures."""
 
     key: str
+    owner: str = ""
+    """The salted hash of the credential that sent it (`Conversations.tag`)."""
     base: AgentContext | None = None
     base_items: int = 0
     base_digest: str = ""
@@ -96,6 +101,7 @@ class Conversation:
             "base": None if self.base is None else self.base.model_dump(mode="json"),
             "base_items": self.base_items,
             "base_digest": self.base_digest,
+            "owner": self.owner,
             "figures": self.figures(),
             "last_prompt": None
             if self.last_prompt is None
@@ -113,6 +119,7 @@ class Conversation:
             conv.last_prompt = AgentContext.model_validate(data["last_prompt"])
         conv.base_items = int(data.get("base_items", 0))
         conv.base_digest = str(data.get("base_digest", ""))
+        conv.owner = str(data.get("owner", ""))
         figures = data.get("figures", {})
         for name in (
             "requests",
@@ -144,6 +151,9 @@ class Conversations:
         self.limit = limit
         self.ttl = ttl
         self._dropped = dropped
+        self.salt = secrets.token_bytes(32)
+        """The key of every hash naming a conversation or a credential: random per gateway, or
+        per state file (kept in it, so conversations resume after a restart)."""
         self._held: OrderedDict[str, Conversation] = OrderedDict()
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
@@ -159,12 +169,26 @@ class Conversations:
                 self._db.execute(
                     "DELETE FROM conversations WHERE touched < ?", (time.time() - ttl,)
                 )
+                self._db.execute(
+                    "CREATE TABLE IF NOT EXISTS salt (id INTEGER PRIMARY KEY, salt BLOB)"
+                )
+                self._db.execute(
+                    "INSERT OR IGNORE INTO salt (id, salt) VALUES (1, ?)",
+                    (secrets.token_bytes(32),),
+                )
+                row = self._db.execute("SELECT salt FROM salt WHERE id = 1").fetchone()
+                self.salt = bytes(row[0])
             except sqlite3.DatabaseError as exc:  # not SQLite, or a path SQLite cannot open
                 raise BadInputError(
                     f"not a usable gateway state database ({exc})",
                     path=path,
                     hint="remove it to start afresh, or name another --state file",
                 ) from None
+
+    def tag(self, text: str) -> str:
+        """A salted hash of `text` (a credential, a conversation's shape): equal texts give equal
+        tags in this gateway (or state file) alone, and a tag tells nothing of its text."""
+        return hmac.new(self.salt, text.encode("utf-8"), hashlib.sha256).hexdigest()[:32]
 
     def get(self, key: str) -> Conversation:
         now = time.time()

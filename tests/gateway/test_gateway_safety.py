@@ -341,3 +341,103 @@ def test_what_a_conversation_holds_goes_with_it(tmp_path: Path) -> None:
     assert first.read_bytes() == before
     again = [p for p in tmp_path.glob("*.jsonl") if p not in logs]
     assert len(again) == 1 and "Task 0: fix bug 0." in again[0].read_text()
+
+
+# --------------------------------------------------------------------------- kept apart
+
+
+OTHER_KEY = "sk-other-team-9876543210fedcbaSECRET"
+ADMIN = "ck-admin-token-for-the-test"
+
+
+def _stats(base: str, key: str | None) -> dict[str, Any]:
+    headers = {"authorization": f"Bearer {key}"} if key else {}
+    answer = httpx.get(base + "/compactkit/stats", headers=headers, timeout=30)
+    data: dict[str, Any] = answer.json()
+    return data
+
+
+def test_two_keys_never_share_a_conversation(model: FakeModel, start_gateway) -> None:
+    """Two clients (the Anthropic and the OpenAI SDK) with different keys, the same system
+    prompt and first message, the same forged session id, running at once: each has its own
+    conversation, compacted as if it were alone; each sees only its own in the stats, named by
+    salted hashes; the admin token sees both."""
+    model.turns = 10
+    solo = start_gateway(trigger=TRIGGER, target=3000, admin_token=ADMIN)
+    alone = {
+        "anthropic": anthropic_agent(solo, TASK),
+        "openai": chat_agent(solo, TASK),
+    }
+    counts = {
+        c["requests"]: c["compactions"] for c in _stats(solo, ADMIN)["conversations"].values()
+    }
+    base = start_gateway(trigger=TRIGGER, target=3000, admin_token=ADMIN)
+    forged = {"x-compactkit-session": "team-a-session"}
+    runs: dict[str, Any] = {}
+
+    def client(name: str) -> None:
+        if name == "anthropic":
+            runs[name] = anthropic_agent(base, TASK, key=KEY, headers=forged)
+        else:
+            runs[name] = chat_agent(base, TASK, key=OTHER_KEY, headers=forged)
+
+    threads = [threading.Thread(target=client, args=(n,), daemon=True) for n in alone]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert set(runs) == set(alone)
+    mine, theirs = _stats(base, KEY), _stats(base, OTHER_KEY)
+    (a,) = mine["conversations"].values()
+    (b,) = theirs["conversations"].values()
+    for conv, run in ((a, runs["anthropic"]), (b, runs["openai"])):
+        assert conv["requests"] == len(run.sent)
+        assert conv["compactions"] == counts[len(run.sent)] > 0  # as when alone
+    assert set(mine["conversations"]).isdisjoint(theirs["conversations"])
+    assert _stats(base, None)["conversations"] == {}
+    assert len(_stats(base, ADMIN)["conversations"]) == 2
+    # the names are salted: another gateway names the same conversations otherwise
+    assert set(_stats(solo, ADMIN)["conversations"]).isdisjoint(
+        _stats(base, ADMIN)["conversations"]
+    )
+    shape = wire.conversation_key("anthropic", json.loads(runs["anthropic"].sent[0]), None)
+    text = json.dumps(_stats(base, ADMIN))
+    assert all(part not in text for part in shape.split(":")[1:])
+    assert KEY not in text and OTHER_KEY not in text
+
+
+def test_another_key_naming_a_session_does_not_reset_it(tmp_path: Path) -> None:
+    """A serve state is reset only by requests of the credential that first named its session:
+    another key's request under the same session id (forged or not) leaves it as it was."""
+    from compactkit.serve.store import SqliteServeStore
+    from tests.serve.test_reset import FILES, TARGET, Conversation, _store_read
+
+    db = tmp_path / "state.db"
+    policy = Policy(GatewayConfig(state=str(db), trigger=6000, target=TARGET))
+    store = SqliteServeStore(db)
+    text = FILES["conversations.py"].read_text(encoding="utf-8")
+    assert _store_read(store, "s1", "conversations.py", text)
+    conv = Conversation("s1")
+    call = {"type": "tool_use", "id": "t1", "name": "read", "input": {"path": "conversations.py"}}
+    conv.messages += [
+        {"role": "assistant", "content": [call]},
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "t1", "content": text}],
+        },
+    ]
+    mine, theirs = policy.credential({"x-api-key": KEY}), policy.credential({"x-api-key": "sk-2"})
+
+    def plan(owner: str) -> None:
+        body = conv.body()
+        key = policy.conversation_id("anthropic", body, None, owner)
+        raw = json.dumps(body).encode()
+        policy.plan("anthropic", body, key, raw, wire.session_name("anthropic", body, None), owner)
+
+    plan(mine)
+    assert not _store_read(store, "s1", "conversations.py", text)  # held: a marker
+    conv.messages = [{"role": "user", "content": "Summary of the review so far: nothing found."}]
+    plan(theirs)
+    assert not _store_read(store, "s1", "conversations.py", text)  # still held
+    plan(mine)
+    assert _store_read(store, "s1", "conversations.py", text)  # the owner's rewind: full again
