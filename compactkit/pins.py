@@ -362,16 +362,25 @@ def resolve(ctx: AgentContext) -> tuple[Resolved, ...]:
 
 
 def _counted(ctx: AgentContext, pins: Iterable[Resolved]) -> tuple[Resolved, ...]:
-    """One entry per pinned block: a message holding the same pinned text twice needs both."""
+    """One entry per pinned block: a message holding the same pinned text twice needs both.
+
+    Each message's texts are read once, whatever the number of its pins (a summary carrying
+    thousands of user messages holds thousands of pins), and only texts as long as one of
+    them are hashed."""
+    pins = tuple(pins)
+    lengths: dict[int, set[int]] = {}
+    for pin in pins:
+        if pin.kind == "text":
+            lengths.setdefault(pin.message, set()).add(pin.chars)
+    copies: dict[int, Counter[tuple[int, str]]] = {}
+    for index, wanted in lengths.items():
+        copies[index] = Counter(
+            (len(t), etag_of(t)) for t in _texts(ctx.messages[index]) if len(t) in wanted
+        )
     out: list[Resolved] = []
     for pin in pins:
         if pin.kind == "text":
-            copies = sum(
-                1
-                for t in _texts(ctx.messages[pin.message])
-                if len(t) == pin.chars and etag_of(t) == pin.etag
-            )
-            out.extend([pin] * max(copies, 1))
+            out.extend([pin] * max(copies[pin.message][(pin.chars, pin.etag)], 1))
         else:
             out.append(pin)
     return tuple(out)

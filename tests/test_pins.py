@@ -344,3 +344,36 @@ def test_bench_pin_runs_the_pipeline_with_the_rule(tmp_path: Path) -> None:
     CliRunner().invoke(CLI, [*args, "--mode", "oneshot", "--json", str(plain)])
     unpinned = [r for r in json.loads(plain.read_text())["sessions"] if r["pipeline"] != "none"]
     assert all(r["tokens_after"] < r["tokens_before"] for r in unpinned)
+
+
+def _hashes_to_compact(monkeypatch: pytest.MonkeyPatch, turns: int) -> int:
+    """How many texts pin checking hashes while the default pipeline compacts `turns` tiny
+    user/assistant turns (the shape of a hostile 2 MB gateway request)."""
+    import compactkit.pins as pins
+
+    calls = 0
+    real = pins.etag_of
+
+    def counted(text: str) -> str:
+        nonlocal calls
+        calls += 1
+        return real(text)
+
+    messages = []
+    for n in range(turns):
+        messages += [message("user", f"u{n} ok go on"), message("assistant", f"a{n} fine")]
+    ctx = AgentContext(messages=tuple(messages))
+    monkeypatch.setattr(pins, "etag_of", counted)
+    result = build_pipeline(["default"], budget=100).run(ctx)
+    assert result.context is not ctx
+    kept = "\n".join(m.text for m in result.context.messages)
+    assert all(f"u{n} ok go on" in kept for n in range(turns))  # every user word kept
+    return calls
+
+
+def test_pin_checking_is_linear_in_the_messages_it_checks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A summary carrying thousands of user messages holds a pin for each: each message's texts
+    are read once, not once per pin (quadratic: 236 s for 25,000 turns in the gateway)."""
+    small = _hashes_to_compact(monkeypatch, 300)
+    large = _hashes_to_compact(monkeypatch, 600)
+    assert large <= 2.2 * small, (small, large)

@@ -8,12 +8,13 @@ holds a header or any content of a request.
 from __future__ import annotations
 
 import contextlib
-import hashlib
+import hmac
 import json
 import logging
 import operator
 import socket
 import threading
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,6 +63,8 @@ _HOP_BY_HOP = frozenset(
         "content-length",
     }
 )
+_BLANK_LINES = (b"\n\n", b"\r\n\r\n", b"\r\r")
+"""What ends an event of an event stream."""
 _ROUTES: dict[str, wire.Api] = {
     "/v1/messages": "anthropic",
     "/v1/chat/completions": "openai-chat",
@@ -96,6 +99,11 @@ class GatewayConfig:
     strategy_timeout: float = PLUGIN_TIMEOUT
     """Seconds a plugin strategy may run (in its worker process) before its compaction fails and
     the request goes upstream as the client sent it; 0: no limit, in-process."""
+    admin_token: str | None = None
+    """A credential that sees every conversation in `/compactkit/stats` (others see their own)."""
+    workers: int = 4
+    """Worker threads that read and plan requests: a conversation's requests one at a time,
+    up to this many conversations at once."""
 
 
 @dataclass
@@ -108,6 +116,35 @@ class Counters:
     failed: int = 0
     upstream_errors: int = 0
     recalls: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, name: str) -> None:
+        """One more `name` (from any thread)."""
+        with self._lock:
+            setattr(self, name, getattr(self, name) + 1)
+
+    def figures(self) -> dict[str, int]:
+        with self._lock:
+            return {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
+
+
+@dataclass
+class _Read:
+    """A request read: whether its answer is relayed as a stream, and its plan when it has no
+    conversation (the body as it came), else what planning it needs."""
+
+    stream: bool
+    parsed: Any = None
+    key: str = ""
+    session: str | None = None
+    owner: str = ""
+    plan: Plan | None = None
+
+
+@dataclass
+class _Held:
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+    users: int = 0
 
 
 @dataclass
@@ -165,23 +202,36 @@ class Policy:
             pins=(*built.pins, *config.pins),
         )
         self.counter = setup.counter
-        self.conversations = Conversations(config.max_conversations, config.ttl, config.state)
         self.recorder = Recorder(config.record) if config.record else None
+        self.conversations = Conversations(
+            config.max_conversations,
+            config.ttl,
+            config.state,
+            dropped=self.recorder.forget if self.recorder is not None else None,
+        )
         self.served = SqliteServeStore(config.state) if config.state else None
         """The serve states of tool servers sharing `--state`, by session name."""
-        self.store: dict[str, str] = {}
-        """Everything compactions removed, by etag (what `compactkit_recall` answers from)."""
+        self._sessions: OrderedDict[str, str] = OrderedDict()
+        """Which credential (its tag) owns each session name (least recently used first)."""
+        self._sessions_lock = threading.Lock()
         self.bodies = Bodies()
         """The last request bodies parsed (`parse`), whose text the next ones mostly repeat."""
-        self._store_lock = threading.Lock()
 
     def plan(
-        self, api: wire.Api, parsed: Any, key: str, raw: bytes, session: str | None = None
+        self,
+        api: wire.Api,
+        parsed: Any,
+        key: str,
+        raw: bytes,
+        session: str | None = None,
+        owner: str = "",
     ) -> Plan:
         """The body to send for the request `parsed` (`raw` as it came): `raw` itself below
         the trigger, else the compacted base plus what is new. Raises `wire.Unreadable`.
-        `session` names the serve state that forgets what the model no longer holds."""
+        `session` names the serve state that forgets what the model no longer holds (the
+        first credential to name a session, `owner`, is the only one whose requests reset it)."""
         conv = self.conversations.get(key)
+        conv.owner = owner
         if conv.reader is None or conv.reader.api != api:
             conv.reader = wire.Reader(api, incremental=self.incremental)
             conv.tally = _Tally()
@@ -215,7 +265,8 @@ class Policy:
                 self._compacted(conv, request, history, result.context, tokens)
                 history = result.context
                 tokens = self._tokens(history, tally.history)
-        self._forget(session, conv.last_prompt, uncompacted, history)
+        if session and self._owns(session, owner):
+            self._forget(session, conv.last_prompt, uncompacted, history)
         conv.tokens_sent += tokens
         conv.cached_tokens += prefix_tokens(conv.last_prompt, history, counter)
         conv.last_prompt = history
@@ -234,6 +285,19 @@ class Policy:
         body["tools"] = [*tools, recall.tool_definition(request.api, etags)]
         store = dict(history.recovery)
         return Plan(self._dumps(body, request.body), conv, recall=body, store=store)
+
+    def conversation_id(self, api: wire.Api, parsed: Any, header: str | None, owner: str) -> str:
+        """The conversation a request of the credential tagged `owner` belongs to: its shape
+        (`wire.conversation_key`) under that credential, as a salted hash. Raises
+        `wire.Unreadable`."""
+        shape = wire.conversation_key(api, parsed, header)
+        return f"{api}:{self.conversations.tag(owner + chr(10) + shape)}"
+
+    def credential(self, headers: Any) -> str:
+        """The salted tag of a request's credential (its API key, however sent); the key itself
+        stays in the request."""
+        key = api_key(headers)
+        return self.conversations.tag("credential\n" + key) if key else ""
 
     def parse(self, raw: bytes) -> Any | None:
         """`json.loads(raw)`, reusing what recent bodies held as the same text; None when `raw`
@@ -255,6 +319,16 @@ class Policy:
             tokens = sum(self.counter.messages(messages))
         last.messages, last.tokens = messages, tokens
         return self.counter.preamble(ctx) + tokens
+
+    def _owns(self, session: str, owner: str) -> bool:
+        """Whether the credential tagged `owner` may reset serve state `session`: the first to
+        name it (in this gateway's memory, as many as it holds conversations) owns it."""
+        with self._sessions_lock:
+            known = self._sessions.pop(session, owner)
+            self._sessions[session] = known
+            while len(self._sessions) > self.config.max_conversations:
+                self._sessions.popitem(last=False)
+        return known == owner
 
     def _forget(
         self,
@@ -287,8 +361,6 @@ class Policy:
         conv.base_items = len(request.items)
         conv.base_digest = request.digest(len(request.items))
         conv.compactions += 1
-        with self._store_lock:
-            self.store.update(after.recovery)
         tokens_after = self.counter.context(after)
         profile = get_profile("anthropic" if request.api == "anthropic" else "openai")
         cached = prefix_tokens(conv.last_prompt, before, self.counter)
@@ -312,8 +384,9 @@ class Gateway:
         self.config = config
         self.policy = Policy(config, registry)
         self.counters = Counters()
-        self._locks = [threading.Lock() for _ in range(64)]
-        self._limiter = anyio.CapacityLimiter(1)  # one plan at a time: counters stay exact
+        self._held: dict[str, _Held] = {}
+        """The conversations being planned (or waiting to be): a lock each."""
+        self._limiter = anyio.CapacityLimiter(config.workers)
         self._client: httpx.AsyncClient | None = None
 
     @property
@@ -333,16 +406,23 @@ class Gateway:
 
     # ------------------------------------------------------------------ upstreams
 
-    def upstream(self, api: wire.Api | None, request: HttpRequest) -> str | None:
-        anthropic, openai = self.config.upstream_anthropic, self.config.upstream_openai
-        if api is None:
-            path = request.url.path
-            wants_anthropic = path.startswith("/v1/messages") or (
-                "anthropic-version" in request.headers or "x-api-key" in request.headers
-            )
-            api = "anthropic" if wants_anthropic else "openai-chat"
-        first, second = (anthropic, openai) if api == "anthropic" else (openai, anthropic)
-        return first or second
+    @staticmethod
+    def provider(api: wire.Api | None, request: HttpRequest) -> wire.Api:
+        """The API a request is for: its route's, else (a relayed route) Anthropic's when its
+        path or headers are Anthropic's, else OpenAI's."""
+        if api is not None:
+            return api
+        path = request.url.path
+        wants_anthropic = path.startswith("/v1/messages") or (
+            "anthropic-version" in request.headers or "x-api-key" in request.headers
+        )
+        return "anthropic" if wants_anthropic else "openai-chat"
+
+    def upstream(self, api: wire.Api) -> str | None:
+        """The upstream of `api`'s provider; None ('none'): nowhere, never the other one."""
+        if api == "anthropic":
+            return self.config.upstream_anthropic
+        return self.config.upstream_openai
 
     def url(self, base: str, request: HttpRequest) -> str:
         base = base.rstrip("/")
@@ -355,7 +435,14 @@ class Gateway:
     # ------------------------------------------------------------------ handlers
 
     async def stats(self, request: HttpRequest) -> Response:
+        """The figures of the caller's own conversations (those its credential sent), or of
+        all with the `--admin-token` as its credential."""
         convs = self.policy.conversations.all()
+        admin = self.config.admin_token
+        given = api_key(request.headers)
+        if not (admin and given and hmac.compare_digest(given.encode(), admin.encode())):
+            owner = self.policy.credential(request.headers)
+            convs = [c for c in convs if c.owner == owner]
         total = Usage()
         for conv in convs:
             total.add(conv.usage)
@@ -364,7 +451,7 @@ class Gateway:
             "trigger": self.policy.trigger,
             "target": self.policy.target,
             "pipeline": self.policy.pipeline.title,
-            "counters": self.counters.__dict__,
+            "counters": self.counters.figures(),
             "usage": total.__dict__,
             "tokens_client": sum(c.tokens_client for c in convs),
             "tokens_sent": sum(c.tokens_sent for c in convs),
@@ -375,67 +462,103 @@ class Gateway:
     async def api(self, request: HttpRequest) -> Response:
         api = _ROUTES[request.url.path]
         raw = await request.body()
-        self.counters.requests += 1
+        self.counters.add("requests")
         header = request.headers.get(SESSION_HEADER)
-        try:  # parsing and planning run off the event loop, beside other requests
-            stream, plan = await anyio.to_thread.run_sync(
-                self._plan, api, raw, header, limiter=self._limiter
-            )
-        except Exception as exc:  # a failed compaction leaves the request as the client sent it
-            self.counters.failed += 1
-            log.warning(
-                "compaction failed (%s: %s); forwarded unchanged",
-                type(exc).__name__,
-                redact(str(exc))[:200],
-            )
-            stream, plan = _streamed(raw), Plan(raw)
-        return await self.forward(request, api, plan, stream)
+        owner = self.policy.credential(request.headers)
+        # reading and planning run in the worker pool, off the event loop; a conversation's
+        # requests are planned one at a time, other conversations' beside them
+        read = await anyio.to_thread.run_sync(
+            self._read, api, raw, header, owner, limiter=self._limiter
+        )
+        plan = read.plan
+        if plan is None:
+            async with self._conversation(read.key):
+                plan = await anyio.to_thread.run_sync(
+                    self._planned, api, read, raw, limiter=self._limiter
+                )
+        return await self.forward(request, api, plan, read.stream)
 
-    def _plan(self, api: wire.Api, raw: bytes, header: str | None) -> tuple[bool, Plan]:
-        """Whether the client asked for a stream, and what to send (in a worker thread)."""
-        parsed = self.policy.parse(raw)
-        if parsed is None:
-            try:
+    def _failed(self, exc: BaseException) -> None:
+        self.counters.add("failed")
+        log.warning(
+            "compaction failed (%s: %s); forwarded unchanged",
+            type(exc).__name__,
+            redact(str(exc))[:200],
+        )
+
+    def _read(self, api: wire.Api, raw: bytes, header: str | None, owner: str) -> _Read:
+        """The request read (in a worker thread): whether to relay its answer as a stream and
+        which conversation it is, or the plan already (the body as it came). A body the gateway
+        cannot read (not JSON, nested past Python's parser) goes on as it came, its answer
+        relayed as the bytes come."""
+        try:
+            parsed = self.policy.parse(raw)
+            if parsed is None:
                 parsed = json.loads(raw)
-            except ValueError:
-                self.counters.unreadable += 1
-                return False, Plan(raw)
+        except (ValueError, RecursionError):
+            self.counters.add("unreadable")
+            return _Read(True, plan=Plan(raw))
         stream = isinstance(parsed, dict) and parsed.get("stream") is True
         if (
             isinstance(parsed, dict)
             and api == "openai-responses"
             and parsed.get("previous_response_id")
         ):
-            self.counters.passed_through += 1  # the server holds that history
-            return stream, Plan(raw)
+            self.counters.add("passed_through")  # the server holds that history
+            return _Read(stream, plan=Plan(raw))
         try:
-            key = wire.conversation_key(api, parsed, header)
+            key = self.policy.conversation_id(api, parsed, header, owner)
             session = wire.session_name(api, parsed, header)
-            with self._conversation_lock(key):
-                plan = self.policy.plan(api, parsed, key, raw, session)
         except wire.Unreadable:
-            self.counters.unreadable += 1
-            return stream, Plan(raw)
-        if plan.body is raw:
-            self.counters.passed_through += 1
-        else:
-            self.counters.compacted_requests += 1
-        return stream, plan
+            self.counters.add("unreadable")
+            return _Read(stream, plan=Plan(raw))
+        except Exception as exc:  # RecursionError of a deep body, ...: sent as it came
+            self._failed(exc)
+            return _Read(stream, plan=Plan(raw))
+        return _Read(stream, parsed, key, session, owner)
 
-    def _conversation_lock(self, key: str) -> threading.Lock:
-        return self._locks[int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) % len(self._locks)]
+    def _planned(self, api: wire.Api, read: _Read, raw: bytes) -> Plan:
+        """What to send (in a worker thread, the conversation's lock held); a failed compaction
+        sends the request as it came."""
+        try:
+            plan = self.policy.plan(api, read.parsed, read.key, raw, read.session, read.owner)
+        except wire.Unreadable:
+            self.counters.add("unreadable")
+            return Plan(raw)
+        except Exception as exc:  # RecursionError of a deep body, a strategy's failure, ...
+            self._failed(exc)
+            return Plan(raw)
+        self.counters.add("passed_through" if plan.body is raw else "compacted_requests")
+        return plan
+
+    @contextlib.asynccontextmanager
+    async def _conversation(self, key: str) -> AsyncIterator[None]:
+        """Hold conversation `key` (on the event loop): its requests are planned in turn."""
+        held = self._held.get(key)
+        if held is None:
+            held = self._held[key] = _Held()
+        held.users += 1
+        try:
+            async with held.lock:
+                yield
+        finally:
+            held.users -= 1
+            if not held.users:
+                del self._held[key]
 
     async def relay(self, request: HttpRequest) -> Response:
-        self.counters.relayed += 1
+        self.counters.add("relayed")
         raw = await request.body()
         return await self.forward(request, None, Plan(raw), stream=True)
 
     async def forward(
         self, request: HttpRequest, api: wire.Api | None, plan: Plan, stream: bool
     ) -> Response:
-        base = self.upstream(api, request)
+        provider = self.provider(api, request)
+        base = self.upstream(provider)
         if base is None:
-            return _error(api, 502, "no upstream configured for this route")
+            option = "--upstream-anthropic" if provider == "anthropic" else "--upstream-openai"
+            return _error(provider, 502, f"no upstream for this API ({option} none)")
         headers = [
             (k, v)
             for k, v in request.headers.items()
@@ -452,11 +575,11 @@ class Gateway:
         try:
             response = await self.client.send(upstream_request, stream=True)
         except httpx.HTTPError as exc:
-            self.counters.upstream_errors += 1
+            self.counters.add("upstream_errors")
             return _error(api, 502, f"upstream unreachable ({type(exc).__name__})")
         out_headers = [(k, v) for k, v in response.headers.items() if k.lower() not in _HOP_BY_HOP]
         if response.status_code >= 400:
-            self.counters.upstream_errors += 1
+            self.counters.add("upstream_errors")
         conv = plan.conversation
         if stream:
             return StreamingResponse(
@@ -467,7 +590,7 @@ class Gateway:
         try:
             body = await response.aread()
         except httpx.HTTPError as exc:
-            self.counters.upstream_errors += 1
+            self.counters.add("upstream_errors")
             return _error(api, 502, f"upstream failed mid-response ({type(exc).__name__})")
         finally:
             await response.aclose()
@@ -496,12 +619,12 @@ class Gateway:
             try:
                 response = await self.client.send(upstream_request, stream=True)
             except httpx.HTTPError as exc:
-                self.counters.upstream_errors += 1
+                self.counters.add("upstream_errors")
                 return _error(api, 502, f"upstream unreachable ({type(exc).__name__})")
             try:
                 data = await response.aread()
             except httpx.HTTPError as exc:
-                self.counters.upstream_errors += 1
+                self.counters.add("upstream_errors")
                 return _error(api, 502, f"upstream failed mid-response ({type(exc).__name__})")
             finally:
                 await response.aclose()
@@ -509,7 +632,7 @@ class Gateway:
                 k: v for k, v in response.headers.items() if k.lower() not in _HOP_BY_HOP
             }
             if response.status_code >= 400:
-                self.counters.upstream_errors += 1
+                self.counters.add("upstream_errors")
                 return Response(data, status_code=response.status_code, headers=out_headers)
             if plan.conversation is not None:
                 reported = usage_of_events(api, data) if stream else usage_of_body(api, data)
@@ -517,7 +640,7 @@ class Gateway:
             turn = recall.read_response(api, data, stream)
             if turn is None or not turn.recalls() or round_ == recall.MAX_ROUNDS:
                 return Response(data, status_code=response.status_code, headers=out_headers)
-            self.counters.recalls += 1
+            self.counters.add("recalls")
             body = recall.continued(api, body, turn, store)
         raise AssertionError("unreachable")  # the loop returns on its last round
 
@@ -525,13 +648,24 @@ class Gateway:
         self, response: httpx.Response, api: wire.Api | None, conv: Conversation | None
     ) -> AsyncIterator[bytes]:
         seen = bytearray()
+        events = api is not None and response.headers.get("content-type", "").startswith(
+            "text/event-stream"
+        )
+        held = b""  # an event stream goes on event by event: a cut one is never half sent
         try:
             async for chunk in response.aiter_raw():
                 if api is not None:
                     seen += chunk
-                yield chunk
+                if events:
+                    held += chunk
+                    end = _events_end(held)
+                    chunk, held = held[:end], held[end:]
+                if chunk:
+                    yield chunk
+            if held:
+                yield held
         except httpx.HTTPError as exc:
-            self.counters.upstream_errors += 1
+            self.counters.add("upstream_errors")
             yield _stream_error(api, f"upstream failed mid-stream ({type(exc).__name__})")
         finally:
             await response.aclose()
@@ -539,12 +673,19 @@ class Gateway:
             _add_usage(conv, usage_of_events(api, bytes(seen)))
 
 
-def _streamed(raw: bytes) -> bool:
-    try:
-        parsed = json.loads(raw)
-    except ValueError:
-        return False
-    return isinstance(parsed, dict) and parsed.get("stream") is True
+def api_key(headers: Any) -> str:
+    """A request's API key, however its SDK sends it (`x-api-key`, `api-key`, a bearer token)."""
+    key = headers.get("x-api-key") or headers.get("api-key") or ""
+    if not key:
+        scheme, _, token = (headers.get("authorization") or "").partition(" ")
+        key = token.strip() if scheme.lower() == "bearer" else scheme
+    return str(key)
+
+
+def _events_end(data: bytes) -> int:
+    """Where the last whole event of `data` ends (after its blank line); 0: none yet."""
+    ends = [at + len(blank) for blank in _BLANK_LINES if (at := data.rfind(blank)) >= 0]
+    return max(ends, default=0)
 
 
 def _add_usage(conv: Conversation, usage: Usage | None) -> None:

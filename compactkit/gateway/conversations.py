@@ -11,12 +11,16 @@ live) and, given a sqlite file, survives a restart.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import logging
+import secrets
 import sqlite3
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,6 +54,8 @@ class Conversation:
     """One conversation: the compacted base (None until the first compaction) and figures."""
 
     key: str
+    owner: str = ""
+    """The salted hash of the credential that sent it (`Conversations.tag`)."""
     base: AgentContext | None = None
     base_items: int = 0
     base_digest: str = ""
@@ -95,6 +101,7 @@ class Conversation:
             "base": None if self.base is None else self.base.model_dump(mode="json"),
             "base_items": self.base_items,
             "base_digest": self.base_digest,
+            "owner": self.owner,
             "figures": self.figures(),
             "last_prompt": None
             if self.last_prompt is None
@@ -112,6 +119,7 @@ class Conversation:
             conv.last_prompt = AgentContext.model_validate(data["last_prompt"])
         conv.base_items = int(data.get("base_items", 0))
         conv.base_digest = str(data.get("base_digest", ""))
+        conv.owner = str(data.get("owner", ""))
         figures = data.get("figures", {})
         for name in (
             "requests",
@@ -130,9 +138,22 @@ class Conversations:
     """Conversations by key: at most `limit` in memory, dropped after `ttl` seconds unused; with
     `path`, kept in a sqlite file too (written when a conversation changes)."""
 
-    def __init__(self, limit: int = 1000, ttl: float = 24 * 3600, path: str | None = None):
+    def __init__(
+        self,
+        limit: int = 1000,
+        ttl: float = 24 * 3600,
+        path: str | None = None,
+        *,
+        dropped: Callable[[str], None] | None = None,
+    ):
+        """`dropped(key)` is told of each conversation let go from memory (what else holds
+        something of it lets go too)."""
         self.limit = limit
         self.ttl = ttl
+        self._dropped = dropped
+        self.salt = secrets.token_bytes(32)
+        """The key of every hash naming a conversation or a credential: random per gateway, or
+        per state file (kept in it, so conversations resume after a restart)."""
         self._held: OrderedDict[str, Conversation] = OrderedDict()
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
@@ -148,6 +169,15 @@ class Conversations:
                 self._db.execute(
                     "DELETE FROM conversations WHERE touched < ?", (time.time() - ttl,)
                 )
+                self._db.execute(
+                    "CREATE TABLE IF NOT EXISTS salt (id INTEGER PRIMARY KEY, salt BLOB)"
+                )
+                self._db.execute(
+                    "INSERT OR IGNORE INTO salt (id, salt) VALUES (1, ?)",
+                    (secrets.token_bytes(32),),
+                )
+                row = self._db.execute("SELECT salt FROM salt WHERE id = 1").fetchone()
+                self.salt = bytes(row[0])
             except sqlite3.DatabaseError as exc:  # not SQLite, or a path SQLite cannot open
                 raise BadInputError(
                     f"not a usable gateway state database ({exc})",
@@ -155,12 +185,18 @@ class Conversations:
                     hint="remove it to start afresh, or name another --state file",
                 ) from None
 
+    def tag(self, text: str) -> str:
+        """A salted hash of `text` (a credential, a conversation's shape): equal texts give equal
+        tags in this gateway (or state file) alone, and a tag tells nothing of its text."""
+        return hmac.new(self.salt, text.encode("utf-8"), hashlib.sha256).hexdigest()[:32]
+
     def get(self, key: str) -> Conversation:
         now = time.time()
         with self._lock:
             conv = self._held.pop(key, None)
             if conv is not None and now - conv.touched > self.ttl:
                 conv = None
+                self._drop(key)
             if conv is None and self._db is not None:
                 row = self._db.execute(
                     "SELECT touched, state FROM conversations WHERE key = ?", (key,)
@@ -171,9 +207,17 @@ class Conversations:
                 conv = Conversation(key)
             conv.touched = now
             self._held[key] = conv
-            while len(self._held) > self.limit:
+            while self._held:  # least recently used first: over the limit, or past their time
+                oldest = next(iter(self._held.values()))
+                if len(self._held) <= self.limit and now - oldest.touched <= self.ttl:
+                    break
                 self._held.popitem(last=False)
+                self._drop(oldest.key)
             return conv
+
+    def _drop(self, key: str) -> None:
+        if self._dropped is not None:
+            self._dropped(key)
 
     def _loaded(self, key: str, row: tuple[Any, Any], now: float) -> Conversation | None:
         """The saved conversation, if it is still alive; a row that cannot be read (an edited or

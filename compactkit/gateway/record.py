@@ -24,7 +24,9 @@ def _clean(msg: Message) -> Message:
 
 class Recorder:
     """One log per conversation: a start line, then the messages each request adds. A client
-    that rewrites its history (what was recorded is no longer its prefix) starts a new log."""
+    that rewrites its history (what was recorded is no longer its prefix) starts a new log, and
+    so does a conversation the gateway let go of (`forget`) and then saw again. What it holds of
+    a conversation goes when the gateway lets go of the conversation."""
 
     def __init__(self, folder: str) -> None:
         self.folder = Path(folder)
@@ -43,10 +45,12 @@ class Recorder:
                 if new:
                     self._write(path, append_record(new))
             else:
+                if known is not None:
+                    self._heads.pop(known[0], None)
                 name = hashlib.sha256(key.encode()).hexdigest()[:16]
                 path = self.folder / f"{name}.jsonl"
                 n = 1
-                while path.exists() and known is not None:
+                while path.exists():  # a log is never written over
                     path = self.folder / f"{name}-{n}.jsonl"
                     n += 1
                 start = ctx.replace(messages=())
@@ -55,6 +59,14 @@ class Recorder:
                 if messages:
                     self._write(path, append_record(messages))
             self._written[key] = (path, messages)
+
+    def forget(self, key: str) -> None:
+        """Let go of conversation `key` (the gateway did): its log is done; should it come back,
+        it is written whole in a new log."""
+        with self._lock:
+            known = self._written.pop(key, None)
+            if known is not None:
+                self._heads.pop(known[0], None)
 
     def _write(self, path: Path, record: dict[str, Any], *, fresh: bool = False) -> None:
         text, self._heads[path] = chained(record, self._heads[path])

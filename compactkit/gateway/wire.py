@@ -165,7 +165,7 @@ class Reader:
                 count = len(turns)
                 grown = len(turns[-1].blocks) if turns else 0
                 if self.api == "openai-responses":
-                    builder.response_item(items[index], None)
+                    builder.response_item(_typed(items[index]), None)
                 else:
                     builder.add(items[index])
                 _tag(turns, count, grown, index)
@@ -195,6 +195,14 @@ class Reader:
         if repaired.settled and not repaired.renamed_calls and self.incremental:
             self._mark = _Mark(len(messages), repaired, mark.ids if mark else _ids(messages), fold)
         return Request(self.api, body, items, context, units, leading)
+
+
+def _typed(item: dict[str, Any]) -> dict[str, Any]:
+    """A Responses input item with its `type`: the API takes a message in the short form
+    `{"role": ..., "content": ...}` too (what the client sent stays as it is)."""
+    if "type" not in item and "role" in item:
+        return {**item, "type": "message"}
+    return item
 
 
 @dataclass

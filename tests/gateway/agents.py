@@ -53,12 +53,17 @@ class Run:
 
 
 def anthropic_agent(
-    base: str, task: str, *, stream: bool = False, headers: dict[str, str] | None = None
+    base: str,
+    task: str,
+    *,
+    stream: bool = False,
+    headers: dict[str, str] | None = None,
+    key: str = KEY,
 ) -> Run:
     run = Run()
     client = anthropic.Anthropic(
         base_url=base,
-        api_key=KEY,
+        api_key=key,
         http_client=run.hooks(),
         max_retries=0,
         default_headers=headers or {},
@@ -96,10 +101,21 @@ def anthropic_agent(
     raise AssertionError("the agent did not finish")
 
 
-def chat_agent(base: str, task: str, *, stream: bool = False) -> Run:
+def chat_agent(
+    base: str,
+    task: str,
+    *,
+    stream: bool = False,
+    key: str = KEY,
+    headers: dict[str, str] | None = None,
+) -> Run:
     run = Run()
     client = openai.OpenAI(
-        base_url=base + "/v1", api_key=KEY, http_client=run.hooks(), max_retries=0
+        base_url=base + "/v1",
+        api_key=key,
+        http_client=run.hooks(),
+        max_retries=0,
+        default_headers=headers or {},
     )
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": SYSTEM},

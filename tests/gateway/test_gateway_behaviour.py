@@ -144,7 +144,7 @@ def test_twenty_clients_in_parallel_never_see_each_others_content(
         text = got.decode()
         owners = [n for n in range(20) if f"fix issue number {n * 7919}." in text]
         assert len(owners) == 1, f"a request holds the words of clients {owners}"
-    stats = httpx.get(base + "/compactkit/stats").json()
+    stats = httpx.get(base + "/compactkit/stats", headers={"x-api-key": KEY}).json()
     assert stats["counters"]["compacted_requests"] > 0
     assert len(stats["conversations"]) == 20
 
@@ -156,7 +156,7 @@ def test_keys_never_reach_logs_or_stats(
     base = start_gateway(trigger=TRIGGER, target=3000)
     with caplog.at_level(logging.INFO, logger="compactkit.gateway"):
         anthropic_agent(base, TASK)
-        stats = httpx.get(base + "/compactkit/stats").text
+        stats = httpx.get(base + "/compactkit/stats", headers={"x-api-key": KEY}).text
     assert "compacted conversation" in caplog.text  # one line per compaction
     assert KEY not in caplog.text and KEY not in stats
     # the key went upstream with every request (this SDK sends it as a bearer token)
@@ -170,7 +170,7 @@ def test_usage_the_provider_reports_is_recorded_per_conversation(
     model.turns = 4
     base = start_gateway(trigger=TRIGGER)
     anthropic_agent(base, TASK, stream=True)
-    stats = httpx.get(base + "/compactkit/stats").json()
+    stats = httpx.get(base + "/compactkit/stats", headers={"authorization": f"Bearer {KEY}"}).json()
     (conv,) = stats["conversations"].values()
     assert conv["usage"]["responses"] == 5
     assert conv["usage"]["output_tokens"] == 5 * 7
@@ -191,7 +191,9 @@ def test_state_survives_a_restart(model: FakeModel, start_gateway, tmp_path: Pat
     assert len(before["messages"]) < len(json.loads(run.sent[-1])["messages"])
     # a new gateway on the same state file: the client's last request again, one turn on
     second = start_gateway(trigger=TRIGGER, target=3000, state=db)
-    httpx.post(second + "/v1/messages", content=run.sent[-1], timeout=30)
+    httpx.post(
+        second + "/v1/messages", content=run.sent[-1], headers={"x-api-key": KEY}, timeout=30
+    )
     after = json.loads(_bodies(model, "/v1/messages")[-1])
     assert after == before
 
@@ -212,9 +214,9 @@ def test_a_side_request_does_not_disturb_the_conversation(model: FakeModel, star
         "metadata": meta,
     }
     raw = json.dumps(title).encode()
-    httpx.post(base + "/v1/messages", content=raw, timeout=30)
+    httpx.post(base + "/v1/messages", content=raw, headers={"x-api-key": KEY}, timeout=30)
     assert _bodies(model, "/v1/messages")[-1] == raw
-    httpx.post(base + "/v1/messages", content=run.sent[-1], timeout=30)
+    httpx.post(base + "/v1/messages", content=run.sent[-1], headers={"x-api-key": KEY}, timeout=30)
     assert json.loads(_bodies(model, "/v1/messages")[-1]) == main_before
 
 
