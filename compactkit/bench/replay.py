@@ -284,8 +284,9 @@ def _replay(
         out_tokens = output_tokens(messages[index], counter)
         for p in profiles:
             cost[p.name] += p.cost(tokens, cached, out_tokens)
-        if ledger is not None:
-            ledger.record(tokens, cached, out_tokens, raw=raw, compacted=compacted)
+        if ledger is not None:  # the answer as it stands in the history: what a gateway sees
+            ledger.record(tokens, cached, raw=raw, compacted=compacted)
+            ledger.output(counter.message(messages[index]))
         result.calls.append(CallRecord(index, tokens, cached, out_tokens, compacted))
         result.prompt_tokens += tokens
         result.cached_tokens += cached

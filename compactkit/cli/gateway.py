@@ -91,6 +91,22 @@ def pipeline_specs(text: str) -> list[str]:
     help="Compact down to this many tokens [default: half the trigger].",
 )
 @click.option(
+    "--policy",
+    type=click.Choice(["pays", "always"]),
+    default="pays",
+    show_default=True,
+    help="Keep a compaction only when it pays for itself under --pricing (pays), or whenever "
+    "over the trigger (always).",
+)
+@click.option(
+    "--pricing",
+    "pricing",
+    multiple=True,
+    metavar="NAME",
+    help="Pricing profile a compaction must pay under (anthropic, openai, nocache); repeatable "
+    "[default: anthropic and openai].",
+)
+@click.option(
     "--state",
     "state_db",
     default=None,
@@ -137,6 +153,8 @@ def gateway(
     spec: str,
     trigger: int,
     target: int | None,
+    policy: str,
+    pricing: tuple[str, ...],
     state_db: str | None,
     record: str | None,
     recall: bool,
@@ -174,6 +192,8 @@ def gateway(
         pipeline=pipeline_specs(spec),
         trigger=trigger,
         target=target,
+        policy=policy,
+        pricing=pricing or ("anthropic", "openai"),
         tokenizer=tokenizer,
         state=state_db,
         record=record,

@@ -31,7 +31,8 @@ from ..defaults import DEFAULT_TRIGGER
 from ..errors import redact
 from ..formats.session_log import appended
 from ..pipeline import PLUGIN_TIMEOUT, Pipeline
-from ..policy import prefix_tokens
+from ..policy import CompactionPolicy, Ledger, prefix_tokens
+from ..policy import floor as policy_floor
 from ..pricing import get_profile
 from ..registry import Registry
 from ..serve.reset import held_etags
@@ -99,6 +100,11 @@ class GatewayConfig:
     strategy_timeout: float = PLUGIN_TIMEOUT
     """Seconds a plugin strategy may run (in its worker process) before its compaction fails and
     the request goes upstream as the client sent it; 0: no limit, in-process."""
+    pricing: tuple[str, ...] = ("anthropic", "openai")
+    """The pricing profiles a compaction must pay for itself under (`compactkit.policy`)."""
+    policy: str = "pays"
+    """`pays` (keep a compaction only when it pays for itself) or `always` (whenever over the
+    trigger)."""
     admin_token: str | None = None
     """A credential that sees every conversation in `/compactkit/stats` (others see their own)."""
     workers: int = 4
@@ -191,6 +197,13 @@ class Policy:
         self.incremental = incremental
         self.trigger = config.trigger
         self.target = setup.target
+        self.rules = CompactionPolicy.of(
+            config.trigger,
+            target=setup.target,
+            pricing=config.pricing,
+            mode="always" if config.policy == "always" else "pays",
+        )
+        """When a compaction is kept (`compactkit.policy`): the bench's persistent policy."""
         built = setup.pipeline
         self.pipeline = Pipeline(  # a plugin that never returns must not hold every request
             built.strategies,
@@ -259,16 +272,22 @@ class Policy:
         conv.base_read = conv.base is not None
         tokens = client_tokens if history is client else self._tokens(history, tally.history)
         uncompacted = history
-        if tokens > self.trigger:
+        ledger = self._ledger(conv, client)
+        compacted = False
+        if ledger.due(tokens):
             result = self.pipeline.run(history, counter)
-            if result.context is not history:
+            if result.context is history:
+                ledger.unchanged(tokens)
+            elif self._pays(ledger, conv, history, result.context, tokens, client_tokens):
                 self._compacted(conv, request, history, result.context, tokens)
-                history = result.context
+                history, compacted = result.context, True
                 tokens = self._tokens(history, tally.history)
         if session and self._owns(session, owner):
             self._forget(session, conv.last_prompt, uncompacted, history)
+        cached = prefix_tokens(conv.last_prompt, history, counter)
+        ledger.record(tokens, cached, raw=client_tokens, compacted=compacted)
         conv.tokens_sent += tokens
-        conv.cached_tokens += prefix_tokens(conv.last_prompt, history, counter)
+        conv.cached_tokens += cached
         conv.last_prompt = history
         if conv.base is None:
             conv.passed_through += 1
@@ -285,6 +304,39 @@ class Policy:
         body["tools"] = [*tools, recall.tool_definition(request.api, etags)]
         store = dict(history.recovery)
         return Plan(self._dumps(body, request.body), conv, recall=body, store=store)
+
+    def _ledger(self, conv: Conversation, client: AgentContext) -> Ledger:
+        """The conversation's ledger, told the model's answer to the last request (the
+        assistant messages the client added since: its output)."""
+        ledger: Ledger | None = conv.ledger
+        if ledger is None:
+            ledger = conv.ledger = self.rules.ledger()
+        elif ledger.calls and len(client.messages) >= conv.answered:
+            answers = [m for m in client.messages[conv.answered :] if m.role == "assistant"]
+            ledger.output(sum(self.counter.messages(answers)) if answers else 0)
+        conv.answered = len(client.messages)
+        return ledger
+
+    def _pays(
+        self,
+        ledger: Ledger,
+        conv: Conversation,
+        before: AgentContext,
+        after: AgentContext,
+        tokens: int,
+        client_tokens: int,
+    ) -> bool:
+        """Whether the policy keeps the compaction of `before` (`tokens`) into `after`."""
+        counter = self.counter
+        held = ledger.judge(
+            tokens,
+            prefix_tokens(conv.last_prompt, before, counter),
+            counter.context(after),
+            prefix_tokens(conv.last_prompt, after, counter),
+            raw=client_tokens,
+            floor=policy_floor(after, counter),
+        )
+        return held is None
 
     def conversation_id(self, api: wire.Api, parsed: Any, header: str | None, owner: str) -> str:
         """The conversation a request of the credential tagged `owner` belongs to: its shape

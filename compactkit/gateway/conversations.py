@@ -78,6 +78,12 @@ class Conversation:
     """The `wire.Reader` of this conversation's requests (memory only)."""
     tally: Any = field(default=None, repr=False)
     """What the policy counted last for this conversation (memory only)."""
+    ledger: Any = field(default=None, repr=False)
+    """The compaction policy's `Ledger` of this conversation (memory only: after a restart the
+    policy starts a new one, which only makes it wait longer)."""
+    answered: int = 0
+    """Messages of the client's last request: what came after them in the next one holds the
+    model's answer to it (memory only)."""
 
     def figures(self) -> dict[str, Any]:
         return {
