@@ -30,6 +30,10 @@ class Strategy:
     Options: ClassVar[type[StrategyOptions]] = StrategyOptions
     budget_option: ClassVar[str | None] = None
     """Name of the option that `--budget` fills when the user did not set it."""
+    trigger_option: ClassVar[str | None] = None
+    """Name of the option that the runner's trigger (the bench's `--trigger`) fills when the spec
+    did not set it and does not say `native=true`: a policy that decides itself when to compact
+    (the `peer-*` strategies) then compacts at the same trigger as compactkit's pipelines."""
     keeps_pins: ClassVar[bool] = True
     """Whether the pipeline checks this strategy's output against the pins (`compactkit.pins`).
     Only compactkit's own reference policies of other tools (the `peer-*` strategies, measured in

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ..errors import EXIT_PLUGIN, failure_code, redact
@@ -51,6 +52,8 @@ def run_bench(
     names = [s.name for s in specs]
     if "none" not in names:
         specs = [PipelineSpec("none", ()), *specs]
+    # the policies that decide when to compact (the peers) do it at the bench's trigger too
+    specs = [s if s.trigger is not None else replace(s, trigger=trigger) for s in specs]
     registry = registry or get_registry()
     registry.tokenizers.get(tokenizer)  # an unknown tokenizer is one usage error, not N failures
     for spec in specs:  # fail fast on unknown strategies or bad options
