@@ -72,7 +72,7 @@ from .strategies.llm_summary import LlmSummary
 from .strategies.observation_mask import ObservationMask
 from .strategies.sliding_window import SlidingWindow
 from .strategies.static_elision import StaticElision
-from .strategy import Strategy, StrategyOptions, strategy
+from .strategy import Strategy, StrategyOptions, SummaryCall, strategy
 from .summarize import Summarizer, SummaryRequest
 from .tokens import TiktokenTokenizer, TokenCounter, Tokenizer
 from .validate import Violation, validate
@@ -173,6 +173,7 @@ __all__ = [
     "StrategyTimeout",
     "Summarizer",
     "SummaryBlock",
+    "SummaryCall",
     "SummaryRequest",
     "TextBlock",
     "ThinkingBlock",

@@ -20,8 +20,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..context import AgentContext, Message
+from ..context import AgentContext, Message, SummaryBlock
 from ..pipeline import Pipeline, builtin_strategies
+from ..recovery import markers
 from ..tokens import TokenCounter
 from ..validate import validate
 from .pricing import PricingProfile
@@ -37,6 +38,38 @@ class CallRecord:
     cached_tokens: int
     output_tokens: int
     compacted: bool = False
+
+
+NO_MODEL_CALL = "extractive: no model call"
+"""The report's note on a session whose summaries no model wrote."""
+
+
+@dataclass
+class SummarizerUse:
+    """The summarizer calls a replay charged (`Strategy.summary_call`): what a model writing the
+    summaries would have been sent and written, and what it cost per pricing profile."""
+
+    calls: int = 0
+    input_tokens: int = 0
+    cached_tokens: int = 0
+    output_tokens: int = 0
+    free: int = 0
+    """Summaries written with no model call (the extractive summarizer)."""
+    cost: dict[str, float] = field(default_factory=dict)
+    charged: set[str] = field(default_factory=set)
+    """Etags of the summaries already counted (one summary, shown on several calls, is one call)."""
+
+    def as_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "calls": self.calls,
+            "input_tokens": self.input_tokens,
+            "cached_tokens": self.cached_tokens,
+            "output_tokens": self.output_tokens,
+            "cost": {k: round(v, 6) for k, v in sorted(self.cost.items())},
+        }
+        if not self.calls and self.free:
+            data["note"] = NO_MODEL_CALL
+        return data
 
 
 @dataclass
@@ -61,6 +94,7 @@ class SessionResult:
     compactions: int = 0
     seconds: float = 0.0
     error: str | None = None
+    summarizer: SummarizerUse = field(default_factory=SummarizerUse)
 
     def as_json(self, with_calls: bool = True) -> dict[str, Any]:
         data = {
@@ -75,6 +109,7 @@ class SessionResult:
             "model_calls": len(self.calls),
             "compactions": self.compactions,
             "cost": {k: round(v, 6) for k, v in sorted(self.cost.items())},
+            "summarizer": self.summarizer.as_json(),
             "retention": self.retention,
             "recoverability": self.recoverability,
             "violations": self.violations,
@@ -185,7 +220,10 @@ def run_session(
         final = _compact(unchecked, ctx, counter, checker)
         result.tokens_after = counter.context(final)
     else:
+        result.summarizer.cost = {p.name: 0.0 for p in profiles}
         final = _replay(ctx, unchecked, mode, counter, profiles, trigger, result, checker)
+        for name, dollars in result.summarizer.cost.items():  # summaries are paid for
+            result.cost[name] = result.cost.get(name, 0.0) + dollars
     retained, recovered = FactRetention().score(ctx, final)
     result.retention = retained.as_json()
     result.recoverability = recovered.as_json()
@@ -204,6 +242,50 @@ def run_session(
     result.violation_samples = checker.samples
     result.seconds = time.perf_counter() - start
     return result
+
+
+def _summaries(ctx: AgentContext) -> dict[str, SummaryBlock]:
+    return {b.etag: b for _, b in markers(ctx) if isinstance(b, SummaryBlock)}
+
+
+def charge_summaries(
+    pipeline: Pipeline,
+    before: AgentContext,
+    after: AgentContext,
+    counter: TokenCounter,
+    cached_prefix: int,
+    profiles: Sequence[PricingProfile],
+    use: SummarizerUse,
+) -> None:
+    """Count the summarizer call of each summary `after` holds that `before` did not (and that
+    was not counted already): the first of the pipeline's strategies whose `summary_call` gives
+    one pays it; `cached_prefix` is what such a call, when it sends the conversation first, reads
+    from the cache (the tokens `before` shares with the previous model call's prompt)."""
+    old = _summaries(before)
+    for etag, block in _summaries(after).items():
+        if etag in old or etag in use.charged:
+            continue
+        use.charged.add(etag)
+        call = next(
+            (
+                c
+                for s in pipeline.strategies
+                if (c := s.summary_call(block, before, after, counter)) is not None
+            ),
+            None,
+        )
+        if call is None:
+            use.free += 1
+            continue
+        cached = min(cached_prefix, call.input_tokens) if call.shares_prefix else 0
+        use.calls += 1
+        use.input_tokens += call.input_tokens
+        use.cached_tokens += cached
+        use.output_tokens += call.output_tokens
+        for p in profiles:
+            use.cost[p.name] = use.cost.get(p.name, 0.0) + p.summary_cost(
+                call.input_tokens, cached, call.output_tokens
+            )
 
 
 def _extend(history: AgentContext, new: Sequence[Message], source: AgentContext) -> AgentContext:
@@ -238,8 +320,14 @@ def _replay(
     for index in call_points(ctx):
         compacted = False
         if mode == "view":
-            prompt = _compact(pipeline, ctx.replace(messages=messages[:index]), counter, checker)
+            seen = ctx.replace(messages=messages[:index])
+            prompt = _compact(pipeline, seen, counter, checker)
             compacted = prompt.messages != messages[:index]
+            if compacted:
+                shared = prefix_tokens(previous, seen, counter)
+                charge_summaries(
+                    pipeline, seen, prompt, counter, shared, profiles, result.summarizer
+                )
         else:
             history = _extend(history, messages[consumed:index], ctx)
             consumed = index
@@ -247,6 +335,11 @@ def _replay(
                 out = _compact(pipeline, history, counter, checker)
                 compacted = out is not history
                 result.compactions += compacted
+                if compacted:
+                    shared = prefix_tokens(previous, history, counter)
+                    charge_summaries(
+                        pipeline, history, out, counter, shared, profiles, result.summarizer
+                    )
                 history = out
             prompt = history
         tokens = counter.context(prompt)

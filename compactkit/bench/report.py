@@ -45,6 +45,18 @@ def _cost_cells(totals: dict[str, Any], pricing: Sequence[str]) -> dict[str, str
     return cells
 
 
+def summarizer_cell(figures: dict[str, Any] | None, pricing: Sequence[str]) -> str:
+    """The summarizer calls a pipeline or session paid for (their cost is in its cost cells):
+    `3 calls, $0.21 / $0.17` (per profile), `none (extractive)` when its summaries cost no
+    model call, `-` when it wrote none."""
+    if not figures:
+        return "-"
+    if figures.get("calls"):
+        money = " / ".join(_money(figures["cost"].get(p, 0.0)) for p in pricing)
+        return f"{figures['calls']:,} calls, {money}"
+    return "none (extractive)" if figures.get("note") else "-"
+
+
 def _tokens_key(report: dict[str, Any]) -> tuple[str, str]:
     """The token figure a report compares: (JSON key, column title)."""
     if report["mode"] == "oneshot":
@@ -139,6 +151,7 @@ def summary_rows(report: dict[str, Any]) -> list[dict[str, str]]:
         if report["mode"] != "oneshot":
             row["cached"] = f"{t['cached_tokens']:,}"
             row.update(_cost_cells(t, report["pricing"]))
+            row["summarizer"] = summarizer_cell(t.get("summarizer"), report["pricing"])
         row["retention"] = _pct(t["retention"])
         row["recoverable"] = _pct(t["recoverability"])
         row["violations"] = str(t["violations"])
@@ -171,6 +184,7 @@ def peer_rows(report: dict[str, Any]) -> list[dict[str, str]]:
         t = p["totals"]
         row = {"pipeline": p["name"], "prompt tokens": f"{t['prompt_tokens']:,}"}
         row.update(_cost_cells(t, report["pricing"]))
+        row["summarizer"] = summarizer_cell(t.get("summarizer"), report["pricing"])
         row["retention"] = _pct(t["retention"])
         by_kind = t.get("retention_by_kind", {})
         for kind in RETENTION_KINDS:
@@ -194,6 +208,7 @@ def session_rows(report: dict[str, Any], base: str | Path | None = None) -> list
             "cached": f"{s['cached_tokens']:,}",
         }
         row.update({f"cost {p}": _money(s["cost"].get(p, 0.0)) for p in report["pricing"]})
+        row["summarizer"] = summarizer_cell(s.get("summarizer"), report["pricing"])
         row["retention"] = _pct(s["retention"].get("share"))
         row["violations"] = str(s["violations"])
         rows.append(row)

@@ -14,7 +14,7 @@ from ..tokens import DEFAULT_TOKENIZER
 from .executors import Executor, open_executor
 from .jobs import Job, JobResult, build, collect_sessions
 from .pricing import get_profile
-from .replay import Mode, SessionResult
+from .replay import NO_MODEL_CALL, Mode, SessionResult
 
 BENCH_SCHEMA = "compactkit.bench/1"
 
@@ -133,7 +133,21 @@ def _totals(rows: list[SessionResult], profiles: Sequence[str]) -> dict[str, Any
         "recoverability": round(recover_kept / retention_total, 6) if retention_total else 1.0,
         "violations": sum(r.violations for r in rows),
         "seconds": round(sum(r.seconds for r in rows), 3),
+        "summarizer": _summarizer_totals(rows, profiles),
     }
+
+
+def _summarizer_totals(rows: list[SessionResult], profiles: Sequence[str]) -> dict[str, Any]:
+    """The summarizer calls of a pipeline's sessions together (their cost is in `cost`)."""
+    uses = [r.summarizer for r in rows]
+    out: dict[str, Any] = {
+        key: sum(getattr(u, key) for u in uses)
+        for key in ("calls", "input_tokens", "cached_tokens", "output_tokens")
+    }
+    out["cost"] = {p: round(sum(u.cost.get(p, 0.0) for u in uses), 6) for p in profiles}
+    if not out["calls"] and any(u.free for u in uses):
+        out["note"] = NO_MODEL_CALL
+    return out
 
 
 def build_report(

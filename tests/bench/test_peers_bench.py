@@ -48,6 +48,7 @@ def test_the_peers_table_lists_compactkits_pipelines_first() -> None:
         "cost anthropic",
         "cost openai",
         "worst session",
+        "summarizer",
         "retention",
         "task",
         "user_message",

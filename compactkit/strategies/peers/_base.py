@@ -12,7 +12,7 @@ from pydantic import Field, JsonValue, model_validator
 from ...context import AgentContext, Message, SummaryBlock
 from ...errors import StrategyError
 from ...recovery import flatten, message_marker, prune, put
-from ...strategy import Strategy, StrategyOptions
+from ...strategy import Strategy, StrategyOptions, SummaryCall
 from ...summarize.base import SummaryRequest, clip_tokens
 from ...tokens import TokenCounter
 from .._common import counter_for, head_end, restore_orphaned_collapses, units
@@ -83,6 +83,30 @@ class PeerPolicy(Strategy):
     """The peer checks at fixed points (once per request, once per invocation) and may compact
     again what it just kept: its summary records the history's length, and nothing is compacted
     until the history has grown (so a compaction run on its own output changes nothing)."""
+
+    summary_by_model: ClassVar[bool] = True
+    """Every peer that summarizes does it with a model (compactkit writes the text offline here,
+    the bench charges the call the peer would make)."""
+
+    def summary_call(
+        self, block: SummaryBlock, before: AgentContext, after: AgentContext, counter: TokenCounter
+    ) -> SummaryCall | None:
+        """The peer's summarizer call for `block`: its input is the window as the summarizer reads
+        it (`summary_context` and `summary_input`; the whole conversation when the peer sends
+        it before its instruction) plus `summary_instruction_tokens`, its output the summary
+        without what `dress` adds around it."""
+        plan = self.plan(before, self.window_start(before), counter)
+        if plan is None:
+            return super().summary_call(block, before, after, counter)
+        if self.summary_shares_prefix:
+            read = counter.context(before)
+        else:
+            window = self.summary_input(before.messages[plan.start : plan.end], counter)
+            read = sum(counter.messages((*self.summary_context(before, plan), *window)))
+        dressing = counter.text(self.dress("", before, plan, counter))
+        output = max(counter.text(block.text) - dressing, 0)
+        instruction = self.summary_instruction_tokens or 0
+        return SummaryCall(read + instruction, output, self.summary_shares_prefix)
 
     def compact(self, ctx: AgentContext) -> AgentContext:
         counter = counter_for(self.options.tokenizer)

@@ -83,6 +83,11 @@ class PeerAdk(PeerPolicy):
     priority over the interval one) runs there alone: `token_threshold` is the trigger and
     `event_retention_size` as given, else 5, the ADK documentation's token-based example."""
 
+    summary_instruction_tokens = 60
+    """The summarizer's instruction: `LlmEventSummarizer._DEFAULT_PROMPT_TEMPLATE` (about 290
+    characters), the events formatted into it."""
+    summary_shares_prefix = False
+
     name = "peer-adk"
     description = "Google ADK's events compaction: every 3 invocations, overlapping 1."
     Options = AdkOptions

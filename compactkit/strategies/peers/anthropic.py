@@ -152,6 +152,11 @@ class PeerAnthropicCompact(PeerPolicy):
     refuses less than 50,000, the bench compares at any), everything (here: after the task, which
     compactkit's contract keeps) becomes one summary; nothing else is kept."""
 
+    summary_instruction_tokens = 100
+    """The summarizer's instruction: the default prompt the documentation publishes (about 480
+    characters), after the transcript."""
+    summary_shares_prefix = True
+
     name = "peer-anthropic-compact"
     description = "Anthropic's compact_20260112: over 150,000 tokens, all of it summarized."
     Options = CompactOptions

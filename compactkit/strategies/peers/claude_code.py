@@ -55,6 +55,11 @@ class PeerClaudeCode(PeerPolicy):
     newest contents of up to `max_files` recently read files. At a given `trigger`, the files'
     and the summary's token limits are the same shares of it as of the native threshold."""
 
+    summary_instruction_tokens = 1_200
+    """The summarizer's instruction: an estimate: the compact prompt (`getCompactPrompt`) is not in
+    the public copy read here."""
+    summary_shares_prefix = True
+
     name = "peer-claude-code"
     description = "Claude Code's auto-compact: at window - 33,000 tokens, all of it summarized."
     Options = ClaudeCodeOptions

@@ -61,6 +61,11 @@ class PeerCodex(PeerPolicy):
     summary; assistant turns and tool output are dropped (and stay recoverable here). At a given
     `trigger`, the user messages' budget is the same share of it as of the native limit."""
 
+    summary_instruction_tokens = 90
+    """The summarizer's instruction: `codex-rs/core/templates/compact/prompt.md` (450 characters),
+    sent after the history."""
+    summary_shares_prefix = True
+
     name = "peer-codex"
     description = "Codex's auto-compact: at 90% of the window, user messages + summary."
     Options = CodexOptions

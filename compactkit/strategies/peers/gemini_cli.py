@@ -71,6 +71,11 @@ class PeerGeminiCli(PeerPolicy):
     not made. At a given `trigger`, the responses' budget and the cut length are the same shares
     of it as of the native threshold (what is kept verbatim is a share already)."""
 
+    summary_instruction_tokens = 1_100
+    """The summarizer's instruction: an estimate: the compression prompt (`getCompressionPrompt`)
+    is a system instruction of its own, so nothing is shared."""
+    summary_shares_prefix = False
+
     name = "peer-gemini-cli"
     description = "Gemini CLI's chat compression: at 50% of the window, keep the newest 30%."
     Options = GeminiCliOptions

@@ -51,6 +51,11 @@ class PeerLangChain(PeerPolicy):
     written from the newest `trim_tokens_to_summarize` tokens of what it replaces. At a given
     `trigger` it summarizes there; what it keeps is counted in messages, so it stays 20."""
 
+    summary_instruction_tokens = 450
+    """The summarizer's instruction: `DEFAULT_SUMMARY_PROMPT` (about 1,800 characters), the
+    messages formatted into it."""
+    summary_shares_prefix = False
+
     name = "peer-langchain"
     description = (
         "LangChain's SummarizationMiddleware: at 170,000 tokens, keep the last 20 messages."

@@ -62,6 +62,11 @@ class PeerOpenHands(PeerPolicy):
     within the share of the trigger its tail is of the event limit
     (`(max_size // 2 - keep_first - 1) / max_size`: 35 / 80 of it)."""
 
+    summary_instruction_tokens = 600
+    """The summarizer's instruction: `prompts/summarizing_prompt.j2` (about 2,600 characters), the
+    events rendered into it."""
+    summary_shares_prefix = False
+
     name = "peer-openhands"
     description = "OpenHands' default condenser: over 80 events, summarize all but 4 + 35 events."
     Options = OpenHandsOptions

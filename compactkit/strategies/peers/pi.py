@@ -42,6 +42,11 @@ class PeerPi(PeerPolicy):
     lists of files read and modified. At a given `trigger`, the kept tokens and the summary's
     limit are the same shares of it as of the native threshold."""
 
+    summary_instruction_tokens = 300
+    """The summarizer's instruction: `SUMMARIZATION_PROMPT` (about 1,100 characters) and its system
+    prompt, after the serialized conversation."""
+    summary_shares_prefix = False
+
     name = "peer-pi"
     description = "pi's compaction: at window - 16,384 tokens, keep the newest 20,000 tokens."
     Options = PiOptions
