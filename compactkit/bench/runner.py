@@ -73,6 +73,72 @@ def run_bench(
     return build_report(results, specs, mode, profiles, trigger, tokenizer)
 
 
+def run_frontier(
+    paths: Sequence[str],
+    specs_at: Callable[[int], Sequence[PipelineSpec]],
+    triggers: Sequence[int],
+    *,
+    executor: str | Executor = "local",
+    workers: int = 1,
+    ray_address: str | None = None,
+    registry: Registry | None = None,
+    **options: Any,
+) -> dict[str, Any]:
+    """`run_bench` at each trigger: the report of the first trigger (its tables and sessions, in
+    the single-trigger schema) with a `frontier` entry per trigger (every pipeline's cost and
+    retention there). `specs_at(trigger)` gives the pipelines at a trigger (`default` is the
+    default pipeline at that trigger); `options` are `run_bench`'s."""
+    if not triggers:
+        raise ValueError("no trigger to run the bench at")
+    registry = registry or get_registry()
+    reports = []
+    with open_executor(
+        executor, workers=workers, registry=registry, ray_address=ray_address
+    ) as runner:
+        for trigger in triggers:
+            reports.append(
+                run_bench(
+                    paths,
+                    specs_at(trigger),
+                    trigger=trigger,
+                    executor=runner,
+                    registry=registry,
+                    **options,
+                )
+            )
+    report = reports[0]
+    report["frontier"] = [entry for r in reports for entry in r["frontier"]]
+    for later in reports[1:]:  # a failure at any trigger is the run's
+        report["failed"] += [f for f in later["failed"] if f not in report["failed"]]
+    return report
+
+
+FRONTIER_FIGURES = (
+    "prompt_tokens",
+    "savings",
+    "cost",
+    "cost_vs_none",
+    "worst_session_cost_vs_none",
+    "retention",
+    "retention_by_kind",
+    "compactions",
+    "summarizer",
+    "failed",
+)
+"""What the report's `frontier` gives of each pipeline at each trigger (from its totals)."""
+
+
+def frontier_entry(trigger: int, pipelines: list[dict[str, Any]]) -> dict[str, Any]:
+    """One trigger's point of every pipeline on the cost-retention frontier."""
+    return {
+        "trigger": trigger,
+        "pipelines": [
+            {"name": p["name"], **{k: p["totals"][k] for k in FRONTIER_FIGURES if k in p["totals"]}}
+            for p in pipelines
+        ],
+    }
+
+
 def nothing_loaded(report: dict[str, Any], paths: Sequence[str]) -> str | None:
     """Why a bench measured nothing (no session file found, or none loaded); None when some
     session loaded."""
@@ -202,6 +268,7 @@ def build_report(
         "trigger": trigger if mode == "persistent" else None,
         "tokenizer": tokenizer,
         "pipelines": pipelines,
+        "frontier": [frontier_entry(trigger, pipelines)],
         "sessions": [r.as_json() for r in rows],
         "failed": [entry for jr in results for entry in _failed(jr)],
     }
