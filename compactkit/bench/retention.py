@@ -13,7 +13,8 @@ Kinds:
   harness text, demonstrations or a source agent's summary carried in a user turn), its human text
   (the text blocks the pins call the user's words: not the harness blocks an adapter marked beside
   them, such as Cline's `<environment_details>`) with whitespace folded, matched by its first 1,000
-  characters;
+  characters; and likewise every text the adapter marked as the user's words elsewhere (stored pins:
+  feedback, answers, commands kept in a tool result or a turn the agent wrote);
 * ``last_instruction``: the last message in the user's own words;
 * ``path``: every file path in a tool call's input: the value of a path-like key (``path``,
   ``file_path``, ``filename``, ``notebook_path``, ...), and the file operands of read commands in a
@@ -47,6 +48,7 @@ from ..context import (
     TextBlock,
     ToolCallBlock,
     ToolResultBlock,
+    etag_of,
     render_block,
 )
 from ..recovery import expand
@@ -145,6 +147,27 @@ def human_runs(msg: Message) -> list[str]:
         elif isinstance(block, TextBlock):
             runs[-1].append(block.text)
     return [text for run in runs if (text := "\n".join(run)).strip()]
+
+
+def marked_words(ctx: AgentContext) -> list[str]:
+    """The user's words an adapter marked outside the messages in the human's words (stored pins,
+    `AgentContext.pins`: an approval with text, rejection feedback, an answer to the agent's
+    question kept in a tool result or in a turn the agent wrote), each text block once, in order."""
+    if not ctx.pins:
+        return []
+    wanted = {(p.chars, p.etag) for p in ctx.pins}
+    lengths = {chars for chars, _ in wanted}
+    out: dict[str, None] = {}
+    for msg in ctx.messages:
+        if msg.is_human:
+            continue
+        texts = [b.text for b in msg.content if isinstance(b, TextBlock)]
+        for result in msg.tool_results:
+            texts += [p.text for p in result.content if isinstance(p, TextBlock)]
+        for text in texts:
+            if len(text) in lengths and (len(text), etag_of(text)) in wanted and text.strip():
+                out.setdefault(text, None)
+    return list(out)
 
 
 def _user_fact(runs: list[str]) -> Fact | None:
@@ -251,7 +274,7 @@ def extract_facts(ctx: AgentContext) -> list[Fact]:
         runs = human_runs(task) if task.is_human else []
         add("task", runs[0] if runs else ctx.task)
     said = [runs for m in ctx.messages if m.is_human and (runs := human_runs(m))]
-    for runs in said:
+    for runs in [*said, *([text] for text in marked_words(ctx))]:
         fact = _user_fact(runs)
         if fact is not None and fact.seen_in(seen):
             facts.setdefault((fact.kind, fact.text), fact)

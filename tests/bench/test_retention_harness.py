@@ -93,3 +93,29 @@ def test_words_on_both_sides_of_a_harness_block_are_one_fact(tmp_path: Path) -> 
     assert FactRetention().score(ctx, ctx)[0].share == 1.0
     lost = ctx.with_messages((msg.model_copy(update={"content": msg.content[:2], "metadata": {}}),))
     assert FactRetention().score(ctx, lost)[0].by_kind["user_message"] == [0, 1]
+
+
+def test_the_words_an_adapter_pinned_in_a_tool_result_are_user_words() -> None:
+    from compactkit import ToolCallBlock, ToolResultBlock
+    from compactkit.pins import mark
+
+    words = "yes, but run it with pnpm, never npm"
+    call = ToolCallBlock(id="c1", name="bash", input={"command": "npm test"})
+    result = ToolResultBlock(
+        tool_call_id="c1",
+        content=(TextBlock(text="The user rejected the call."), TextBlock(text=words)),
+    )
+    ctx = AgentContext(
+        messages=(
+            Message(role="user", content=(TextBlock(text="make the tests pass"),)),
+            Message(role="assistant", content=(call,)),
+            Message(role="tool", content=(result,)),
+        ),
+        pins=(mark(words, 2, "user-feedback"),),
+    )
+    said = [f.text for f in extract_facts(ctx) if f.kind == "user_message"]
+    assert said == ["make the tests pass", words]
+    assert FactRetention().score(ctx, ctx)[0].kind_share("user_message") == 1.0
+    cleared = result.model_copy(update={"content": (TextBlock(text="[cleared]"),)})
+    out = ctx.with_messages((*ctx.messages[:2], Message(role="tool", content=(cleared,))))
+    assert FactRetention().score(ctx, out)[0].by_kind["user_message"] == [1, 2]
