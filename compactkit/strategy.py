@@ -159,6 +159,7 @@ def strategy(
     options: type[StrategyOptions] = StrategyOptions,
     description: str | None = None,
     budget_option: str | None = None,
+    trigger_option: str | None = None,
 ) -> Callable[[Callable[[AgentContext, Any], AgentContext]], type[Strategy]]:
     """Turn a plain function `fn(ctx, options) -> ctx` into a strategy class.
 
@@ -179,6 +180,7 @@ def strategy(
                 "description": description or (fn.__doc__ or "").strip().split("\n")[0],
                 "Options": options,
                 "budget_option": budget_option,
+                "trigger_option": trigger_option,
                 "compact": compact,
                 "__module__": fn.__module__,
                 "__doc__": fn.__doc__,

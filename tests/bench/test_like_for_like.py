@@ -3,6 +3,8 @@ shares of that trigger as of its native one; `native=true` keeps the native trig
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 import compactkit
@@ -10,7 +12,7 @@ from compactkit import AgentContext
 from compactkit.bench.runner import run_bench
 from compactkit.pipeline import get_strategy
 from compactkit.recovery import expand, message_marker
-from compactkit.registry import get_counter
+from compactkit.registry import get_counter, make_registry
 from compactkit.spec import PipelineSpec, parse_pipeline
 from compactkit.strategies.peers import PEERS
 from compactkit.tokens import TokenCounter
@@ -115,3 +117,26 @@ def test_openhands_and_adk_compact_on_tokens_at_the_trigger() -> None:
     out = adk.compact(ctx)
     assert len(out.messages) < len(ctx.messages)
     assert expand(out) == ctx
+
+
+class _AtOptions(compactkit.StrategyOptions):
+    at: int | None = None
+
+
+@compactkit.strategy("compact-at", options=_AtOptions, trigger_option="at")
+def _compact_at(ctx: AgentContext, options: _AtOptions) -> AgentContext:
+    """Changes nothing; takes the runner's trigger."""
+    return ctx
+
+
+class _Plugin:
+    @compactkit.hookimpl
+    def register_strategies(self, register: Any) -> None:
+        register(_compact_at)
+
+
+def test_a_third_party_strategy_takes_the_trigger_too() -> None:
+    registry = make_registry(entry_points=False, plugins=[_Plugin()])
+    spec = PipelineSpec("x", ("compact-at", "compact-at:at=5"), trigger=40_000)
+    assert [opts for _, opts in spec.steps(registry)] == [{"at": 40_000}, {"at": 5}]
+    assert [opts for _, opts in PipelineSpec("x", ("compact-at",)).steps(registry)] == [{}]
