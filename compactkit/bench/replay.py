@@ -10,7 +10,8 @@ built from the messages before it.
 
 Per call: prompt tokens, the cached prefix (tokens of the longest prefix equal to the previous call's
 prompt), output tokens (as the session recorded them, else counted), and the cost under each pricing
-profile.
+profile. Per compaction whose summary a model would write: one summarizer call (`charge_summaries`,
+from each strategy's `summary_call`), its cost added to the session's.
 """
 
 from __future__ import annotations
