@@ -72,18 +72,19 @@ from .strategies.llm_summary import LlmSummary
 from .strategies.observation_mask import ObservationMask
 from .strategies.sliding_window import SlidingWindow
 from .strategies.static_elision import StaticElision
-from .strategy import Strategy, StrategyOptions, strategy
+from .strategy import Strategy, StrategyOptions, SummaryCall, strategy
 from .summarize import Summarizer, SummaryRequest
 from .tokens import TiktokenTokenizer, TokenCounter, Tokenizer
 from .validate import Violation, validate
 
 if TYPE_CHECKING:
-    from .bench.runner import run_bench
+    from .bench.runner import run_bench, run_frontier
     from .cli import make_cli
 
 _LAZY = {
     "make_cli": "compactkit.cli",
     "run_bench": "compactkit.bench.runner",
+    "run_frontier": "compactkit.bench.runner",
 }
 """Names imported on first use: the CLI and the bench pull in click, rich and process pools."""
 
@@ -173,6 +174,7 @@ __all__ = [
     "StrategyTimeout",
     "Summarizer",
     "SummaryBlock",
+    "SummaryCall",
     "SummaryRequest",
     "TextBlock",
     "ThinkingBlock",
@@ -204,6 +206,7 @@ __all__ = [
     "parse_pipeline",
     "render",
     "run_bench",
+    "run_frontier",
     "serve_tools",
     "split_stash",
     "strategy",

@@ -39,6 +39,18 @@ class PricingProfile:
             return prefix_tokens
         return self.min_cached + (prefix_tokens - self.min_cached) // self.step * self.step
 
+    def summary_cost(self, input_tokens: int, cached_tokens: int, output_tokens: int) -> float:
+        """Dollars for one summarizer call: the part of its input read from the conversation's
+        cached prefix at the cache-read rate, the rest at the input price (a one-off call writes
+        no cache), the summary at the output price."""
+        cached = min(self.billable_cached(cached_tokens), input_tokens)
+        dollars = (
+            cached * self.input * self.cache_read
+            + (input_tokens - cached) * self.input
+            + output_tokens * self.output
+        )
+        return dollars / 1_000_000
+
     def cost(self, prompt_tokens: int, prefix_tokens: int, output_tokens: int) -> float:
         """Dollars for one call."""
         cached = min(self.billable_cached(prefix_tokens), prompt_tokens)

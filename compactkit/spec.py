@@ -8,7 +8,8 @@ a file of named pipelines (`[{"name": ..., "strategies": [...]}]`).
 
 Parsing gives a `PipelineSpec`: a name, the strategy specs in order (`default` expanded, `none`
 gone) and the budget. The budget goes into each strategy's budget option (`Strategy.budget_option`)
-where its spec did not set one, as an option value: `steps` resolves a spec into `(strategy class,
+where its spec did not set one, as an option value, and the runner's trigger (`PipelineSpec.trigger`)
+into each trigger option (`Strategy.trigger_option`) likewise: `steps` resolves a spec into `(strategy class,
 options)` pairs, which `compactkit.build_pipeline` turns into a `Pipeline`.
 
     >>> parse_pipeline("etag-collapse + sliding-window:max_tokens=8000").strategies
@@ -54,6 +55,10 @@ class PipelineSpec:
     strategies: tuple[str, ...]
     budget: int | None = None
     pins: tuple[str, ...] = ()
+    trigger: int | None = None
+    """When the runner compacts (the bench's `--trigger`): fills each strategy's trigger option
+    (`Strategy.trigger_option`) where its spec neither sets it nor says `native=true`; None leaves
+    every option as written."""
 
     def steps(
         self, registry: Registry | None = None
@@ -67,6 +72,9 @@ class PipelineSpec:
             option = cls.budget_option
             if self.budget is not None and option and option not in options:
                 options[option] = self.budget
+            at = cls.trigger_option
+            if self.trigger is not None and at and at not in options and not options.get("native"):
+                options[at] = self.trigger
             out.append((cls, options))
         return out
 

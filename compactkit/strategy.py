@@ -3,18 +3,41 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from .context import AgentContext
+from .context import AgentContext, SummaryBlock
 from .errors import ConfigError, redact
+
+if TYPE_CHECKING:
+    from .tokens import TokenCounter
 
 
 class StrategyOptions(BaseModel):
     """Base of every strategy's options: frozen, unknown keys rejected, every field described."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+@dataclass(frozen=True)
+class SummaryCall:
+    """The model call that wrote one summary in production, as a bill counts it (what the bench
+    charges a compaction whose summary a model would write; see `Strategy.summary_call`)."""
+
+    input_tokens: int
+    """Tokens the summarizer was sent: what it summarized plus its instruction."""
+    output_tokens: int
+    """Tokens of the summary the model wrote (not what the strategy adds around it)."""
+    shares_prefix: bool = False
+    """The call sends the conversation as the model last saw it and then the instruction, so the
+    part of its input equal to the previous model call's prompt is read from the provider's cache
+    (Claude Code, Codex); False for a separate summarizer prompt, which shares nothing."""
+
+
+EXTRACTIVE = "extractive"
+"""The offline summarizer backend: its summaries cost no model call."""
 
 
 class Strategy:
@@ -30,6 +53,10 @@ class Strategy:
     Options: ClassVar[type[StrategyOptions]] = StrategyOptions
     budget_option: ClassVar[str | None] = None
     """Name of the option that `--budget` fills when the user did not set it."""
+    trigger_option: ClassVar[str | None] = None
+    """Name of the option that the runner's trigger (the bench's `--trigger`) fills when the spec
+    did not set it and does not say `native=true`: a policy that decides itself when to compact
+    (the `peer-*` strategies) then compacts at the same trigger as compactkit's pipelines."""
     keeps_pins: ClassVar[bool] = True
     """Whether the pipeline checks this strategy's output against the pins (`compactkit.pins`).
     Only compactkit's own reference policies of other tools (the `peer-*` strategies, measured in
@@ -38,6 +65,18 @@ class Strategy:
     budget_required: ClassVar[bool] = False
     """True when the strategy changes nothing until its budget option is set: a pipeline run
     without one says so in the strategy's step note (`run` prints it) instead of staying silent."""
+
+    summary_by_model: ClassVar[bool] = False
+    """True when a model writes this strategy's summaries in production even where compactkit
+    writes their text offline (the `peer-*` policies of agents that summarize with a model): the
+    bench charges each one a summarizer call. Otherwise only a summary whose `SummaryBlock.backend`
+    is a model backend (not `extractive`) is charged."""
+    summary_instruction_tokens: ClassVar[int | None] = None
+    """Tokens of the instruction a model is sent with what it summarizes (a peer's own prompt);
+    None: the prompt of compactkit's summarizer backends (`compactkit.summarize.SYSTEM_PROMPT`)."""
+    summary_shares_prefix: ClassVar[bool] = False
+    """Whether the summarizer call sends the conversation itself, then the instruction (see
+    `SummaryCall.shares_prefix`)."""
 
     def __init__(self, options: StrategyOptions | Mapping[str, Any] | None = None, **kwargs: Any):
         if isinstance(options, StrategyOptions):
@@ -52,6 +91,38 @@ class Strategy:
 
     def __call__(self, ctx: AgentContext) -> AgentContext:
         return self.compact(ctx)
+
+    def summary_call(
+        self, block: SummaryBlock, before: AgentContext, after: AgentContext, counter: TokenCounter
+    ) -> SummaryCall | None:
+        """The model call that wrote `block`, a summary this strategy put in `after` when
+        compacting `before`; None when no model call wrote it (the extractive backend).
+
+        The default: a block written by a model backend (or any block, with `summary_by_model`)
+        cost one call, whose input is what the summary replaced as the model was shown it (the
+        whole of `before` with `summary_shares_prefix`) plus `summary_instruction_tokens`, and
+        whose output is the block's text. Override it when the input or the summary's own text
+        is narrower (a peer that reads only part of its window, or adds kept messages to it).
+
+        Args:
+            block: the new summary in `after`.
+            before: the context the strategy was given.
+            after: what it returned.
+            counter: the token counter of the run.
+        """
+        if not self.summary_by_model and block.backend in ("", EXTRACTIVE):
+            return None
+        instruction = self.summary_instruction_tokens
+        if instruction is None:
+            from .summarize.base import SYSTEM_PROMPT
+
+            instruction = counter.text(SYSTEM_PROMPT)
+        output = counter.text(block.text)
+        if self.summary_shares_prefix:
+            read = counter.context(before)
+        else:  # what went: the tokens that left, the summary's own message aside
+            read = max(counter.context(before) - counter.context(after) + output, 0)
+        return SummaryCall(read + instruction, output, self.summary_shares_prefix)
 
     @property
     def label(self) -> str:
@@ -88,6 +159,7 @@ def strategy(
     options: type[StrategyOptions] = StrategyOptions,
     description: str | None = None,
     budget_option: str | None = None,
+    trigger_option: str | None = None,
 ) -> Callable[[Callable[[AgentContext, Any], AgentContext]], type[Strategy]]:
     """Turn a plain function `fn(ctx, options) -> ctx` into a strategy class.
 
@@ -108,6 +180,7 @@ def strategy(
                 "description": description or (fn.__doc__ or "").strip().split("\n")[0],
                 "Options": options,
                 "budget_option": budget_option,
+                "trigger_option": trigger_option,
                 "compact": compact,
                 "__module__": fn.__module__,
                 "__doc__": fn.__doc__,

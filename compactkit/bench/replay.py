@@ -10,7 +10,8 @@ built from the messages before it.
 
 Per call: prompt tokens, the cached prefix (tokens of the longest prefix equal to the previous call's
 prompt), output tokens (as the session recorded them, else counted), and the cost under each pricing
-profile.
+profile. Per compaction whose summary a model would write: one summarizer call (`charge_summaries`,
+from each strategy's `summary_call`), its cost added to the session's.
 """
 
 from __future__ import annotations
@@ -20,10 +21,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..context import AgentContext, Message
+from ..context import AgentContext, Message, SummaryBlock
 from ..pipeline import Pipeline, builtin_strategies
 from ..policy import CompactionPolicy, Ledger, PolicyName, floor, prefix_tokens
 from ..pricing import PricingProfile
+from ..recovery import markers
 from ..tokens import TokenCounter
 from ..validate import validate
 from .retention import FactRetention
@@ -38,6 +40,38 @@ class CallRecord:
     cached_tokens: int
     output_tokens: int
     compacted: bool = False
+
+
+NO_MODEL_CALL = "extractive: no model call"
+"""The report's note on a session whose summaries no model wrote."""
+
+
+@dataclass
+class SummarizerUse:
+    """The summarizer calls a replay charged (`Strategy.summary_call`): what a model writing the
+    summaries would have been sent and written, and what it cost per pricing profile."""
+
+    calls: int = 0
+    input_tokens: int = 0
+    cached_tokens: int = 0
+    output_tokens: int = 0
+    free: int = 0
+    """Summaries written with no model call (the extractive summarizer)."""
+    cost: dict[str, float] = field(default_factory=dict)
+    charged: set[str] = field(default_factory=set)
+    """Etags of the summaries already counted (one summary, shown on several calls, is one call)."""
+
+    def as_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "calls": self.calls,
+            "input_tokens": self.input_tokens,
+            "cached_tokens": self.cached_tokens,
+            "output_tokens": self.output_tokens,
+            "cost": {k: round(v, 6) for k, v in sorted(self.cost.items())},
+        }
+        if not self.calls and self.free:
+            data["note"] = NO_MODEL_CALL
+        return data
 
 
 @dataclass
@@ -64,6 +98,7 @@ class SessionResult:
     """What the compaction policy decided (`Ledger.as_json`): empty for self-triggered peers."""
     seconds: float = 0.0
     error: str | None = None
+    summarizer: SummarizerUse = field(default_factory=SummarizerUse)
 
     def as_json(self, with_calls: bool = True) -> dict[str, Any]:
         data = {
@@ -79,6 +114,7 @@ class SessionResult:
             "compactions": self.compactions,
             "policy": self.policy,
             "cost": {k: round(v, 6) for k, v in sorted(self.cost.items())},
+            "summarizer": self.summarizer.as_json(),
             "retention": self.retention,
             "recoverability": self.recoverability,
             "violations": self.violations,
@@ -176,8 +212,11 @@ def run_session(
         final = _compact(unchecked, ctx, counter, checker)
         result.tokens_after = counter.context(final)
     else:
+        result.summarizer.cost = {p.name: 0.0 for p in profiles}
         rules = CompactionPolicy(trigger, profiles=tuple(profiles), mode=policy)
         final = _replay(ctx, unchecked, mode, counter, rules, result, checker)
+        for name, dollars in result.summarizer.cost.items():  # summaries are paid for
+            result.cost[name] = result.cost.get(name, 0.0) + dollars
     retained, recovered = FactRetention().score(ctx, final)
     result.retention = retained.as_json()
     result.recoverability = recovered.as_json()
@@ -198,6 +237,50 @@ def run_session(
     return result
 
 
+def _summaries(ctx: AgentContext) -> dict[str, SummaryBlock]:
+    return {b.etag: b for _, b in markers(ctx) if isinstance(b, SummaryBlock)}
+
+
+def charge_summaries(
+    pipeline: Pipeline,
+    before: AgentContext,
+    after: AgentContext,
+    counter: TokenCounter,
+    cached_prefix: int,
+    profiles: Sequence[PricingProfile],
+    use: SummarizerUse,
+) -> None:
+    """Count the summarizer call of each summary `after` holds that `before` did not (and that
+    was not counted already): the first of the pipeline's strategies whose `summary_call` gives
+    one pays it; `cached_prefix` is what such a call, when it sends the conversation first, reads
+    from the cache (the tokens `before` shares with the previous model call's prompt)."""
+    old = _summaries(before)
+    for etag, block in _summaries(after).items():
+        if etag in old or etag in use.charged:
+            continue
+        use.charged.add(etag)
+        call = next(
+            (
+                c
+                for s in pipeline.strategies
+                if (c := s.summary_call(block, before, after, counter)) is not None
+            ),
+            None,
+        )
+        if call is None:
+            use.free += 1
+            continue
+        cached = min(cached_prefix, call.input_tokens) if call.shares_prefix else 0
+        use.calls += 1
+        use.input_tokens += call.input_tokens
+        use.cached_tokens += cached
+        use.output_tokens += call.output_tokens
+        for p in profiles:
+            use.cost[p.name] = use.cost.get(p.name, 0.0) + p.summary_cost(
+                call.input_tokens, cached, call.output_tokens
+            )
+
+
 def _extend(history: AgentContext, new: Sequence[Message], source: AgentContext) -> AgentContext:
     """Append session messages to the replayed history, with the session's own recovery entries
     (markers the session format recorded) so that they never dangle."""
@@ -215,25 +298,34 @@ def _maybe_compact(
     ledger: Ledger,
     counter: TokenCounter,
     checker: _Checker,
-) -> tuple[AgentContext, bool]:
-    """The history to send for this call under the ledger's policy, and whether it compacted."""
+    use: SummarizerUse,
+) -> tuple[AgentContext, bool, dict[str, float]]:
+    """The history to send for this call under the ledger's policy, whether it compacted, and
+    what the summaries it wrote cost (a model writing them is paid for, and weighed)."""
     tokens = counter.context(history)
     if not ledger.due(tokens):
-        return history, False
+        return history, False, {}
     out = _compact(pipeline, history, counter, checker)
     if out is history:
         ledger.unchanged(tokens)
-        return history, False
-    after = counter.context(out)
+        return history, False, {}
+    shared = prefix_tokens(previous, history, counter)
+    profiles = ledger.policy.profiles
+    probe = SummarizerUse(charged=set(use.charged))
+    charge_summaries(pipeline, history, out, counter, shared, profiles, probe)
     held = ledger.judge(
         tokens,
-        prefix_tokens(previous, history, counter),
-        after,
+        shared,
+        counter.context(out),
         prefix_tokens(previous, out, counter),
+        summarizer=probe.cost,
         raw=raw,
         floor=floor(out, counter),
     )
-    return (history, False) if held else (out, True)
+    if held:
+        return history, False, {}
+    charge_summaries(pipeline, history, out, counter, shared, profiles, use)
+    return out, True, probe.cost
 
 
 def _replay(
@@ -263,19 +355,31 @@ def _replay(
         raw += sum(sizes[raw_at:index])
         raw_at = index
         compacted = False
+        summary: dict[str, float] = {}
         if mode == "view":
-            prompt = _compact(pipeline, ctx.replace(messages=messages[:index]), counter, checker)
+            seen = ctx.replace(messages=messages[:index])
+            prompt = _compact(pipeline, seen, counter, checker)
             compacted = prompt.messages != messages[:index]
+            if compacted:
+                shared = prefix_tokens(previous, seen, counter)
+                charge_summaries(
+                    pipeline, seen, prompt, counter, shared, profiles, result.summarizer
+                )
         else:
             history = _extend(history, messages[consumed:index], ctx)
             consumed = index
             if ledger is None:
                 out = _compact(pipeline, history, counter, checker)
                 compacted = out is not history
+                if compacted:
+                    shared = prefix_tokens(previous, history, counter)
+                    charge_summaries(
+                        pipeline, history, out, counter, shared, profiles, result.summarizer
+                    )
                 history = out
             else:
-                history, compacted = _maybe_compact(
-                    pipeline, history, previous, raw, ledger, counter, checker
+                history, compacted, summary = _maybe_compact(
+                    pipeline, history, previous, raw, ledger, counter, checker, result.summarizer
                 )
             result.compactions += compacted
             prompt = history
@@ -285,7 +389,7 @@ def _replay(
         for p in profiles:
             cost[p.name] += p.cost(tokens, cached, out_tokens)
         if ledger is not None:  # the answer as it stands in the history: what a gateway sees
-            ledger.record(tokens, cached, raw=raw, compacted=compacted)
+            ledger.record(tokens, cached, raw=raw, compacted=compacted, summarizer=summary)
             ledger.output(counter.message(messages[index]))
         result.calls.append(CallRecord(index, tokens, cached, out_tokens, compacted))
         result.prompt_tokens += tokens

@@ -45,6 +45,19 @@ def _cost_cells(totals: dict[str, Any], pricing: Sequence[str]) -> dict[str, str
     return cells
 
 
+def summarizer_cell(figures: dict[str, Any] | None, pricing: Sequence[str]) -> str:
+    """The summarizer calls a pipeline or session paid for (their cost is in its cost cells):
+    `3 calls, $0.21 / $0.17` (per profile), `none (extractive)` when its summaries cost no
+    model call, `-` when it wrote none."""
+    if not figures:
+        return "-"
+    if figures.get("calls"):
+        money = " / ".join(_money(figures["cost"].get(p, 0.0)) for p in pricing)
+        calls = figures["calls"]
+        return f"{calls:,} call{'s' if calls != 1 else ''}, {money}"
+    return "none (extractive)" if figures.get("note") else "-"
+
+
 def _tokens_key(report: dict[str, Any]) -> tuple[str, str]:
     """The token figure a report compares: (JSON key, column title)."""
     if report["mode"] == "oneshot":
@@ -139,6 +152,7 @@ def summary_rows(report: dict[str, Any]) -> list[dict[str, str]]:
         if report["mode"] != "oneshot":
             row["cached"] = f"{t['cached_tokens']:,}"
             row.update(_cost_cells(t, report["pricing"]))
+            row["summarizer"] = summarizer_cell(t.get("summarizer"), report["pricing"])
         row["retention"] = _pct(t["retention"])
         row["recoverable"] = _pct(t["recoverability"])
         row["violations"] = str(t["violations"])
@@ -171,6 +185,7 @@ def peer_rows(report: dict[str, Any]) -> list[dict[str, str]]:
         t = p["totals"]
         row = {"pipeline": p["name"], "prompt tokens": f"{t['prompt_tokens']:,}"}
         row.update(_cost_cells(t, report["pricing"]))
+        row["summarizer"] = summarizer_cell(t.get("summarizer"), report["pricing"])
         row["retention"] = _pct(t["retention"])
         by_kind = t.get("retention_by_kind", {})
         for kind in RETENTION_KINDS:
@@ -178,6 +193,29 @@ def peer_rows(report: dict[str, Any]) -> list[dict[str, str]]:
         sessions = t["sessions"] or 1
         row["compactions / session"] = f"{t['compactions'] / sessions:.2f}"
         rows.append(row)
+    return rows
+
+
+def frontier_rows(report: dict[str, Any]) -> list[dict[str, str]]:
+    """The frontier table: every pipeline at every trigger (cost per profile against `none` at
+    the same trigger, its summarizer calls, retention, compactions per session); empty for a
+    report of one trigger."""
+    frontier = report.get("frontier") or []
+    if len(frontier) < 2:
+        return []
+    rows = []
+    for name in (p["name"] for p in report["pipelines"]):
+        for point in frontier:
+            figures = next((p for p in point["pipelines"] if p["name"] == name), None)
+            if figures is None:
+                continue
+            row = {"pipeline": name, "trigger": f"{point['trigger']:,}"}
+            row["prompt tokens"] = f"{figures['prompt_tokens']:,}"
+            row.update(_cost_cells(figures, report["pricing"]))
+            row["summarizer"] = summarizer_cell(figures.get("summarizer"), report["pricing"])
+            row["retention"] = _pct(figures["retention"])
+            row["compactions"] = f"{figures['compactions']:,}"
+            rows.append(row)
     return rows
 
 
@@ -194,6 +232,7 @@ def session_rows(report: dict[str, Any], base: str | Path | None = None) -> list
             "cached": f"{s['cached_tokens']:,}",
         }
         row.update({f"cost {p}": _money(s["cost"].get(p, 0.0)) for p in report["pricing"]})
+        row["summarizer"] = summarizer_cell(s.get("summarizer"), report["pricing"])
         row["retention"] = _pct(s["retention"].get("share"))
         row["violations"] = str(s["violations"])
         rows.append(row)
@@ -221,6 +260,14 @@ def render_terminal(report: dict[str, Any]) -> None:
         file=redacted(sys.stdout), highlight=False, width=None if sys.stdout.isatty() else 200
     )
     console.print(table)
+    frontier = frontier_rows(report)
+    if frontier:
+        sweep = Table(title="cost and retention at each trigger (the frontier)")
+        for key in frontier[0]:
+            sweep.add_column(key, justify="left" if key == "pipeline" else "right")
+        for row in frontier:
+            sweep.add_row(*(escape(v) for v in row.values()))
+        console.print(sweep)
     unloaded, broken = split_failed(report)
     for failed in unloaded:
         path, error = failed["path"], failed["error"]
@@ -281,6 +328,17 @@ def render_markdown(report: dict[str, Any], base: str | Path | None = None) -> s
     if peers:
         out += ["", "## Peers", ""]
         out += _md_table(peers)
+    frontier = frontier_rows(report)
+    if frontier:
+        triggers = ", ".join(f"{p['trigger']:,}" for p in report["frontier"])
+        out += [
+            "",
+            "## Frontier",
+            "",
+            f"Each pipeline at each trigger ({triggers} tokens); the "
+            "tables above are at the first.",
+        ]
+        out += ["", *_md_table(frontier)]
     out += ["", "## Per session", ""]
     out += _md_table(session_rows(report, base), code=("session",), left=2)
     unloaded, broken = split_failed(report)
@@ -571,6 +629,8 @@ class _Point:
     ratio: float
     x: float
     y: float
+    tip: str = ""
+    """The point's tooltip (default: its savings and cost)."""
 
 
 _DOT = 5  # radius of a lone point
@@ -578,15 +638,24 @@ _DOT = 5  # radius of a lone point
 
 def _clusters(report: dict[str, Any], profile: str, frame: _Frame) -> list[list[_Point]]:
     """Pipelines as points, gathered into clusters of points whose dots would touch."""
-    clusters: list[list[_Point]] = []
+    points = []
     for k, p in enumerate(report["pipelines"]):
         ratio = p["totals"]["cost_vs_none"].get(profile)
         if ratio is None:
             continue
         saved = p["totals"]["savings"]
-        point = _Point(
-            p["name"], _COLORS[k % len(_COLORS)], saved, ratio, frame.x(saved), frame.y(ratio)
+        points.append(
+            _Point(
+                p["name"], _COLORS[k % len(_COLORS)], saved, ratio, frame.x(saved), frame.y(ratio)
+            )
         )
+    return _gather(points)
+
+
+def _gather(points: list[_Point]) -> list[list[_Point]]:
+    """Points gathered into clusters of points whose dots would touch."""
+    clusters: list[list[_Point]] = []
+    for point in points:
         near = [
             c
             for c in clusters
@@ -607,26 +676,30 @@ def _cluster_marks(cluster: list[_Point]) -> str:
     paint = 'fill="{}"' if len(cluster) == 1 else 'fill="none" stroke="{}" stroke-width="2"'
     return "".join(
         f'<circle cx="{m.x:.1f}" cy="{m.y:.1f}" r="{r}" {paint.format(m.color)} '
-        f'data-pipeline="{html.escape(m.name)}"><title>{html.escape(m.name)}: {m.saved:.1%} saved, '
-        f"cost {m.ratio:.1%}</title></circle>"
+        f'data-pipeline="{html.escape(m.name)}"><title>'
+        f"{html.escape(m.tip or f'{m.name}: {m.saved:.1%} saved, cost {m.ratio:.1%}')}"
+        "</title></circle>"
         for m, r in zip(cluster, radii, strict=True)
     )
 
 
-def _cluster_label(cluster: list[_Point], taken: list[Box], area: Box) -> str:
-    """The names of a cluster's pipelines, one line each in its point's colour, placed clear of
-    everything already drawn."""
+def _cluster_label(
+    cluster: list[_Point], taken: list[Box], area: Box, shown: list[_Point] | None = None
+) -> str:
+    """The names of a cluster's pipelines (or of the `shown` ones among them), one line each in
+    its point's colour, placed clear of everything already drawn."""
     size, line = 11, 14
+    named = cluster if shown is None else shown
     cx = sum(m.x for m in cluster) / len(cluster)
     cy = sum(m.y for m in cluster) / len(cluster)
     reach = max(
         math.dist((m.x, m.y), (cx, cy)) + r
         for m, r in zip(cluster, _ring_radii(len(cluster)), strict=True)
     )
-    w = max(text_width(m.name, size) for m in cluster)
-    box = place_label(cx, cy, w, line * len(cluster), reach, taken, area)
+    w = max(text_width(m.name, size) for m in named)
+    box = place_label(cx, cy, w, line * len(named), reach, taken, area)
     parts = [_leader(cx, cy, box, reach)]
-    for i, m in enumerate(cluster):
+    for i, m in enumerate(named):
         parts.append(
             _text(
                 box.x + 1, box.y + 11 + i * line, m.name, size=size, cls="point-label", fill=m.color
@@ -658,18 +731,7 @@ def savings_chart(report: dict[str, Any], profile: str) -> str:
     clusters = _clusters(report, profile, frame)
     # labels keep clear of every point, of the "cost of none" line and its label, and of each other
     taken = [Box(m.x - 9, m.y - 9, 18, 18) for c in clusters for m in c]
-    level = frame.y(1.0)
-    taken.append(Box(plot.x, level - 1, plot.w, 2))
-    parts.append(
-        f'<line x1="{plot.x:.1f}" y1="{level:.1f}" x2="{plot.x + plot.w:.1f}" y2="{level:.1f}" '
-        'stroke="#aaa" stroke-dasharray="4 3"/>'
-    )
-    ref = "cost of none"
-    box = _label_box(plot.x + plot.w - text_width(ref, 10) - 4, level - 15, ref, 10)
-    if any(box.overlap(t) for t in taken):
-        box = _label_box(box.x, level + 3, ref, 10)
-    taken.append(box)
-    parts.append(_text(box.x, box.y + 10, ref, cls="note", fill="#777"))
+    parts += _none_line(frame, taken)
     parts += [_cluster_marks(c) for c in clusters]
     area = Box(plot.x + 2, plot.y, plot.w - 2, plot.h - 2)
     parts += [_cluster_label(c, taken, area) for c in clusters]
@@ -677,15 +739,113 @@ def savings_chart(report: dict[str, Any], profile: str) -> str:
     return "".join(parts)
 
 
+def _none_line(frame: _Frame, taken: list[Box]) -> list[str]:
+    """The dashed "cost of none" level and its label, both added to `taken`."""
+    plot = frame.plot
+    level = frame.y(1.0)
+    taken.append(Box(plot.x, level - 1, plot.w, 2))
+    ref = "cost of none"
+    box = _label_box(plot.x + plot.w - text_width(ref, 10) - 4, level - 15, ref, 10)
+    if any(box.overlap(t) for t in taken):
+        box = _label_box(box.x, level + 3, ref, 10)
+    taken.append(box)
+    return [
+        f'<line x1="{plot.x:.1f}" y1="{level:.1f}" x2="{plot.x + plot.w:.1f}" y2="{level:.1f}" '
+        'stroke="#aaa" stroke-dasharray="4 3"/>',
+        _text(box.x, box.y + 10, ref, cls="note", fill="#777"),
+    ]
+
+
+def _frontier_points(
+    report: dict[str, Any], profile: str
+) -> list[tuple[str, list[tuple[int, float, float]]]]:
+    """Each pipeline's (trigger, retention, cost against none) points, by trigger."""
+    out = []
+    for p in report["pipelines"]:
+        points = []
+        for entry in report.get("frontier") or []:
+            figures = next((f for f in entry["pipelines"] if f["name"] == p["name"]), None)
+            ratio = (figures or {}).get("cost_vs_none", {}).get(profile)
+            if figures is not None and ratio is not None:
+                points.append((entry["trigger"], float(figures["retention"]), float(ratio)))
+        out.append((p["name"], sorted(points)))
+    return out
+
+
+def frontier_chart(report: dict[str, Any], profile: str) -> str:
+    """Each pipeline's cost-retention curve over the bench's triggers: retention (x) against
+    cost relative to no compaction at the same trigger (y), a line from the lowest trigger to
+    the highest, the pipeline named at its highest."""
+    series = _frontier_points(report, profile)
+    triggers = sorted({t for _, points in series for t, _, _ in points})
+    if len(triggers) < 2:
+        return ""
+    width, height = 560, 340
+    plot = Box(60, 50, width - 60 - 20, height - 50 - 46)
+    retention = [r for _, points in series for _, r, _ in points]
+    ratios = [c for _, points in series for _, _, c in points]
+    frame = _Frame(
+        width,
+        height,
+        plot,
+        nice_ticks(min(min(retention) - 0.01, 0.9), 1.0, 5),
+        nice_ticks(0.0, max(1.0, *ratios) * 1.05, 5),
+    )
+    parts = [_svg_open(width, height, f"cost against retention ({profile})", "frontier-chart")]
+    parts.append(
+        _text(
+            8,
+            18,
+            f"Cost against retention by trigger, {profile} pricing",
+            size=13,
+            cls="chart-title",
+        )
+    )
+    low, high = _short_number(triggers[0]), _short_number(triggers[-1])
+    span = f"each line from trigger {low} to {high}, named at its end"
+    parts.append(_text(8, 35, _fit(span, 10, width - 16), cls="note", fill="#666"))
+    parts += _axes(frame, _percent, _percent, "retention", "cost, share of none")
+    widths = stroke_widths(len(series))
+    points: list[_Point] = []
+    ends: list[_Point] = []
+    for k, (name, curve) in enumerate(series):
+        color = _COLORS[k % len(_COLORS)]
+        xy = " ".join(f"{frame.x(r):.1f},{frame.y(c):.1f}" for _, r, c in curve)
+        parts.append(
+            f'<polyline fill="none" stroke="{color}" stroke-width="{widths[k]:g}" '
+            f'stroke-linejoin="round" points="{xy}" data-pipeline="{html.escape(name)}">'
+            f"<title>{html.escape(name)}</title></polyline>"
+        )
+        for t, r, c in curve:
+            tip = f"{name} at trigger {t:,}: retention {r:.1%}, cost {c:.1%}"
+            points.append(_Point(name, color, r, c, frame.x(r), frame.y(c), tip))
+        ends.append(points[-1])
+    clusters = _gather(points)
+    taken = [Box(m.x - 9, m.y - 9, 18, 18) for m in points]
+    parts += _none_line(frame, taken)
+    parts += [_cluster_marks(c) for c in clusters]
+    area = Box(plot.x + 2, plot.y, plot.w - 2, plot.h - 2)
+    for cluster in clusters:
+        named = [m for m in cluster if any(m is e for e in ends)]
+        if named:
+            parts.append(_cluster_label(cluster, taken, area, named))
+    parts.append("</svg>")
+    return "".join(parts)
+
+
 # -- HTML --------------------------------------------------------------------------------------------
 
 _STYLE = """body{font-family:system-ui,sans-serif;margin:2em;color:#222}
-table{border-collapse:collapse;margin:0 0 1em;font-size:14px}
+table{border-collapse:collapse;margin:0 0 1em;font-size:13px}
 td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}
-td{white-space:nowrap}td:first-child,th:first-child{text-align:left}td.path{font-family:ui-monospace,monospace;text-align:left;white-space:normal;overflow-wrap:anywhere;max-width:32em}
+td{white-space:nowrap}td.wrap{white-space:normal}td:first-child,th:first-child{text-align:left}td.path{font-family:ui-monospace,monospace;text-align:left;white-space:normal;overflow-wrap:anywhere;max-width:32em}
 svg{margin:6px;background:#fafafa}
 .charts{display:flex;flex-wrap:wrap}.legend span{margin-right:1.5em;white-space:nowrap}
 details{margin:1em 0}"""
+
+
+_WRAPPED = ("summarizer",)
+"""Columns whose cells may wrap (a long figure, in a table that must fit the page)."""
 
 
 def _html_table(rows: list[dict[str, str]], paths: Sequence[str] = ()) -> str:
@@ -697,6 +857,8 @@ def _html_table(rows: list[dict[str, str]], paths: Sequence[str] = ()) -> str:
         + "".join(
             f'<td class="path">{html.escape(v)}</td>'
             if k in paths
+            else f'<td class="wrap">{html.escape(v)}</td>'
+            if k in _WRAPPED
             else f"<td>{html.escape(v)}</td>"
             for k, v in row.items()
         )
@@ -751,6 +913,7 @@ def render_html(
     names = [p["name"] for p in report["pipelines"]]
     trigger = f"; persistent trigger {report['trigger']:,} tokens" if report.get("trigger") else ""
     scatters = "".join(savings_chart(report, p) for p in report["pricing"])
+    curves = "".join(frontier_chart(report, p) for p in report["pricing"])
     lines = _session_charts(report, max_charts, base) if report["mode"] != "oneshot" else ""
     peers = peer_rows(report)
     failed = ""
@@ -772,6 +935,8 @@ def render_html(
 {_html_table(summary_rows(report))}
 {f"<h2>Peers</h2>{_html_table(peers)}" if peers else ""}
 {f'<h2>Savings against cost</h2><div class="charts">{scatters}</div>' if scatters else ""}
+{f'<h2>Cost against retention, by trigger</h2><div class="charts">{curves}</div>' if curves else ""}
+{f"<h2>Frontier</h2>{_html_table(frontier_rows(report))}" if curves else ""}
 {f"<h2>Prompt tokens per model call</h2>{_legend(names)}{lines}" if lines else ""}
 <details><summary>Per session ({len(report["sessions"])} rows)</summary>
 {_html_table(session_rows(report, base), paths=("session",))}</details>

@@ -7,10 +7,14 @@ in that text is not a fact, so an unchanged context keeps 100% of its facts by c
 
 Kinds:
 
-* ``task``: the task (the first message in the user's own words, `AgentContext.task`);
+* ``task``: the task (the first message in the user's own words, `AgentContext.task`; its human
+  text, as for ``user_message``);
 * ``user_message``: every message in the user's own words (`Message.is_human`: not tool output,
-  harness text, demonstrations or a source agent's summary carried in a user turn), its text with
-  whitespace folded, matched by its first 1,000 characters;
+  harness text, demonstrations or a source agent's summary carried in a user turn), its human text
+  (the text blocks the pins call the user's words: not the harness blocks an adapter marked beside
+  them, such as Cline's `<environment_details>`) with whitespace folded, matched by its first 1,000
+  characters; and likewise every text the adapter marked as the user's words elsewhere (stored pins:
+  feedback, answers, commands kept in a tool result or a turn the agent wrote);
 * ``last_instruction``: the last message in the user's own words;
 * ``path``: every file path in a tool call's input: the value of a path-like key (``path``,
   ``file_path``, ``filename``, ``notebook_path``, ...), and the file operands of read commands in a
@@ -37,7 +41,16 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..context import AgentContext, Message, TextBlock, ToolCallBlock, ToolResultBlock, render_block
+from ..context import (
+    HARNESS_BLOCKS_KEY,
+    AgentContext,
+    Message,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    etag_of,
+    render_block,
+)
 from ..recovery import expand
 
 FACT_KINDS = ("task", "user_message", "last_instruction", "path", "error")
@@ -71,6 +84,12 @@ _MARKUP = re.compile(r"^(?:\s|</?[\w-]+>|\d)*$")
 class Fact:
     kind: str
     text: str
+    parts: tuple[str, ...] = ()
+    """For a fact shown in pieces (a user message whose words sit on both sides of a harness
+    block): each piece, all of which must be seen; empty when `text` is the one piece."""
+
+    def seen_in(self, text: str) -> bool:
+        return all(part in text for part in self.parts) if self.parts else self.text in text
 
 
 def _fold(text: str) -> str:
@@ -115,8 +134,56 @@ def _strings(value: Any) -> Iterable[str]:
 # --------------------------------------------------------------------------- reading the session
 
 
-def _own_words(msg: Message) -> str:
-    return "\n".join(b.text for b in msg.content if isinstance(b, TextBlock))
+def human_runs(msg: Message) -> list[str]:
+    """The user's words of a message in the human's words, as the pins define them: its text
+    blocks but the harness blocks its adapter marked (`HARNESS_BLOCKS_KEY`), each run of
+    adjacent ones joined as the model is shown them."""
+    marked = msg.metadata.get(HARNESS_BLOCKS_KEY)
+    harness = {v for v in marked if isinstance(v, int)} if isinstance(marked, list) else set()
+    runs: list[list[str]] = [[]]
+    for j, block in enumerate(msg.content):
+        if j in harness:
+            runs.append([])
+        elif isinstance(block, TextBlock):
+            runs[-1].append(block.text)
+    return [text for run in runs if (text := "\n".join(run)).strip()]
+
+
+def marked_words(ctx: AgentContext) -> list[str]:
+    """The user's words an adapter marked outside the messages in the human's words (stored pins,
+    `AgentContext.pins`: an approval with text, rejection feedback, an answer to the agent's
+    question kept in a tool result or in a turn the agent wrote), each text block once, in order."""
+    if not ctx.pins:
+        return []
+    wanted = {(p.chars, p.etag) for p in ctx.pins}
+    lengths = {chars for chars, _ in wanted}
+    out: dict[str, None] = {}
+    for msg in ctx.messages:
+        if msg.is_human:
+            continue
+        texts = [b.text for b in msg.content if isinstance(b, TextBlock)]
+        for result in msg.tool_results:
+            texts += [p.text for p in result.content if isinstance(p, TextBlock)]
+        for text in texts:
+            if len(text) in lengths and (len(text), etag_of(text)) in wanted and text.strip():
+                out.setdefault(text, None)
+    return list(out)
+
+
+def _user_fact(runs: list[str]) -> Fact | None:
+    """A user message's fact: its human text folded, clipped to `USER_FACT_CHARS`; the runs
+    apart from each other when a harness block stands between them."""
+    pieces: list[str] = []
+    room = USER_FACT_CHARS
+    for run in runs:
+        piece = _clip(run, room)
+        if piece and room > 0:
+            pieces.append(piece)
+            room -= len(piece) + 1
+    if not pieces:
+        return None
+    text = " ".join(pieces)
+    return Fact("user_message", text, tuple(pieces) if len(pieces) > 1 else ())
 
 
 def _paths(call: ToolCallBlock) -> Iterator[str]:
@@ -201,14 +268,18 @@ def extract_facts(ctx: AgentContext) -> list[Fact]:
         if clipped and clipped in seen:
             facts.setdefault((kind, clipped), Fact(kind, clipped))
 
-    if ctx.first_user_index is not None:
-        add("task", ctx.task)
-    words = [_own_words(m) for m in ctx.messages if m.is_human]
-    words = [w for w in words if w.strip()]
-    for text in words:
-        add("user_message", text, USER_FACT_CHARS)
-    if words:
-        add("last_instruction", words[-1])
+    first = ctx.first_user_index
+    if first is not None:
+        task = ctx.messages[first]
+        runs = human_runs(task) if task.is_human else []
+        add("task", runs[0] if runs else ctx.task)
+    said = [runs for m in ctx.messages if m.is_human and (runs := human_runs(m))]
+    for runs in [*said, *([text] for text in marked_words(ctx))]:
+        fact = _user_fact(runs)
+        if fact is not None and fact.seen_in(seen):
+            facts.setdefault((fact.kind, fact.text), fact)
+    if said:
+        add("last_instruction", said[-1][0])  # its first words: a harness block may split it
     for msg in ctx.messages:
         for call in msg.tool_calls:
             for path in _paths(call):
@@ -262,7 +333,7 @@ def score_facts(facts: Iterable[Fact], text: str) -> RetentionScore:
     for fact in facts:
         entry = score.by_kind.setdefault(fact.kind, [0, 0])
         entry[1] += 1
-        if fact.text in text:
+        if fact.seen_in(text):
             entry[0] += 1
     return score
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ..errors import EXIT_PLUGIN, failure_code, redact
@@ -14,7 +15,7 @@ from ..spec import PipelineSpec
 from ..tokens import DEFAULT_TOKENIZER
 from .executors import Executor, open_executor
 from .jobs import Job, JobResult, build, collect_sessions
-from .replay import Mode, SessionResult
+from .replay import NO_MODEL_CALL, Mode, SessionResult
 
 BENCH_SCHEMA = "compactkit.bench/1"
 
@@ -57,6 +58,8 @@ def run_bench(
     names = [s.name for s in specs]
     if "none" not in names:
         specs = [PipelineSpec("none", ()), *specs]
+    # the policies that decide when to compact (the peers) do it at the bench's trigger too
+    specs = [s if s.trigger is not None else replace(s, trigger=trigger) for s in specs]
     registry = registry or get_registry()
     registry.tokenizers.get(tokenizer)  # an unknown tokenizer is one usage error, not N failures
     for spec in specs:  # fail fast on unknown strategies or bad options
@@ -76,6 +79,72 @@ def run_bench(
     report = build_report(results, specs, mode, profiles, trigger, tokenizer)
     report["policy"] = policy if mode == "persistent" else None
     return report
+
+
+def run_frontier(
+    paths: Sequence[str],
+    specs_at: Callable[[int], Sequence[PipelineSpec]],
+    triggers: Sequence[int],
+    *,
+    executor: str | Executor = "local",
+    workers: int = 1,
+    ray_address: str | None = None,
+    registry: Registry | None = None,
+    **options: Any,
+) -> dict[str, Any]:
+    """`run_bench` at each trigger: the report of the first trigger (its tables and sessions, in
+    the single-trigger schema) with a `frontier` entry per trigger (every pipeline's cost and
+    retention there). `specs_at(trigger)` gives the pipelines at a trigger (`default` is the
+    default pipeline at that trigger); `options` are `run_bench`'s."""
+    if not triggers:
+        raise ValueError("no trigger to run the bench at")
+    registry = registry or get_registry()
+    reports = []
+    with open_executor(
+        executor, workers=workers, registry=registry, ray_address=ray_address
+    ) as runner:
+        for trigger in triggers:
+            reports.append(
+                run_bench(
+                    paths,
+                    specs_at(trigger),
+                    trigger=trigger,
+                    executor=runner,
+                    registry=registry,
+                    **options,
+                )
+            )
+    report = reports[0]
+    report["frontier"] = [entry for r in reports for entry in r["frontier"]]
+    for later in reports[1:]:  # a failure at any trigger is the run's
+        report["failed"] += [f for f in later["failed"] if f not in report["failed"]]
+    return report
+
+
+FRONTIER_FIGURES = (
+    "prompt_tokens",
+    "savings",
+    "cost",
+    "cost_vs_none",
+    "worst_session_cost_vs_none",
+    "retention",
+    "retention_by_kind",
+    "compactions",
+    "summarizer",
+    "failed",
+)
+"""What the report's `frontier` gives of each pipeline at each trigger (from its totals)."""
+
+
+def frontier_entry(trigger: int, pipelines: list[dict[str, Any]]) -> dict[str, Any]:
+    """One trigger's point of every pipeline on the cost-retention frontier."""
+    return {
+        "trigger": trigger,
+        "pipelines": [
+            {"name": p["name"], **{k: p["totals"][k] for k in FRONTIER_FIGURES if k in p["totals"]}}
+            for p in pipelines
+        ],
+    }
 
 
 def nothing_loaded(report: dict[str, Any], paths: Sequence[str]) -> str | None:
@@ -138,7 +207,21 @@ def _totals(rows: list[SessionResult], profiles: Sequence[str]) -> dict[str, Any
         "recoverability": round(recover_kept / retention_total, 6) if retention_total else 1.0,
         "violations": sum(r.violations for r in rows),
         "seconds": round(sum(r.seconds for r in rows), 3),
+        "summarizer": _summarizer_totals(rows, profiles),
     }
+
+
+def _summarizer_totals(rows: list[SessionResult], profiles: Sequence[str]) -> dict[str, Any]:
+    """The summarizer calls of a pipeline's sessions together (their cost is in `cost`)."""
+    uses = [r.summarizer for r in rows]
+    out: dict[str, Any] = {
+        key: sum(getattr(u, key) for u in uses)
+        for key in ("calls", "input_tokens", "cached_tokens", "output_tokens")
+    }
+    out["cost"] = {p: round(sum(u.cost.get(p, 0.0) for u in uses), 6) for p in profiles}
+    if not out["calls"] and any(u.free for u in uses):
+        out["note"] = NO_MODEL_CALL
+    return out
 
 
 def build_report(
@@ -193,6 +276,7 @@ def build_report(
         "trigger": trigger if mode == "persistent" else None,
         "tokenizer": tokenizer,
         "pipelines": pipelines,
+        "frontier": [frontier_entry(trigger, pipelines)],
         "sessions": [r.as_json() for r in rows],
         "failed": [entry for jr in results for entry in _failed(jr)],
     }

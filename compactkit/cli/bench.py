@@ -53,10 +53,13 @@ from ._output import Outputs, say
 )
 @click.option(
     "--trigger",
-    type=click.IntRange(min=1),
-    default=DEFAULT_TRIGGER,
+    "triggers",
+    default=str(DEFAULT_TRIGGER),
     show_default=True,
-    help="Persistent mode: compact when history exceeds this.",
+    metavar="TOKENS[,TOKENS...]",
+    callback=lambda ctx, param, value: parse_triggers(value),
+    help="Compact when the history exceeds this (every pipeline, the peers too); several, "
+    "comma-separated, run each and report the cost-retention frontier.",
 )
 @click.option(
     "--policy",
@@ -81,7 +84,7 @@ def bench(
     specs: Sequence[str],
     mode: str,
     pricing: Sequence[str],
-    trigger: int,
+    triggers: list[int],
     policy: str,
     json_out: str | None,
     md_out: str | None,
@@ -107,19 +110,19 @@ def bench(
     """
     from ..bench.jobs import collect_sessions
     from ..bench.report import render_html, render_markdown, render_terminal
-    from ..bench.runner import nothing_loaded, plugin_failure, run_bench
+    from ..bench.runner import nothing_loaded, plugin_failure, run_frontier
     from ..spec import parse_pipelines
 
     check_one_stdout(json=json_out, markdown=md_out, html=html_out)
     sessions = collect_sessions(paths)  # once: the outputs must not overwrite any of them
     outputs = Outputs([*paths, *sessions], json=json_out, markdown=md_out, html=html_out)
     progress = _BenchProgress(len(paths))
-    report = run_bench(
+    report = run_frontier(
         paths,
-        parse_pipelines(specs or ("default",), trigger=trigger, pins=pins),
-        mode="persistent" if mode == "replay" else mode,  # type: ignore[arg-type]  # click.Choice
+        lambda trigger: parse_pipelines(specs or ("default",), trigger=trigger, pins=pins),
+        triggers,
+        mode="persistent" if mode == "replay" else mode,
         profiles=tuple(pricing) or ("anthropic", "openai"),
-        trigger=trigger,
         tokenizer=tokenizer,
         workers=workers,
         executor=executor,
@@ -149,6 +152,19 @@ def bench(
         line, code = failure
         say(f"compactkit: error: {line}", err=True)
         sys.exit(code)
+
+
+def parse_triggers(value: str) -> list[int]:
+    """`--trigger 30000,60000`: positive token counts, each once, in the order given."""
+    out: list[int] = []
+    for part in (p.strip().replace("_", "") for p in str(value).split(",")):
+        if not part.isdigit() or int(part) < 1:
+            raise click.BadParameter(
+                f"{part!r} is not a positive number of tokens (e.g. --trigger 30000,60000)"
+            )
+        if int(part) not in out:
+            out.append(int(part))
+    return out
 
 
 class _BenchProgress:

@@ -16,17 +16,20 @@ from compactkit.spec import parse_pipeline
 from ..conftest import sample
 
 
-def test_a_peer_triggers_on_its_own_threshold_not_the_benchs() -> None:
+def test_a_native_peer_triggers_on_its_own_threshold_not_the_benchs() -> None:
     # the SWE-agent trajectory has 285 events but 65,862 tokens: over OpenHands' 80 events, under
     # a bench trigger of 100,000 tokens
     path = str(sample("sphinx-doc"))
-    specs = [parse_pipeline("default", None), parse_pipeline("peer-openhands", None)]
-    report = run_bench([path], specs, trigger=100_000)
+    names = ["default", "peer-openhands:native=true", "peer-openhands"]
+    report = run_bench([path], [parse_pipeline(n, None) for n in names], trigger=100_000)
     by_name = {p["name"]: p["totals"] for p in report["pipelines"]}
     assert by_name["default"]["compactions"] == 0
-    assert by_name["peer-openhands"]["compactions"] >= 3
-    assert by_name["peer-openhands"]["prompt_tokens"] < by_name["none"]["prompt_tokens"]
-    assert by_name["peer-openhands"]["violations"] == 0
+    native = by_name["peer-openhands:native=true"]
+    assert native["compactions"] >= 3
+    assert native["prompt_tokens"] < by_name["none"]["prompt_tokens"]
+    assert native["violations"] == 0
+    # at the bench's trigger, like the default: never reached
+    assert by_name["peer-openhands"]["compactions"] == 0
 
 
 def test_the_peers_table_lists_compactkits_pipelines_first() -> None:
@@ -45,6 +48,7 @@ def test_the_peers_table_lists_compactkits_pipelines_first() -> None:
         "cost anthropic",
         "cost openai",
         "worst session",
+        "summarizer",
         "retention",
         "task",
         "user_message",
@@ -94,19 +98,23 @@ def test_the_newer_peers_trigger_on_their_own_numbers_in_a_replay() -> None:
     path = str(sample("pi-mono_before-compaction"))
     names = [
         "peer-anthropic-clear:trigger=30000",
-        "peer-anthropic-compact",
-        "peer-gemini-cli",
+        "peer-anthropic-compact:native=true",
+        "peer-gemini-cli:native=true",
         "peer-openai-agents",
-        "peer-adk",
+        "peer-adk:native=true",
     ]
     report = run_bench([path], [parse_pipeline(n, None) for n in names], trigger=30_000)
     by_name = {p["name"]: p["totals"] for p in report["pipelines"]}
     none = by_name["none"]
-    for name in ("peer-anthropic-compact", "peer-gemini-cli"):
+    for name in ("peer-anthropic-compact:native=true", "peer-gemini-cli:native=true"):
         assert by_name[name]["compactions"] == 0
         assert by_name[name]["prompt_tokens"] == none["prompt_tokens"]
         assert by_name[name]["cost"] == none["cost"]
-    for name in ("peer-anthropic-clear:trigger=30000", "peer-openai-agents", "peer-adk"):
+    for name in (
+        "peer-anthropic-clear:trigger=30000",
+        "peer-openai-agents",
+        "peer-adk:native=true",
+    ):
         assert by_name[name]["compactions"] >= 1, name
         assert by_name[name]["prompt_tokens"] < none["prompt_tokens"], name
         assert by_name[name]["violations"] == 0, name

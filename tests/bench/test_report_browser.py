@@ -24,8 +24,9 @@ from typing import Any
 
 import pytest
 
-from compactkit import default_pipeline, parse_pipeline, run_bench
+from compactkit import default_pipeline, parse_pipeline
 from compactkit.bench.report import render_html
+from compactkit.bench.runner import run_frontier
 
 from ..conftest import ROOT, SAMPLES
 
@@ -38,6 +39,8 @@ PIPELINES = [
     "observation-mask:keep_last=4",  # near neighbours: their labels must make room
     "observation-mask:keep_last=10",  # the default spelled out: the very point of observation-mask
 ]
+TRIGGERS = [30_000, 60_000, 100_000]
+"""A frontier: the first trigger's report, each pipeline's cost-retention curve over all three."""
 CHROMIUM_FLAGS = [
     "--headless",
     "--no-sandbox",
@@ -150,8 +153,11 @@ def _browse(chromium: str, page: Path, *args: str) -> subprocess.CompletedProces
 def rendered(chromium: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The real bench on the bundled sessions (given as absolute paths), its page measured in the
     browser and screenshot whole."""
-    specs = [parse_pipeline(p, default_pipeline(30_000)) for p in PIPELINES]
-    report = run_bench([str(SAMPLES.resolve())], specs, trigger=30_000)
+    report = run_frontier(
+        [str(SAMPLES.resolve())],
+        lambda t: [parse_pipeline(p, default_pipeline(t)) for p in PIPELINES],
+        TRIGGERS,
+    )
     page = render_html(report, base=ROOT)  # the CLI's base is the working directory
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     (ARTIFACTS / "bench-report.html").write_text(page, encoding="utf-8")
@@ -185,6 +191,12 @@ def test_every_axis_has_ticks_starting_at_zero(rendered: dict[str, Any]) -> None
                 ticks = _texts(chart, axis)
                 assert len(ticks) >= 3 and zero in ticks, (chart["label"], axis, ticks)
             assert len(_texts(chart, "axis-title")) == 2, chart["label"]
+    # the frontier: cost from 0; retention from just below its lowest point up to 100%
+    for chart in _charts(rendered, "frontier-chart"):
+        assert "0%" in _texts(chart, "y-tick"), chart["label"]
+        x_ticks = _texts(chart, "x-tick")
+        assert len(x_ticks) >= 3 and x_ticks[-1] == "100%", x_ticks
+        assert len(_texts(chart, "axis-title")) == 2, chart["label"]
 
 
 def test_session_charts_are_titled_by_file_name(rendered: dict[str, Any]) -> None:
@@ -224,6 +236,26 @@ def test_every_line_and_point_shows_somewhere(rendered: dict[str, Any]) -> None:
             assert sorted(m["pipeline"] for m in marks) == sorted(pipelines), chart["label"]
             hidden = [m["pipeline"] for m in marks if not m["on_top"]]
             assert not hidden, (chart["label"], hidden)
+
+
+def test_each_pipeline_draws_its_cost_retention_curve(rendered: dict[str, Any]) -> None:
+    """One frontier chart per pricing profile: every pipeline a line through one point per
+    trigger, named once (at its highest trigger), and showing on top somewhere (a line of points
+    that coincide, such as `none`'s, shows by its points' rings)."""
+    report = rendered["report"]
+    pipelines = sorted(p["name"] for p in report["pipelines"])
+    assert [f["trigger"] for f in report["frontier"]] == TRIGGERS
+    charts = _charts(rendered, "frontier-chart")
+    assert len(charts) == len(report["pricing"])
+    for chart in charts:
+        lines = [m for m in chart["marks"] if m["kind"] == "polyline"]
+        points = [m for m in chart["marks"] if m["kind"] == "circle"]
+        assert sorted(m["pipeline"] for m in lines) == pipelines
+        assert sorted(m["pipeline"] for m in points) == sorted(pipelines * len(TRIGGERS))
+        assert sorted(_texts(chart, "point-label")) == pipelines
+        shown = {m["pipeline"] for m in chart["marks"] if m["on_top"]}
+        assert shown == set(pipelines), (chart["label"], set(pipelines) - shown)
+    assert "Frontier" in rendered["measured"]["text"]
 
 
 def test_page_fits_the_window_and_the_screenshot_is_kept(rendered: dict[str, Any]) -> None:

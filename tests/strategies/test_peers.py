@@ -176,7 +176,7 @@ def test_anthropic_clear_keeps_the_newest_three_tool_uses_over_100k(
     pi_session: AgentContext,
 ) -> None:
     strategy = get_strategy("peer-anthropic-clear")
-    assert (strategy.options.trigger, strategy.options.keep) == (100_000, 3)
+    assert (strategy.options.trigger, strategy.options.keep) == (None, 3)  # unset: 100,000
     out = strategy.compact(pi_session)
     before, after = result_blocks(pi_session), result_blocks(out)
     assert len(after) == len(before)
@@ -229,7 +229,7 @@ def test_anthropic_clear_options_exclude_tools_and_clear_at_least(
 
 def test_anthropic_compact_summarizes_everything_over_150k(pi_session: AgentContext) -> None:
     strategy = get_strategy("peer-anthropic-compact")
-    assert strategy.options.trigger == 150_000
+    assert strategy.at_trigger() == 150_000
     out = strategy.compact(pi_session)
     assert [m.role for m in out.messages] == ["user", "user"]  # the task, the summary
     assert get_counter().text(summary_of(out).text) <= 4_000 + 16
@@ -238,8 +238,8 @@ def test_anthropic_compact_summarizes_everything_over_150k(pi_session: AgentCont
     below = pi_session.replace(messages=pi_session.messages[:300])
     assert get_counter().context(below) <= 150_000
     assert strategy.compact(below) is below
-    with pytest.raises(compactkit.ConfigError, match="trigger"):
-        get_strategy("peer-anthropic-compact", trigger=40_000)
+    with pytest.raises(compactkit.ConfigError, match="native=true keeps the native trigger"):
+        get_strategy("peer-anthropic-compact", trigger=40_000, native=True)
 
 
 def test_gemini_cli_compresses_at_half_the_limit_and_keeps_the_newest_30_percent(

@@ -7,12 +7,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from pydantic import JsonValue
+from pydantic import Field, JsonValue, model_validator
 
 from ...context import AgentContext, Message, SummaryBlock
 from ...errors import StrategyError
 from ...recovery import flatten, message_marker, prune, put
-from ...strategy import Strategy
+from ...strategy import Strategy, StrategyOptions, SummaryCall
 from ...summarize.base import SummaryRequest, clip_tokens
 from ...tokens import TokenCounter
 from .._common import counter_for, head_end, restore_orphaned_collapses, units
@@ -26,9 +26,32 @@ from ..llm_summary import (
 )
 
 
-class PeerOptions(SummarizerOptions):
+class TriggerOptions(StrategyOptions):
+    """The like-for-like trigger every peer with one has (see `PeerPolicy.at_trigger`)."""
+
+    trigger: int | None = Field(
+        default=None,
+        ge=1,
+        description="Compact at this many tokens, the policy's keep-windows and targets the same "
+        "shares of it as of its native trigger (the bench fills it with --trigger); unset: the "
+        "peer's native trigger.",
+    )
+    native: bool = Field(
+        default=False,
+        description="Keep the peer's native trigger and windows (the bench then leaves `trigger` "
+        "unset): the comparison as the peer ships.",
+    )
+
+    @model_validator(mode="after")
+    def _one_trigger(self) -> TriggerOptions:
+        if self.native and self.trigger is not None:
+            raise ValueError("native=true keeps the native trigger: give no trigger with it")
+        return self
+
+
+class PeerOptions(SummarizerOptions, TriggerOptions):
     """Options every peer policy has: the summarizer backend's, the same as llm-summary's, so a
-    comparison of peers is a comparison of policies."""
+    comparison of peers is a comparison of policies, and the like-for-like trigger."""
 
 
 @dataclass(frozen=True)
@@ -50,6 +73,7 @@ class PeerPolicy(Strategy):
 
     Options: ClassVar[type[PeerOptions]] = PeerOptions
     options: PeerOptions
+    trigger_option: ClassVar[str | None] = "trigger"
     self_triggered: ClassVar[bool] = True
     """The policy decides itself when to compact (the bench calls it before every model call)."""
     keeps_pins: ClassVar[bool] = False
@@ -59,6 +83,30 @@ class PeerPolicy(Strategy):
     """The peer checks at fixed points (once per request, once per invocation) and may compact
     again what it just kept: its summary records the history's length, and nothing is compacted
     until the history has grown (so a compaction run on its own output changes nothing)."""
+
+    summary_by_model: ClassVar[bool] = True
+    """Every peer that summarizes does it with a model (compactkit writes the text offline here,
+    the bench charges the call the peer would make)."""
+
+    def summary_call(
+        self, block: SummaryBlock, before: AgentContext, after: AgentContext, counter: TokenCounter
+    ) -> SummaryCall | None:
+        """The peer's summarizer call for `block`: its input is the window as the summarizer reads
+        it (`summary_context` and `summary_input`; the whole conversation when the peer sends
+        it before its instruction) plus `summary_instruction_tokens`, its output the summary
+        without what `dress` adds around it."""
+        plan = self.plan(before, self.window_start(before), counter)
+        if plan is None:
+            return super().summary_call(block, before, after, counter)
+        if self.summary_shares_prefix:
+            read = counter.context(before)
+        else:
+            window = self.summary_input(before.messages[plan.start : plan.end], counter)
+            read = sum(counter.messages((*self.summary_context(before, plan), *window)))
+        dressing = counter.text(self.dress("", before, plan, counter))
+        output = max(counter.text(block.text) - dressing, 0)
+        instruction = self.summary_instruction_tokens or 0
+        return SummaryCall(read + instruction, output, self.summary_shares_prefix)
 
     def compact(self, ctx: AgentContext) -> AgentContext:
         counter = counter_for(self.options.tokenizer)
@@ -88,6 +136,28 @@ class PeerPolicy(Strategy):
             recovery=recovery,
         )
         return prune(restore_orphaned_collapses(out))
+
+    # ----------------------------------------------------------------- the like-for-like trigger
+
+    def native_trigger(self) -> int:
+        """Tokens at which the peer compacts as it ships (from its native options)."""
+        raise NotImplementedError
+
+    @property
+    def like_for_like(self) -> bool:
+        """Whether the policy runs at the given `trigger` instead of its native one."""
+        return self.options.trigger is not None and not self.options.native
+
+    def at_trigger(self) -> int:
+        """Tokens at which the policy compacts: the given `trigger`, else its native one."""
+        return self.options.trigger if self.options.trigger is not None else self.native_trigger()
+
+    def share(self, native_tokens: int, least: int = 1) -> int:
+        """A keep-window or target of the native policy, as the same share of the trigger in use
+        (unchanged at the native trigger)."""
+        if not self.like_for_like:
+            return native_tokens
+        return max(least, round(native_tokens * self.at_trigger() / self.native_trigger()))
 
     # ----------------------------------------------------------------- what each peer decides
 

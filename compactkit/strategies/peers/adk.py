@@ -28,6 +28,10 @@ from ...tokens import TokenCounter
 from .._common import units
 from ._base import PeerOptions, PeerPolicy, Plan
 
+DOCUMENTED_RETENTION = 5
+"""`event_retention_size` of the ADK documentation's token-based example (docs/context/compaction.md:
+`token_threshold=4000, event_retention_size=5`)."""
+
 
 class AdkOptions(PeerOptions):
     compaction_interval: int = Field(
@@ -73,7 +77,16 @@ class PeerAdk(PeerPolicy):
     the last summary, they become one summary placed after it, written from them and the last
     `overlap_size` invocations that summary covers. With `token_threshold`, a prompt of that
     many tokens first has everything but its newest `event_retention_size` events (a model turn
-    is one, its tool responses another) summarized, earlier summaries included."""
+    is one, its tool responses another) summarized, earlier summaries included.
+
+    At a given `trigger`, ADK's token-based compaction (its primary strategy, which takes
+    priority over the interval one) runs there alone: `token_threshold` is the trigger and
+    `event_retention_size` as given, else 5, the ADK documentation's token-based example."""
+
+    summary_instruction_tokens = 60
+    """The summarizer's instruction: `LlmEventSummarizer._DEFAULT_PROMPT_TEMPLATE` (about 290
+    characters), the events formatted into it."""
+    summary_shares_prefix = False
 
     name = "peer-adk"
     description = "Google ADK's events compaction: every 3 invocations, overlapping 1."
@@ -83,14 +96,15 @@ class PeerAdk(PeerPolicy):
 
     def plan(self, ctx: AgentContext, start: int, counter: TokenCounter) -> Plan | None:
         opts = self.options
-        if (
-            opts.token_threshold is not None
-            and opts.event_retention_size is not None
-            and counter.context(ctx) >= opts.token_threshold
-        ):
-            end = tail_cut(ctx, start, opts.event_retention_size)
+        threshold, retention = opts.token_threshold, opts.event_retention_size
+        if self.like_for_like:
+            threshold, retention = self.options.trigger, retention or DOCUMENTED_RETENTION
+        if threshold is not None and retention is not None and counter.context(ctx) >= threshold:
+            end = tail_cut(ctx, start, retention)
             if end > start:
                 return Plan(start, end, opts.summary_max_tokens)
+        if self.like_for_like:
+            return None
         begin = start
         for i in range(len(ctx.messages) - 1, start - 1, -1):
             if message_marker(ctx.messages[i]) is not None:

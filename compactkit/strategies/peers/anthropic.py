@@ -41,20 +41,20 @@ from ...recovery import expand, prune
 from ...strategy import Strategy
 from ...tokens import TokenCounter
 from .._common import TokenizerOption, ToolNames, counter_for
-from ._base import PeerOptions, PeerPolicy, Plan
+from ._base import PeerOptions, PeerPolicy, Plan, TriggerOptions
 from ._results import Replacements, apply, calls_by_id, editable, masked, results
 
 CLEARED = "cleared"
 """The label of a cleared result (shown as `[cleared; etag ...]`)."""
 
 
-class ClearToolUsesOptions(TokenizerOption):
-    trigger: int = Field(
-        default=100_000,
-        ge=1,
-        description="Input tokens of the full prompt above which results are cleared (`trigger`, "
-        "type input_tokens).",
-    )
+NATIVE_CLEAR_TRIGGER = 100_000
+"""clear_tool_uses_20250919's default `trigger` (input tokens)."""
+NATIVE_COMPACT_TRIGGER = 150_000
+"""compact_20260112's default `trigger` (input tokens; the API's minimum is 50,000)."""
+
+
+class ClearToolUsesOptions(TokenizerOption, TriggerOptions):
     keep: int = Field(
         default=3, ge=0, description="Newest tool uses whose results are kept (`keep`)."
     )
@@ -87,12 +87,14 @@ class ClearToolUsesOptions(TokenizerOption):
 
 
 class PeerAnthropicClear(Strategy):
-    """Anthropic's tool-result clearing: while the full prompt is over `trigger` tokens, every
+    """Anthropic's tool-result clearing: while the full prompt is over `trigger` tokens (unset:
+    100,000; what it keeps is counted in tool uses, so a given trigger changes nothing else), every
     tool result but those of the newest `keep` tool uses (and of `exclude_tools`) is replaced by
     a `[cleared; etag ...]` marker, oldest first; with `clear_at_least`, only when that many
     tokens go. No summary: nothing for a summarizer backend to write."""
 
     name = "peer-anthropic-clear"
+    trigger_option: ClassVar[str | None] = "trigger"
     description = (
         "Anthropic's clear_tool_uses_20250919: over 100,000 tokens, clear all but 3 tool results."
     )
@@ -106,7 +108,7 @@ class PeerAnthropicClear(Strategy):
     def compact(self, ctx: AgentContext) -> AgentContext:
         opts = self.options
         counter = counter_for(opts.tokenizer)
-        if full_prompt_tokens(ctx, counter) <= opts.trigger:
+        if full_prompt_tokens(ctx, counter) <= (opts.trigger or NATIVE_CLEAR_TRIGGER):
             return ctx
         found = list(results(ctx.messages))
         old = found[: max(len(found) - opts.keep, 0)]
@@ -138,12 +140,6 @@ def full_prompt_tokens(ctx: AgentContext, counter: TokenCounter) -> int:
 
 
 class CompactOptions(PeerOptions):
-    trigger: int = Field(
-        default=150_000,
-        ge=50_000,
-        description="Input tokens above which the conversation is compacted (`trigger`; the API's "
-        "minimum is 50,000).",
-    )
     summary_max_tokens: int = Field(
         default=4_000,
         ge=32,
@@ -152,15 +148,24 @@ class CompactOptions(PeerOptions):
 
 
 class PeerAnthropicCompact(PeerPolicy):
-    """Anthropic's server-side compaction: over `trigger` input tokens, everything (here: after
-    the task, which compactkit's contract keeps) becomes one summary; nothing else is kept."""
+    """Anthropic's server-side compaction: over `trigger` input tokens (unset: 150,000; the API
+    refuses less than 50,000, the bench compares at any), everything (here: after the task, which
+    compactkit's contract keeps) becomes one summary; nothing else is kept."""
+
+    summary_instruction_tokens = 100
+    """The summarizer's instruction: the default prompt the documentation publishes (about 480
+    characters), after the transcript."""
+    summary_shares_prefix = True
 
     name = "peer-anthropic-compact"
     description = "Anthropic's compact_20260112: over 150,000 tokens, all of it summarized."
     Options = CompactOptions
     options: CompactOptions
 
+    def native_trigger(self) -> int:
+        return NATIVE_COMPACT_TRIGGER
+
     def plan(self, ctx: AgentContext, start: int, counter: TokenCounter) -> Plan | None:
-        if counter.context(ctx) <= self.options.trigger:
+        if counter.context(ctx) <= self.at_trigger():
             return None
         return Plan(start, len(ctx.messages), self.options.summary_max_tokens)

@@ -52,17 +52,26 @@ class ClaudeCodeOptions(PeerOptions):
 class PeerClaudeCode(PeerPolicy):
     """Claude Code's auto-compact: over `context_window - summary_reserve - buffer_tokens` tokens
     (167,000 for a 200,000 window), the whole conversation becomes one summary, followed by the
-    newest contents of up to `max_files` recently read files."""
+    newest contents of up to `max_files` recently read files. At a given `trigger`, the files'
+    and the summary's token limits are the same shares of it as of the native threshold."""
+
+    summary_instruction_tokens = 1_200
+    """The summarizer's instruction: an estimate: the compact prompt (`getCompactPrompt`) is not in
+    the public copy read here."""
+    summary_shares_prefix = True
 
     name = "peer-claude-code"
     description = "Claude Code's auto-compact: at window - 33,000 tokens, all of it summarized."
     Options = ClaudeCodeOptions
     options: ClaudeCodeOptions
 
+    def native_trigger(self) -> int:
+        return self.options.threshold
+
     def plan(self, ctx: AgentContext, start: int, counter: TokenCounter) -> Plan | None:
-        if counter.context(ctx) <= self.options.threshold:
+        if counter.context(ctx) <= self.at_trigger():
             return None
-        return Plan(start, len(ctx.messages), self.options.summary_max_tokens)
+        return Plan(start, len(ctx.messages), self.share(self.options.summary_max_tokens, 32))
 
     def dress(self, summary: str, ctx: AgentContext, plan: Plan, counter: TokenCounter) -> str:
         files = self.reread_files(ctx, plan, counter)
@@ -88,12 +97,12 @@ class PeerClaudeCode(PeerPolicy):
         out: list[str] = []
         used = 0
         for path in list(reversed(newest))[: opts.max_files]:
-            body = clip_tokens(newest[path], opts.file_tokens, counter.tokenizer.count)
+            body = clip_tokens(newest[path], self.share(opts.file_tokens), counter.tokenizer.count)
             text = (
                 f'Called the Read tool with the following input: {{"file_path": "{path}"}}\n{body}'
             )
             size = counter.text(text)
-            if used + size > opts.files_budget:
+            if used + size > self.share(opts.files_budget):
                 continue
             used += size
             out.append(text)

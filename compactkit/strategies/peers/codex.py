@@ -58,15 +58,24 @@ class CodexOptions(PeerOptions):
 class PeerCodex(PeerPolicy):
     """Codex's auto-compact: over 90% of the window, everything after the initial context is
     replaced by the user's own messages (newest first, within `user_message_tokens`) and the
-    summary; assistant turns and tool output are dropped (and stay recoverable here)."""
+    summary; assistant turns and tool output are dropped (and stay recoverable here). At a given
+    `trigger`, the user messages' budget is the same share of it as of the native limit."""
+
+    summary_instruction_tokens = 90
+    """The summarizer's instruction: `codex-rs/core/templates/compact/prompt.md` (450 characters),
+    sent after the history."""
+    summary_shares_prefix = True
 
     name = "peer-codex"
     description = "Codex's auto-compact: at 90% of the window, user messages + summary."
     Options = CodexOptions
     options: CodexOptions
 
+    def native_trigger(self) -> int:
+        return self.options.limit
+
     def plan(self, ctx: AgentContext, start: int, counter: TokenCounter) -> Plan | None:
-        if counter.context(ctx) <= self.options.limit:
+        if counter.context(ctx) <= self.at_trigger():
             return None
         return Plan(start, len(ctx.messages), self.options.summary_max_tokens)
 
@@ -79,7 +88,7 @@ class PeerCodex(PeerPolicy):
         the ones it kept), newest first within the budget left after the task."""
         window = flatten(ctx.messages[plan.start : plan.end], ctx.recovery)
         texts = [m.text for m in window if m.is_human and m.text.strip()]
-        remaining = self.options.user_message_tokens - counter.text(ctx.task)
+        remaining = self.share(self.options.user_message_tokens) - counter.text(ctx.task)
         selected: list[str] = []
         for text in reversed(texts):
             if remaining <= 0:

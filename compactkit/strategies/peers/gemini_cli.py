@@ -68,7 +68,13 @@ class PeerGeminiCli(PeerPolicy):
     summary (all of it when the history ends on a model reply without calls); in what stays,
     tool responses past `function_response_budget` tokens (newest first) longer than
     `truncate_chars` are cut to a head and a tail. A compression that would grow the context is
-    not made."""
+    not made. At a given `trigger`, the responses' budget and the cut length are the same shares
+    of it as of the native threshold (what is kept verbatim is a share already)."""
+
+    summary_instruction_tokens = 1_100
+    """The summarizer's instruction: an estimate: the compression prompt (`getCompressionPrompt`)
+    is a system instruction of its own, so nothing is shared."""
+    summary_shares_prefix = False
 
     name = "peer-gemini-cli"
     description = "Gemini CLI's chat compression: at 50% of the window, keep the newest 30%."
@@ -85,9 +91,12 @@ class PeerGeminiCli(PeerPolicy):
             return ctx  # COMPRESSION_FAILED_INFLATED_TOKEN_COUNT
         return out
 
+    def native_trigger(self) -> int:
+        return int(self.options.threshold * self.options.token_limit)
+
     def plan(self, ctx: AgentContext, start: int, counter: TokenCounter) -> Plan | None:
         opts = self.options
-        if counter.context(ctx) < opts.threshold * opts.token_limit:
+        if counter.context(ctx) < self.at_trigger():
             return None
         shown = self.truncated(ctx.messages, {}, counter)
         split = split_point(shown, start, 1 - opts.preserve)
@@ -106,16 +115,17 @@ class PeerGeminiCli(PeerPolicy):
         """truncateHistoryToBudget: tool responses counted from the newest; once the budget is
         passed, a response longer than `truncate_chars` is cut (its output stored in
         `recovery`) and the cut text counts instead."""
-        opts = self.options
+        budget = self.share(self.options.function_response_budget)
+        cut = self.share(self.options.truncate_chars, 10)
         used = 0
         replaced: Replacements = {}
         for i, j, result in reversed(list(results(messages))):
             text = shown_text(result)
             tokens = counter.text(text)
-            if used + tokens <= opts.function_response_budget or not editable(result):
+            if used + tokens <= budget or not editable(result):
                 used += tokens
                 continue
-            label = truncated_output(text, opts.truncate_chars)
+            label = truncated_output(text, cut)
             if label is None:
                 used += tokens
                 continue

@@ -48,7 +48,13 @@ class LangChainOptions(PeerOptions):
 class PeerLangChain(PeerPolicy):
     """LangChain's SummarizationMiddleware: over `trigger_tokens`, everything but the newest
     `keep_messages` messages (moved back so no tool call loses its results) becomes one summary
-    written from the newest `trim_tokens_to_summarize` tokens of what it replaces."""
+    written from the newest `trim_tokens_to_summarize` tokens of what it replaces. At a given
+    `trigger` it summarizes there; what it keeps is counted in messages, so it stays 20."""
+
+    summary_instruction_tokens = 450
+    """The summarizer's instruction: `DEFAULT_SUMMARY_PROMPT` (about 1,800 characters), the
+    messages formatted into it."""
+    summary_shares_prefix = False
 
     name = "peer-langchain"
     description = (
@@ -58,9 +64,12 @@ class PeerLangChain(PeerPolicy):
     options: LangChainOptions
     empty_summary = "Previous conversation was too long to summarize."
 
+    def native_trigger(self) -> int:
+        return self.options.trigger_tokens
+
     def plan(self, ctx: AgentContext, start: int, counter: TokenCounter) -> Plan | None:
         opts = self.options
-        if counter.context(ctx) < opts.trigger_tokens:
+        if counter.context(ctx) < self.at_trigger():
             return None
         target = len(ctx.messages) - opts.keep_messages
         safe = [cut for cut in unit_starts(ctx, start) if cut <= target]

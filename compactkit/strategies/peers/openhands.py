@@ -55,7 +55,17 @@ def events(msg: Message) -> int:
 class PeerOpenHands(PeerPolicy):
     """OpenHands' LLMSummarizingCondenser: when the view holds more than `max_size` events, keep
     the first `keep_first` events and the newest `max_size // 2 - keep_first - 1` events, and
-    replace everything between them (the previous summary included) with one summary event."""
+    replace everything between them (the previous summary included) with one summary event.
+
+    At a given `trigger` it condenses on tokens instead (the SDK's own `max_tokens`, the event
+    limit left out so the trigger is the one compared), and keeps from the tail the newest events
+    within the share of the trigger its tail is of the event limit
+    (`(max_size // 2 - keep_first - 1) / max_size`: 35 / 80 of it)."""
+
+    summary_instruction_tokens = 600
+    """The summarizer's instruction: `prompts/summarizing_prompt.j2` (about 2,600 characters), the
+    events rendered into it."""
+    summary_shares_prefix = False
 
     name = "peer-openhands"
     description = "OpenHands' default condenser: over 80 events, summarize all but 4 + 35 events."
@@ -66,8 +76,9 @@ class PeerOpenHands(PeerPolicy):
         opts = self.options
         counts = [events(m) for m in ctx.messages]
         total = sum(counts) + (1 if ctx.system_instruction else 0)
-        over_tokens = opts.max_tokens is not None and counter.context(ctx) > opts.max_tokens
-        if total <= opts.max_size and not over_tokens:
+        limit = self.options.trigger if self.like_for_like else opts.max_tokens
+        over_tokens = limit is not None and counter.context(ctx) > limit
+        if not over_tokens and (self.like_for_like or total <= opts.max_size):
             return None
         # the head: keep_first events from the start (the system prompt event first), never less
         # than the task; whole units only
@@ -78,9 +89,15 @@ class PeerOpenHands(PeerPolicy):
             if head_events + sum(counts[start:cut]) <= opts.keep_first:
                 begin = cut
         tail_events = max(opts.max_size // 2 - opts.keep_first - 1, 1)
+        sizes = counter.messages(ctx.messages) if self.like_for_like else counts
+        tail = (
+            tail_events
+            if not self.like_for_like
+            else self.at_trigger() * tail_events // opts.max_size
+        )
         end = len(ctx.messages)
         for cut in reversed(cuts[:-1]):
-            if cut < begin or sum(counts[cut:]) > tail_events:
+            if cut < begin or sum(sizes[cut:]) > tail:
                 break
             end = cut
         return Plan(begin, end, opts.summary_max_tokens)

@@ -39,19 +39,28 @@ class PiOptions(PeerOptions):
 class PeerPi(PeerPolicy):
     """pi's compaction: over `context_window - reserve_tokens`, the messages before the newest
     `keep_recent_tokens` become one summary (the previous summary merged in), followed by the
-    lists of files read and modified."""
+    lists of files read and modified. At a given `trigger`, the kept tokens and the summary's
+    limit are the same shares of it as of the native threshold."""
+
+    summary_instruction_tokens = 300
+    """The summarizer's instruction: `SUMMARIZATION_PROMPT` (about 1,100 characters) and its system
+    prompt, after the serialized conversation."""
+    summary_shares_prefix = False
 
     name = "peer-pi"
     description = "pi's compaction: at window - 16,384 tokens, keep the newest 20,000 tokens."
     Options = PiOptions
     options: PiOptions
 
+    def native_trigger(self) -> int:
+        return self.options.context_window - self.options.reserve_tokens
+
     def plan(self, ctx: AgentContext, start: int, counter: TokenCounter) -> Plan | None:
         opts = self.options
-        if counter.context(ctx) <= opts.context_window - opts.reserve_tokens:
+        if counter.context(ctx) <= self.at_trigger():
             return None
-        end = cut_keeping_tokens(ctx, start, opts.keep_recent_tokens, counter)
-        return Plan(start, end, max(int(0.8 * opts.reserve_tokens), 32))
+        end = cut_keeping_tokens(ctx, start, self.share(opts.keep_recent_tokens), counter)
+        return Plan(start, end, max(self.share(int(0.8 * opts.reserve_tokens)), 32))
 
     def dress(self, summary: str, ctx: AgentContext, plan: Plan, counter: TokenCounter) -> str:
         read: dict[str, None] = {}
