@@ -13,6 +13,10 @@ DEFAULT_TRIGGER = 30_000
 """History size (tokens) above which the default pipeline compacts, when no budget is given."""
 
 SUMMARY_TOKENS = 4_000
+KEEP_LAST = 3
+"""Newest turns the default keeps verbatim after its summary at a trigger: what the agent is in
+the middle of. The peers that summarize keep none (Claude Code, Codex, Anthropic's compaction);
+every turn kept is written to the cache again at each compaction and read on every call after."""
 
 
 def default_pipeline(budget: int | None, *, fill: bool = False) -> list[str]:
@@ -32,6 +36,6 @@ def default_pipeline(budget: int | None, *, fill: bool = False) -> list[str]:
     summary = f"llm-summary:max_tokens={budget},summary_max_tokens={SUMMARY_TOKENS}"
     return [
         "etag-collapse",
-        summary + (",fill=true" if fill else ""),
+        summary + (",fill=true" if fill else f",keep_last={KEEP_LAST}"),
         f"sliding-window:max_tokens={budget}",
     ]

@@ -347,7 +347,8 @@ def _replay(
     self_triggered = bool(pipeline.strategies) and all(
         getattr(s, "self_triggered", False) for s in pipeline.strategies
     )
-    ledger = None if self_triggered or mode != "persistent" else policy.ledger()
+    compacts = bool(pipeline.strategies) and not self_triggered
+    ledger = policy.ledger() if compacts and mode == "persistent" else None
     sizes = counter.messages(messages)
     raw = counter.preamble(ctx)
     raw_at = 0
