@@ -12,11 +12,11 @@ from ..context import AgentContext
 from ..errors import BadInputError, ConfigError
 from ..formats.export import PENDING_CHOICES, Pending, ProviderWriter, WriterOptions
 from ..formats.native import write_native
-from ..io import render, split_address
+from ..io import split_address
 from ._app import State, command
 from ._input import check_one_stdin, load, load_single, read_entries, sidecar_of
 from ._options import STDIO, format_option, output_option, stash_option, to_option
-from ._output import Outputs, say
+from ._output import Outputs, written
 
 
 @command(exit_codes="0 ok; 2 bad input or a format that cannot be written; 3 a plugin failed")
@@ -59,21 +59,14 @@ def convert(
     """
     with Outputs([file], output=output) as outputs:
         _, contexts = load(state, file, format_)
-        writer = state.registry.formats.get(to)
-        if isinstance(writer, ProviderWriter):
-            result = writer.export(contexts, WriterOptions(request=request, pending=pending))
-            text = result.text
-            warning = result.warning(writer.name)
-            if warning:
-                say(f"warning: {warning}", err=True)
-        elif request or pending is not None:
+        provider = isinstance(state.registry.formats.get(to), ProviderWriter)
+        if not provider and (request or pending is not None):
             raise ConfigError(f"--request and --pending apply to provider formats, not {to!r}")
-        elif to == "compactkit" and len(contexts) == 1 and output not in (None, STDIO):
+        if to == "compactkit" and len(contexts) == 1 and output not in (None, STDIO):
             outputs.stream(output, partial(write_native, contexts[0]))  # a message at a time
             return
-        else:
-            text = render(contexts, to, state.registry)
-        outputs.emit(text, output, verbatim=True)
+        options = WriterOptions(request=request, pending=pending) if provider else None
+        outputs.emit(written(contexts, to, state.registry, options), output, verbatim=True)
 
 
 @command(exit_codes="0 ok; 2 bad input, or markers that cannot be restored without the stash")
@@ -122,7 +115,7 @@ def expand(state: State, file: str, stash: str | None, to: str, output: str | No
     expanded = ctx.replace(messages=tuple(expansion.messages()), recovery=expansion.recovery())
     _all_restored(expansion.left_over, file)  # nested markers too: all resolved, or no output
     with outputs:
-        outputs.emit(render(expanded, to, state.registry), output, verbatim=True)
+        outputs.emit(written(expanded, to, state.registry), output, verbatim=True)
 
 
 def _markers_kept(

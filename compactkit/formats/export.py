@@ -15,7 +15,9 @@ with a synthesized error result "[no result: the call was not run]". Unset, it i
 saved session and `answer` for a request.
 
 Everything a writer cannot carry (thinking, signatures, images, markers it writes as text, ...)
-and everything it changes is counted in `ExportNotes`, which `warning()` turns into ONE line.
+and everything it changes is counted in `ExportNotes`, which `warning()` turns into ONE line. The
+writers back into the agents (`NotingWriter`: Claude Code, Codex, pi) count theirs the same way,
+so that `compactkit convert` lists on stderr whatever its target cannot carry, whichever it is.
 """
 
 from __future__ import annotations
@@ -29,7 +31,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from ..context import AgentContext, Message, TextBlock, ToolCallBlock, ToolResultBlock
+from ..context import (
+    MARKER_TYPES,
+    AgentContext,
+    Block,
+    Message,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
+from ..errors import ConfigError
 
 Pending = Literal["keep", "drop", "answer"]
 PENDING_CHOICES: tuple[Pending, ...] = ("keep", "drop", "answer")
@@ -94,11 +105,39 @@ class Export:
         return self.notes.warning(fmt)
 
 
-class ProviderWriter:
-    """A format whose writer takes `WriterOptions` and reports `ExportNotes` (mixin): it builds one
-    request body per context (`request_body`) and says how a body is written (`body_text`)."""
+class NotingWriter:
+    """A writer that counts, while it writes, what its format cannot carry and what it changes
+    (mixin): `export` gives the text and those notes, `dump` the text alone (the notes logged as
+    one warning). A writer back into an agent implements `write`; a provider writer is a
+    `ProviderWriter`."""
 
     name: ClassVar[str] = ""
+
+    def write(self, contexts: Sequence[AgentContext], notes: ExportNotes) -> str:
+        raise NotImplementedError
+
+    def dump(self, contexts: Sequence[AgentContext]) -> str:
+        """A saved session (see `export`); drops are logged as one warning."""
+        result = self.export(contexts)
+        log_warning(result, self.name)
+        return result.text
+
+    def export(
+        self, contexts: Sequence[AgentContext], options: WriterOptions | None = None
+    ) -> Export:
+        """File text for `contexts` and what writing them dropped or changed; `options` are for
+        the provider formats and refused here."""
+        if options is not None and options != WriterOptions():
+            raise ConfigError(
+                f"format {self.name!r} takes no writer options (they are for providers)"
+            )
+        notes = ExportNotes()
+        return Export(self.write(contexts, notes), notes)
+
+
+class ProviderWriter(NotingWriter):
+    """A format whose writer takes `WriterOptions` and reports `ExportNotes` (mixin): it builds one
+    request body per context (`request_body`) and says how a body is written (`body_text`)."""
 
     def request_body(
         self, ctx: AgentContext, options: WriterOptions | None, notes: ExportNotes
@@ -109,12 +148,6 @@ class ProviderWriter:
         """One context's file text (several contexts are written one body per line)."""
         return json.dumps(body, ensure_ascii=False) + "\n"
 
-    def dump(self, contexts: Sequence[AgentContext]) -> str:
-        """A saved session (see `export` for a request to send); drops are logged as one warning."""
-        result = self.export(contexts)
-        log_warning(result, self.name)
-        return result.text
-
     def export(
         self, contexts: Sequence[AgentContext], options: WriterOptions | None = None
     ) -> Export:
@@ -124,6 +157,35 @@ class ProviderWriter:
         if len(bodies) == 1:
             return Export(self.body_text(bodies[0]), notes)
         return Export("".join(json.dumps(b, ensure_ascii=False) + "\n" for b in bodies), notes)
+
+
+def walk_blocks(ctx: AgentContext) -> list[Block]:
+    """Every block of `ctx`, the parts of tool results included, in order."""
+    out: list[Block] = []
+    for m in ctx.messages:
+        for b in m.content:
+            out.append(b)
+            if isinstance(b, ToolResultBlock):
+                out.extend(b.content)
+    return out
+
+
+def note_agent_losses(
+    ctx: AgentContext, notes: ExportNotes, *, system_prompt: bool, system_messages: bool
+) -> None:
+    """What the agent formats do alike: markers written as the text a model is shown, message
+    names dropped and, where the format has no place for them (`system_prompt`,
+    `system_messages` False), the system prompt written as the first user message (the agent
+    keeps its own outside the session) and system messages written as user messages."""
+    if ctx.system_instruction and not system_prompt:
+        notes.change("system prompt written as a user message")
+    notes.drop("markers written as text", sum(b.type in MARKER_TYPES for b in walk_blocks(ctx)))
+    notes.drop("message names", sum(m.name is not None for m in ctx.messages))
+    if not system_messages:
+        notes.change(
+            "system messages written as user messages",
+            sum(m.role == "system" for m in ctx.messages),
+        )
 
 
 # --------------------------------------------------------------------------- context-level steps
@@ -241,12 +303,15 @@ __all__ = [
     "PLACEHOLDER_USER_TEXT",
     "Export",
     "ExportNotes",
+    "NotingWriter",
     "Pending",
     "ProviderWriter",
     "WriterOptions",
     "log_warning",
+    "note_agent_losses",
     "prepare",
     "rewrite_call_ids",
     "settle_pending",
     "unanswered_calls",
+    "walk_blocks",
 ]
