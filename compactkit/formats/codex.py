@@ -734,7 +734,8 @@ def _items(message: Any, custom: set[str], notes: ExportNotes) -> list[dict[str,
 def _output(block: ToolResultBlock, custom: set[str], notes: ExportNotes) -> dict[str, Any]:
     """A tool result as the `..._output` item of its call (see `write_rollout`)."""
     images = sum(isinstance(p, ImageBlock) for p in block.content)
-    output: str | list[dict[str, Any]] = block.text
+    texts = (block_as_text(p) for p in block.content if not isinstance(p, ImageBlock))
+    output: str | list[dict[str, Any]] = "\n".join(texts)  # a marker as its text
     if block.tool_call_id in custom:
         kind = "custom_tool_call_output"
         notes.drop("images in custom tool outputs", images)

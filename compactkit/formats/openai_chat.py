@@ -55,6 +55,7 @@ tool message (one message per result), message and context metadata (ids, usage,
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -413,6 +414,11 @@ def _assistant_out(msg: Message, request: bool, notes: ExportNotes) -> dict[str,
     body = [b for b in msg.content if not isinstance(b, (ThinkingBlock, ToolCallBlock))]
     content = _content_out(body, notes, images=False)
     calls = msg.tool_calls
+    after_call = itertools.dropwhile(lambda b: not isinstance(b, ToolCallBlock), msg.content)
+    notes.change(  # a chat message holds its content, then its calls
+        "assistant texts moved before the tool calls",
+        sum(not isinstance(b, (ThinkingBlock, ToolCallBlock, ImageBlock)) for b in after_call),
+    )
     out["content"] = None if calls and content == "" else content
     if calls:
         out["tool_calls"] = [
