@@ -55,6 +55,10 @@ class WriterOptions:
 
     request: bool = False
     pending: Pending | None = None
+    model: str | None = None
+    """A request's `model` (`request=True` only; unset, the body has none: the caller adds it)."""
+    max_tokens: int | None = None
+    """A request's output limit (`max_tokens`; openai-chat: `max_completion_tokens`)."""
 
     @property
     def pending_mode(self) -> Pending:
@@ -139,6 +143,14 @@ class ProviderWriter(NotingWriter):
     """A format whose writer takes `WriterOptions` and reports `ExportNotes` (mixin): it builds one
     request body per context (`request_body`) and says how a body is written (`body_text`)."""
 
+    request_needs: ClassVar[tuple[str, ...]] = ("model",)
+    """What a request must name for the API to take it (`model`, `max_tokens`)."""
+
+    def serves(self, model: str) -> bool:
+        """Whether this provider's API serves `model` (a session's recorded model is used for a
+        request only then)."""
+        return True
+
     def request_body(
         self, ctx: AgentContext, options: WriterOptions | None, notes: ExportNotes
     ) -> dict[str, Any]:
@@ -157,6 +169,36 @@ class ProviderWriter(NotingWriter):
         if len(bodies) == 1:
             return Export(self.body_text(bodies[0]), notes)
         return Export("".join(json.dumps(b, ensure_ascii=False) + "\n" for b in bodies), notes)
+
+
+def recorded_model(ctx: AgentContext) -> str | None:
+    """The model the session records: the newest assistant message's, else the context's
+    (`metadata["model"]`); None when there is none (`<synthetic>` and the like are no model)."""
+    for m in reversed(ctx.messages):
+        model = m.metadata.get("model") if m.role == "assistant" else None
+        if isinstance(model, str) and model and not model.startswith("<"):
+            return model
+    model = ctx.metadata.get("model")
+    return model if isinstance(model, str) and model and not model.startswith("<") else None
+
+
+def recorded_max_tokens(ctx: AgentContext) -> int | None:
+    """The output limit the session's request recorded (`metadata["max_tokens"]`), or None."""
+    limit = ctx.metadata.get("max_tokens")
+    return limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else None
+
+
+def request_settings(
+    body: dict[str, Any], options: WriterOptions, limit_key: str
+) -> dict[str, Any]:
+    """`body` with the request's `model` and output limit (under `limit_key`) first, where
+    `options` give them."""
+    head: dict[str, Any] = {}
+    if options.request and options.model is not None:
+        head["model"] = options.model
+    if options.request and options.max_tokens is not None:
+        head[limit_key] = options.max_tokens
+    return head | body
 
 
 def walk_blocks(ctx: AgentContext) -> list[Block]:
@@ -310,6 +352,9 @@ __all__ = [
     "log_warning",
     "note_agent_losses",
     "prepare",
+    "recorded_max_tokens",
+    "recorded_model",
+    "request_settings",
     "rewrite_call_ids",
     "settle_pending",
     "unanswered_calls",

@@ -79,6 +79,7 @@ from ..errors import BadInputError
 from ._chat import (
     anthropic_marks,
     block_as_text,
+    body_text,
     chat_context,
     conversations_of,
     has_foreign_keys,
@@ -90,7 +91,7 @@ from ._chat import (
 from ._pairing import Turn, freeze_all
 from ._util import as_text, image_from_url, parse_arguments, text_of
 from .base import Document, Format
-from .export import ExportNotes, ProviderWriter, WriterOptions, prepare
+from .export import ExportNotes, ProviderWriter, WriterOptions, prepare, request_settings
 from .provider_rules import OPENAI_ID_MAX
 
 _OPENAI_ROLES = ("system", "developer", "user", "assistant", "tool", "function")
@@ -560,22 +561,22 @@ def _tools_out(ctx: AgentContext, notes: ExportNotes) -> list[dict[str, Any]]:
 def to_openai_request(
     ctx: AgentContext, options: WriterOptions | None = None, notes: ExportNotes | None = None
 ) -> dict[str, Any]:
-    """The context as a chat-completions request body `{"messages", "tools"?}` (no model)."""
+    """The context as a chat-completions request body `{"messages", "tools"?}`, with `model` and
+    `max_completion_tokens` first when a request's `options` give them."""
     notes = notes if notes is not None else ExportNotes()
     body: dict[str, Any] = {"messages": to_openai_messages(ctx, options, notes)}
     tools = _tools_out(ctx, notes)
     if tools:
         body["tools"] = tools
-    return body
+    return request_settings(body, options or WriterOptions(), "max_completion_tokens")
 
 
 def _body_text(body: dict[str, Any]) -> str:
-    """One context: its messages array (one message per line), or, when it has tools, the body
-    `{"messages": [...], "tools": [...]}`."""
-    if "tools" not in body:
+    """One context: its messages array (one message per line), or, when it has tools or a
+    model, the body `{"model"?, ..., "messages": [...], "tools"?: [...]}`."""
+    if list(body) == ["messages"]:
         return json_array_text(body["messages"])
-    tools = json.dumps(body["tools"], ensure_ascii=False)
-    return f'{{\n "messages": {json_array_text(body["messages"], indent=" ")},\n "tools": {tools}\n}}\n'
+    return body_text(body)
 
 
 __all__ = [
