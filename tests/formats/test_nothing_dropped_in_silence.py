@@ -1,9 +1,9 @@
-"""Nothing dropped in silence: every writer over every sample and corpus conversation (as loaded,
-and compacted so that it holds every kind of marker), read back with the same format; every
-difference the round trip shows (system prompt, error flags, images, thinking and its
-signatures, markers, message names, roles, tool inputs, order, content) is named in the one
-warning line `compactkit convert` prints on stderr (`Export.warning`, which `convert` prints as
-it is; the CLI tests below check that on the sample files)."""
+"""Nothing dropped in silence: every writer over every sample, corpus and tests/live/sessions
+conversation (as loaded, and compacted so that it holds every kind of marker), read back with the
+same format; every difference the round trip shows (system prompt, error flags, images, thinking and
+its signatures, markers, message names, roles, tool inputs, order, content) is named in the one
+warning line `compactkit convert` prints on stderr (`Export.warning`, which `convert` prints as it
+is; the CLI tests below check that on the sample files)."""
 
 from __future__ import annotations
 
@@ -36,6 +36,7 @@ from tests.conftest import every_conversation, sample_files
 REGISTRY = make_registry(entry_points=False)
 WRITERS = [n for n in REGISTRY.formats.names() if REGISTRY.formats.get(n).can_write]
 CLI = make_cli(lambda: make_registry(entry_points=False))
+LIVE_SESSIONS = Path(__file__).parent.parent / "live" / "sessions"
 
 COMPACTIONS = (
     # every marker type: collapsed, elided, masked, omitted; then summary
@@ -177,8 +178,19 @@ def compacted() -> list[tuple[str, AgentContext]]:
     return out
 
 
+@lru_cache(maxsize=1)
+def generated_sessions() -> list[tuple[str, AgentContext]]:
+    """Every conversation of the sessions the real CLIs wrote for the tests (tests/live/sessions)."""
+    return [
+        (f"live/{path.name}#{n}", ctx)
+        for path in sorted(LIVE_SESSIONS.glob("*.jsonl"))
+        for n, ctx in enumerate(compactkit.load(path))
+    ]
+
+
 def every_input() -> Iterator[tuple[str, AgentContext]]:
     yield from every_conversation()
+    yield from generated_sessions()
     yield from compacted()
 
 
