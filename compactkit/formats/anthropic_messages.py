@@ -405,7 +405,7 @@ def to_anthropic_request(
     body["messages"] = out
     if tools:
         body["tools"] = tools
-    return request_settings(body, options, "max_tokens")
+    return request_settings(body, ctx, options, "max_tokens")
 
 
 def _request_messages(out: list[dict[str, Any]], notes: ExportNotes) -> list[dict[str, Any]]:

@@ -1018,7 +1018,9 @@ def write_session(ctx: AgentContext, notes: ExportNotes | None = None) -> str:
         "version": WRITER_VERSION,
     }
     if notes is not None:
-        note_agent_losses(ctx, notes, system_prompt=False, system_messages=False)
+        note_agent_losses(
+            ctx, notes, system_prompt=False, system_messages=False, model_on_messages=True
+        )
     lines: list[str] = []
     parent: str | None = None
     if ctx.system_instruction:

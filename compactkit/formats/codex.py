@@ -658,7 +658,7 @@ def write_rollout(ctx: AgentContext, notes: ExportNotes | None = None) -> str:
     custom: set[str] = set()
     pinned = {p.etag for p in ctx.pins}
     notes = notes if notes is not None else ExportNotes()
-    note_agent_losses(ctx, notes, system_prompt=True, system_messages=True)
+    note_agent_losses(ctx, notes, system_prompt=True, system_messages=True, model_on_messages=False)
     for number, message in enumerate(ctx.messages):
         if message.role == "user" and pinned:  # the user's words the reader cut out go back
             blocks = rejoin(message.content, pinned, Where(number, message), _users_words)

@@ -189,15 +189,19 @@ def recorded_max_tokens(ctx: AgentContext) -> int | None:
 
 
 def request_settings(
-    body: dict[str, Any], options: WriterOptions, limit_key: str
+    body: dict[str, Any], ctx: AgentContext, options: WriterOptions, limit_key: str
 ) -> dict[str, Any]:
-    """`body` with the request's `model` and output limit (under `limit_key`) first, where
-    `options` give them."""
+    """`body` with its `model` and output limit (under `limit_key`) first: for a request, those
+    `options` give; for a saved session, those the session records (so that they read back)."""
+    if options.request:
+        model, limit = options.model, options.max_tokens
+    else:
+        model, limit = recorded_model(ctx), recorded_max_tokens(ctx)
     head: dict[str, Any] = {}
-    if options.request and options.model is not None:
-        head["model"] = options.model
-    if options.request and options.max_tokens is not None:
-        head[limit_key] = options.max_tokens
+    if model is not None:
+        head["model"] = model
+    if limit is not None:
+        head[limit_key] = limit
     return head | body
 
 
@@ -213,12 +217,18 @@ def walk_blocks(ctx: AgentContext) -> list[Block]:
 
 
 def note_agent_losses(
-    ctx: AgentContext, notes: ExportNotes, *, system_prompt: bool, system_messages: bool
+    ctx: AgentContext,
+    notes: ExportNotes,
+    *,
+    system_prompt: bool,
+    system_messages: bool,
+    model_on_messages: bool,
 ) -> None:
     """What the agent formats do alike: markers written as the text a model is shown, message
     names dropped and, where the format has no place for them (`system_prompt`,
     `system_messages` False), the system prompt written as the first user message (the agent
-    keeps its own outside the session) and system messages written as user messages."""
+    keeps its own outside the session) and system messages written as user messages; the
+    session's model is dropped unless an assistant message carries it (`model_on_messages`)."""
     if ctx.system_instruction and not system_prompt:
         notes.change("system prompt written as a user message")
     notes.drop("markers written as text", sum(b.type in MARKER_TYPES for b in walk_blocks(ctx)))
@@ -228,6 +238,12 @@ def note_agent_losses(
             "system messages written as user messages",
             sum(m.role == "system" for m in ctx.messages),
         )
+    carried = model_on_messages and any(
+        m.role == "assistant" and m.metadata.get("model") == recorded_model(ctx)
+        for m in ctx.messages
+    )
+    if recorded_model(ctx) is not None and not carried:
+        notes.drop("session model")
 
 
 # --------------------------------------------------------------------------- context-level steps

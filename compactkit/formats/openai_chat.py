@@ -568,7 +568,7 @@ def to_openai_request(
     tools = _tools_out(ctx, notes)
     if tools:
         body["tools"] = tools
-    return request_settings(body, options or WriterOptions(), "max_completion_tokens")
+    return request_settings(body, ctx, options or WriterOptions(), "max_completion_tokens")
 
 
 def _body_text(body: dict[str, Any]) -> str:

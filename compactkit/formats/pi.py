@@ -649,7 +649,9 @@ def write_session(ctx: AgentContext, notes: ExportNotes | None = None) -> str:
     inline only) as a line naming it; a tool input that is not an object as `{"input": ...}`;
     message names are dropped."""
     notes = notes if notes is not None else ExportNotes()
-    note_agent_losses(ctx, notes, system_prompt=False, system_messages=False)
+    note_agent_losses(
+        ctx, notes, system_prompt=False, system_messages=False, model_on_messages=True
+    )
     blocks = walk_blocks(ctx)
     notes.drop(
         "images given by URL (named in text)",

@@ -1,9 +1,9 @@
 """Nothing dropped in silence: every writer over every sample, corpus and tests/live/sessions
 conversation (as loaded, and compacted so that it holds every kind of marker), read back with the
-same format; every difference the round trip shows (system prompt, error flags, images, thinking and
-its signatures, markers, message names, roles, tool inputs, order, content) is named in the one
-warning line `compactkit convert` prints on stderr (`Export.warning`, which `convert` prints as it
-is; the CLI tests below check that on the sample files)."""
+same format; every difference the round trip shows (system prompt, error flags, images, thinking
+and its signatures, markers, message names, the recorded model, roles, tool inputs, order, content)
+is named in the one warning line `compactkit convert` prints on stderr (`Export.warning`, which
+`convert` prints as it is; the CLI tests below check that on the sample files)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from compactkit.context import (
     render_block,
 )
 from compactkit.formats.base import parse_text
-from compactkit.formats.export import walk_blocks
+from compactkit.formats.export import recorded_model, walk_blocks
 from compactkit.registry import make_registry
 from tests.conftest import every_conversation, sample_files
 
@@ -59,9 +59,11 @@ NAMED_BY = {
     "message names": "name",
     "tool inputs": "tool input",
     "order": "moved",
+    "model": "model",
 }
-"""The words the warning must hold for each kind of difference (a role change: `"<role>
-messages"`; a `content` change has none: no writer may change content unannounced)."""
+"""The words the warning must hold for each kind of difference (`model`: the model the session
+records, which a request needs; a role change: `"<role> messages"`; a `content` change has none: no
+writer may change content unannounced)."""
 
 
 # --------------------------------------------------------------------------- the differences
@@ -148,6 +150,7 @@ def round_trip_differences(before: AgentContext, after: AgentContext) -> Counter
         m.name for m in after.messages if m.name
     )
     out["message names"] = sum(names.values())
+    out["model"] = recorded_model(before) not in (None, recorded_model(after))
     out.update(_sequence_differences(_items(before), _items(after)))
     return +out
 
