@@ -447,6 +447,8 @@ def _result_out(
     }
     if name is not None and not request:  # a tool message has no `name` in the API
         out["name"] = name
+    elif name is not None:
+        notes.drop("tool message names")
     return out
 
 

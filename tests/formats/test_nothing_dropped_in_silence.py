@@ -8,6 +8,7 @@ is named in the one warning line `compactkit convert` prints on stderr (`Export.
 from __future__ import annotations
 
 import difflib
+import itertools
 import json
 from collections import Counter
 from collections.abc import Iterator
@@ -29,7 +30,12 @@ from compactkit.context import (
     render_block,
 )
 from compactkit.formats.base import parse_text
-from compactkit.formats.export import recorded_model, walk_blocks
+from compactkit.formats.export import (
+    NO_RESULT,
+    PLACEHOLDER_USER_TEXT,
+    recorded_model,
+    walk_blocks,
+)
 from compactkit.registry import make_registry
 from tests.conftest import every_conversation, sample_files
 
@@ -49,7 +55,7 @@ COMPACTIONS = (
     ["llm-summary:keep_last=4"],
 )
 
-NAMED_BY = {
+NAMED_BY: dict[str, str | tuple[str, ...]] = {
     "system prompt": "system prompt",
     "error flags": "error flag",
     "images": "image",
@@ -60,6 +66,13 @@ NAMED_BY = {
     "tool inputs": "tool input",
     "order": "moved",
     "model": "model",
+    # what a request to send changes (`--request`)
+    "merged": "merged",
+    "call ids": "call ids",
+    "whitespace": "whitespace",
+    "empty": ("empty", "blank"),
+    "placeholder": "placeholder",
+    "answered": "answered",
 }
 """The words the warning must hold for each kind of difference (`model`: the model the session
 records, which a request needs; a role change: `"<role> messages"`; a `content` change has none: no
@@ -96,22 +109,70 @@ def _items(ctx: AgentContext) -> list[Item]:
 def _sequence_differences(before: list[Item], after: list[Item]) -> Counter[str]:
     out: Counter[str] = Counter()
     opcodes = difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes()
-    deleted = Counter(x for tag, i1, i2, _, _ in opcodes if tag == "delete" for x in before[i1:i2])
-    inserted = Counter(x for tag, _, _, j1, j2 in opcodes if tag == "insert" for x in after[j1:j2])
-    out["order"] = sum((deleted & inserted).values())
+    deleted = [x for tag, i1, i2, _, _ in opcodes if tag == "delete" for x in before[i1:i2]]
+    inserted = [y for tag, _, _, j1, j2 in opcodes if tag == "insert" for y in after[j1:j2]]
+    out["order"] = sum((Counter(deleted) & Counter(inserted)).values())
+    # moved, or a call or result whose id was rewritten: the same but for the id
+    moved = Counter(map(_but_id, deleted)) & Counter(map(_but_id, inserted))
+    out["call ids"] = sum(moved.values()) - out["order"]
     for tag, i1, i2, j1, j2 in opcodes:
-        if tag == "replace" and i2 - i1 == j2 - j1:
-            for a, b in zip(before[i1:i2], after[j1:j2], strict=True):
-                out[_replaced(a, b)] += 1
-        elif tag != "equal":
-            out["content"] += max(i2 - i1, j2 - j1)
-    out["content"] -= 2 * out["order"]
+        if tag == "replace":
+            out.update(_replaced_run(before[i1:i2], after[j1:j2]))
+    left = moved.copy()
+    for x in deleted:
+        if left[_but_id(x)] > 0:
+            left[_but_id(x)] -= 1
+        else:
+            out["empty" if x[-1] == "" else "content"] += 1
+    for y in inserted:
+        if moved[_but_id(y)] > 0:
+            moved[_but_id(y)] -= 1
+        else:
+            out[_inserted(y)] += 1
     return +out
 
 
+def _but_id(item: Item) -> Item:
+    return (item[0], *item[2:]) if item[0] in ("call", "result") else item
+
+
+def _inserted(item: Item) -> str:
+    if item == ("user", PLACEHOLDER_USER_TEXT):
+        return "placeholder"
+    return "answered" if item[0] == "result" and item[-1] == NO_RESULT else "content"
+
+
+def _replaced_run(before: list[Item], after: list[Item]) -> Counter[str]:
+    """How a run of items reads back as another: texts merged (joined by lines), a role, call id
+    or tool input changed, trailing whitespace stripped; `content` for what none explains."""
+    out: Counter[str] = Counter()
+    i = 0
+    for item in after:
+        if _inserted(item) != "content":  # what a request adds
+            out[_inserted(item)] += 1
+            continue
+        texts = itertools.takewhile(lambda x: x[0] not in ("call", "result"), before[i:])
+        run = list(itertools.accumulate((x[1] for x in texts), lambda a, b: f"{a}\n{b}"))
+        k = next((k for k, t in enumerate(run, 1) if item[-1] in (t, t.rstrip())), 0)
+        if item[0] in ("call", "result") or k == 0:
+            out[_replaced(before[i], item) if i < len(before) else "content"] += 1
+            i += 1
+            continue
+        out["merged"] += k - 1
+        out.update(f"role: {x[0]} messages" for x in before[i : i + k] if x[0] != item[0])
+        out["whitespace"] += run[k - 1] != item[-1]
+        i += k
+    out.update("empty" if x[-1] == "" else "content" for x in before[i:])
+    return out
+
+
 def _replaced(a: Item, b: Item) -> str:
+    if a[0] == "call" == b[0] and a[2:] == b[2:]:
+        return "call ids"
     if a[0] == "call" == b[0] and a[:3] == b[:3]:
         return "tool inputs"
+    if a[0] == "result" == b[0] and a[2:] == b[2:]:
+        return "call ids"
     if a[0] != b[0] and a[1:] == b[1:]:
         return f"role: {a[0]} messages"
     return "content"
@@ -124,8 +185,11 @@ def round_trip_differences(before: AgentContext, after: AgentContext) -> Counter
     if (before.system_instruction or None) != (after.system_instruction or None):
         out["system prompt"] += 1
     errors_after = {r.tool_call_id for m in after.messages for r in m.tool_results if r.is_error}
+    calls = [[c for m in x.messages for c in m.tool_calls] for x in (before, after)]
+    pairs = zip(calls[0], calls[1], strict=False)  # a request may drop or add a call
+    renamed = {a.id: b.id for a, b in pairs if (a.name, a.input) == (b.name, b.input)}
     out["error flags"] = sum(
-        r.is_error and r.tool_call_id not in errors_after
+        r.is_error and renamed.get(r.tool_call_id, r.tool_call_id) not in errors_after
         for m in before.messages
         for r in m.tool_results
     )
@@ -158,11 +222,14 @@ def round_trip_differences(before: AgentContext, after: AgentContext) -> Counter
 def unannounced(differences: Counter[str], warning: str | None) -> list[str]:
     """The kinds of difference `warning` does not name."""
     line = warning or ""
-    return [
-        kind
-        for kind in differences
-        if kind == "content" or NAMED_BY.get(kind, kind.removeprefix("role: ")) not in line
-    ]
+    out = []
+    for kind in differences:
+        words = NAMED_BY.get(kind, kind.removeprefix("role: "))
+        if kind == "content" or not any(
+            w in line for w in (words if isinstance(words, tuple) else (words,))
+        ):
+            out.append(kind)
+    return out
 
 
 # --------------------------------------------------------------------------- the matrix
@@ -220,6 +287,25 @@ def test_every_difference_a_round_trip_shows_is_named_in_the_warning(writer: str
     assert checked > 250
     assert silent == [], "\n".join(silent[:10])
     assert seen["markers"] or writer.startswith("compactkit")  # the matrix held some
+
+
+@pytest.mark.parametrize("writer", ["anthropic-messages", "openai-chat"])
+def test_every_difference_of_a_request_is_named_in_the_warning(writer: str) -> None:
+    """The same with `--request` (turns merged, call ids rewritten, pending calls answered, ...);
+    its model is the one `--model` or the session gives (tests/formats/test_request_settings.py)."""
+    fmt = REGISTRY.formats.get(writer)
+    options = compactkit.WriterOptions(request=True)
+    silent: list[str] = []
+    for name, ctx in every_input():
+        result = compactkit.export(ctx, writer, options, registry=REGISTRY)
+        differences = round_trip_differences(ctx, fmt.load(parse_text(result.text, name))[0])
+        del differences["model"]
+        warning = result.warning(writer)
+        silent += [
+            f"{name}: {kind} x{differences[kind]} not in {warning!r}"
+            for kind in unannounced(differences, warning)
+        ]
+    assert silent == [], "\n".join(silent[:10])
 
 
 def test_the_difference_finder_sees_each_kind_of_loss() -> None:
@@ -287,6 +373,29 @@ def test_the_difference_finder_sees_each_kind_of_loss() -> None:
     reordered = before.with_messages([before.messages[1], before.messages[0], *before.messages[2:]])
     assert round_trip_differences(before, reordered) == Counter({"order": 1})
     assert unannounced(Counter({"content": 1}), "anything at all") == ["content"]
+    # what a request changes
+    bad_id = ToolCallBlock(id="x.1", name="ls", input={})
+    saved = AgentContext(
+        messages=(
+            Message(role="assistant", content=(TextBlock(text="hi "),)),
+            Message(role="user", content=(TextBlock(text="a"),)),
+            Message(role="user", content=(TextBlock(text="b"),)),
+            Message(role="assistant", content=(bad_id,)),
+        )
+    )
+    answer = ToolResultBlock(tool_call_id="x_1", content=(TextBlock(text=NO_RESULT),))
+    request = AgentContext(
+        messages=(
+            Message(role="user", content=(TextBlock(text=PLACEHOLDER_USER_TEXT),)),
+            Message(role="assistant", content=(TextBlock(text="hi"),)),
+            Message(role="user", content=(TextBlock(text="a"), TextBlock(text="b"))),
+            Message(role="assistant", content=(bad_id.model_copy(update={"id": "x_1"}),)),
+            Message(role="tool", content=(answer,)),
+        )
+    )
+    assert round_trip_differences(saved, request) == Counter(
+        {"placeholder": 1, "whitespace": 1, "merged": 1, "call ids": 1, "answered": 1}
+    )
 
 
 # --------------------------------------------------------------------------- what convert prints
