@@ -421,3 +421,19 @@ def test_convert_prints_the_warning_on_stderr(writer: str, tmp_path: Path) -> No
         )
         printed += bool(expected)
     assert printed or writer.startswith("compactkit")
+
+
+def test_run_to_an_agent_format_lists_the_markers_it_writes_as_text(tmp_path: Path) -> None:
+    """`run --to` prints the same line: the masked outputs are markers Codex has no record for."""
+    out = tmp_path / "rollout.jsonl"
+    session = next(p for p in sample_files() if "claude-code-viewer" in p.name)
+    spec = "observation-mask:keep_last=0,min_tokens=0"
+    result = CliRunner().invoke(
+        CLI, ["run", str(session), "-s", spec, "--to", "codex-rollout", "-o", str(out)]
+    )
+    assert result.exit_code == 0, result.stderr
+    (line,) = [w for w in result.stderr.splitlines() if w.startswith("warning: ")]
+    assert line.startswith("warning: codex-rollout export dropped ")
+    assert "markers written as text" in line and "session model" in line
+    masked = [r for m in compactkit.load_one(out).messages for r in m.tool_results]
+    assert any(r.text.startswith("[") and "etag" in r.text for r in masked)  # the marker's text
