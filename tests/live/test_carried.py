@@ -165,7 +165,9 @@ def test_codex_resumes_a_rollout_that_keeps_an_error_flag(
     day = second.codex_home / "sessions" / "2026" / "01" / "01"
     day.mkdir(parents=True)
     target = day / f"rollout-2026-01-01T00-00-00-{run.session_id}.jsonl"
-    assert "warning" not in convert_into(ctx, "codex-rollout", target)  # all carried
+    # all carried but the model (a rollout keeps it in turn_context records, not written)
+    warning = "warning: codex-rollout export dropped 1 session model"
+    assert convert_into(ctx, "codex-rollout", target).splitlines() == [warning]
     assert '"compactkit_is_error": true' in target.read_text(encoding="utf-8")
 
     resumed = run_codex(
