@@ -160,59 +160,59 @@ def read_document(path: str | Path) -> Document:
 class Format:
     """A session format plugin: detects, loads and optionally writes one kind of file.
 
-        Subclasses set `name` (unique, kebab-case), `description` (one line, shown by `compactkit
-        formats`), `extension` and `priority`, and implement `sniff` and `load`; writers also set
-        `can_write = True` and implement `dump`; a writer whose format cannot carry everything also
-    lists what it drops or changes (`export.NotingWriter`: `export` returns the text and `ExportNotes`).
-        Register an instance through the `register_formats` hook. `compactkit.testing.check_format`
-        checks everything below on real files.
+    Subclasses set `name` (unique, kebab-case), `description` (one line, shown by `compactkit
+    formats`), `extension` and `priority`, and implement `sniff` and `load`; writers also set
+    `can_write = True` and implement `dump`; one whose format cannot carry everything lists
+    what it drops or changes (`export.NotingWriter`: `export` gives the text and `ExportNotes`).
+    Register an instance through the `register_formats` hook. `compactkit.testing.check_format`
+    checks everything below on real files.
 
-        **sniff(doc)** says whether `doc` is this format's file. It is called on every file whose
-        format is not given, so it is cheap (look at the first records of a long JSONL), never raises,
-        and is True for this format's files only: a file another format reads must not be claimed
-        (when two formats match, the higher `priority` wins; a specific format beats a generic one).
+    **sniff(doc)** says whether `doc` is this format's file. It is called on every file whose
+    format is not given, so it is cheap (look at the first records of a long JSONL), never raises,
+    and is True for this format's files only: a file another format reads must not be claimed
+    (when two formats match, the higher `priority` wins; a specific format beats a generic one).
 
-        **load(doc)** returns every conversation of the file, in file order, as `AgentContext`s:
+    **load(doc)** returns every conversation of the file, in file order, as `AgentContext`s:
 
-        * a document that is not this format raises `BadInputError` with one line and `path=doc.path`
-          (`load` may be called without `sniff`, with `--format NAME`);
-        * a long array of records (a whole document's messages) is iterated with `doc.take`, so that
-          its records are let go of as they are converted (never looked back at once given);
-        * each context passes `compactkit.validate`: every tool result in a `tool` message after the
-          call it answers; a call whose result was never recorded gets a synthesized error result
-          (except calls of the last assistant message, which may stay pending);
-        * nothing in a loaded context is a marker or has a recovery entry, so `expand(ctx) == ctx`
-          (a source agent's own summary is plain text with `origin: "summary"`);
-        * every conversation has a task: a user message in the human's words (`first_user_index`).
-          A user-role message that is NOT the human's words carries `metadata["origin"]`
-          (`compactkit.ORIGIN_KEY`), one of `compactkit.ORIGINS`: `"harness"` (text the agent
-          program injected: reminders, environment details, command output), `"tool-output"` (tool
-          output in a user turn with no call to pair it with), `"summary"` (the source agent's own
-          summary of earlier turns), `"demonstration"` (a worked example shown before the task).
-          Each user input loads exactly once, however many records repeat it;
-        * message metadata keeps what the record said about the turn as recorded (`id`, `timestamp`,
-          `model`, `usage`);
-        * context metadata (the built-ins write it with `_util.context_metadata`, `note_repairs` and
-          `note_skipped`): `source_format` (always, this format's `name`), then what identifies the
-          session where the file records it: `session_id`, `cwd`, `model`, `title`, `instance_id`,
-          `conversation` (the index, in a file holding several), and the format's own keys; the
-          non-zero counts of what pairing repair did, `synthesized_results`, `synthesized_calls`,
-          `renamed_calls`, `orphan_results`; last `skipped_records`, the records read and left out,
-          counted by kind (`{"event_msg/token_count": 41}`), so that no drop is silent.
+    * a document that is not this format raises `BadInputError` with one line and `path=doc.path`
+      (`load` may be called without `sniff`, with `--format NAME`);
+    * a long array of records (a whole document's messages) is iterated with `doc.take`, so that
+      its records are let go of as they are converted (never looked back at once given);
+    * each context passes `compactkit.validate`: every tool result in a `tool` message after the
+      call it answers; a call whose result was never recorded gets a synthesized error result
+      (except calls of the last assistant message, which may stay pending);
+    * nothing in a loaded context is a marker or has a recovery entry, so `expand(ctx) == ctx`
+      (a source agent's own summary is plain text with `origin: "summary"`);
+    * every conversation has a task: a user message in the human's words (`first_user_index`).
+      A user-role message that is NOT the human's words carries `metadata["origin"]`
+      (`compactkit.ORIGIN_KEY`), one of `compactkit.ORIGINS`: `"harness"` (text the agent
+      program injected: reminders, environment details, command output), `"tool-output"` (tool
+      output in a user turn with no call to pair it with), `"summary"` (the source agent's own
+      summary of earlier turns), `"demonstration"` (a worked example shown before the task).
+      Each user input loads exactly once, however many records repeat it;
+    * message metadata keeps what the record said about the turn as recorded (`id`, `timestamp`,
+      `model`, `usage`);
+    * context metadata (the built-ins write it with `_util.context_metadata`, `note_repairs` and
+      `note_skipped`): `source_format` (always, this format's `name`), then what identifies the
+      session where the file records it: `session_id`, `cwd`, `model`, `title`, `instance_id`,
+      `conversation` (the index, in a file holding several), and the format's own keys; the
+      non-zero counts of what pairing repair did, `synthesized_results`, `synthesized_calls`,
+      `renamed_calls`, `orphan_results`; last `skipped_records`, the records read and left out,
+      counted by kind (`{"event_msg/token_count": 41}`), so that no drop is silent.
 
-        **dump(contexts)** (writers) returns the file text holding `contexts` (a writer may take one
-        context only); loading that text with the same format gives the contexts back, up to what the
-        format cannot hold, and writing and loading them again changes nothing (a fixed point after
-        one round trip). compactkit's native format stores contexts as they are, metadata included.
+    **dump(contexts)** (writers) returns the file text holding `contexts` (a writer may take one
+    context only); loading that text with the same format gives the contexts back, up to what the
+    format cannot hold, and writing and loading them again changes nothing (a fixed point after
+    one round trip). compactkit's native format stores contexts as they are, metadata included.
 
-        The built-in adapters share one layout, so that a new format is a copy of an old one: the
-        module docstring (upstream sources read, how records map to messages, which records hold the
-        user's words and which origins the others get, what is skipped); constants; the `Format`
-        subclass; one `_Builder` class, fed each record by `add` and turning it into `Turn`s, whose
-        `context` method repairs pairing and writes the metadata; then private helpers (and, for
-        writers, the writing functions). Nothing of one adapter is imported by another: what two
-        share lives in `_util.py`, `_pairing.py`, `_chat.py` or `_marks.py` (the user's words
-        an agent stored outside user messages, pinned: each adapter passes `mark_words` a finder).
+    The built-in adapters share one layout, so that a new format is a copy of an old one: the
+    module docstring (upstream sources read, how records map to messages, which records hold the
+    user's words and which origins the others get, what is skipped); constants; the `Format`
+    subclass; one `_Builder` class, fed each record by `add` and turning it into `Turn`s, whose
+    `context` method repairs pairing and writes the metadata; then private helpers (and, for
+    writers, the writing functions). Nothing of one adapter is imported by another: what two
+    share lives in `_util.py`, `_pairing.py`, `_chat.py` or `_marks.py` (the user's words
+    an agent stored outside user messages, pinned: each adapter passes `mark_words` a finder).
     """
 
     name: ClassVar[str] = ""
