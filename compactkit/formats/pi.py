@@ -27,7 +27,9 @@ How a file becomes one context (mirroring pi's `buildSessionContext` and `conver
   `custom_message` entries, which extensions inject, become user messages. Both carry
   `metadata["origin"] = "harness"`: they are not the user's words, except the command of a
   `bashExecution`, which is pinned (`AgentContext.pins`, see `_users_words`). A custom message
-  whose `details` hold `compactkit_origin` (this format's writer puts it there) gets that origin.
+  whose `details` hold `compactkit_origin` (this format's writer puts it there) gets that origin;
+  a first `custom_message` whose `details` hold `compactkit_system_prompt` (this format's writer
+  puts the system prompt there) is `system_instruction`.
 * Each `compaction` entry becomes, at its position, a user message holding the text pi sent the
   model in its place (the summary in pi's `<summary>` framing) as a plain text block, with
   `metadata["origin"] = "summary"` and `metadata["pi_compaction"]`: `first_kept_message` (index of
