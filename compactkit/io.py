@@ -19,7 +19,7 @@ from .errors import BadInputError, CompactkitError, ConfigError, PluginError
 from .formats._sqlite import refuse_sqlite, sidecar_of
 from .formats._util import SKIPPED_KEY, is_sqlite
 from .formats.base import BadLine, Document, Format, read_document
-from .formats.export import Export, ExportNotes, ProviderWriter, WriterOptions
+from .formats.export import Export, ExportNotes, NotingWriter, WriterOptions
 from .registry import Registry, current_registry
 
 _ADDRESS = re.compile(r"^(?P<path>.+)#(?P<index>-?\d+)$")
@@ -278,11 +278,12 @@ def export(
     options: WriterOptions | None = None,
     registry: Registry | None = None,
 ) -> Export:
-    """`contexts` written in `format` with what writing them dropped or changed: with
-    `WriterOptions(request=True)` a provider format gives a request its API accepts."""
+    """`contexts` written in `format` with what writing them dropped or changed (`Export.notes`;
+    `Export.warning(format)` says it in one line): with `WriterOptions(request=True)` a provider
+    format gives a request its API accepts."""
     fmt = _writer(format, registry)
     items = [contexts] if isinstance(contexts, AgentContext) else list(contexts)
-    if isinstance(fmt, ProviderWriter):
+    if isinstance(fmt, NotingWriter):
         return fmt.export(items, options)
     if options is not None and options != WriterOptions():
         raise ConfigError(f"format {format!r} takes no writer options (they are for providers)")

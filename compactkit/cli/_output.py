@@ -19,15 +19,18 @@ import io
 import json
 import os
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TextIO
 
 import click
 
+from ..context import AgentContext
 from ..errors import BadInputError, ConfigError, redact, redact_json, redacted
-from ..io import OutputSet, split_address
+from ..formats.export import WriterOptions
+from ..io import OutputSet, export, split_address
+from ..registry import Registry
 from ._options import STDIO
 
 
@@ -197,6 +200,21 @@ def _render(renderable: Any, to: str | None) -> str | None:
     buffer = io.StringIO()
     Console(file=buffer, highlight=False, width=120, color_system=None).print(renderable)
     return redact(buffer.getvalue(), one_line=False)
+
+
+def written(
+    contexts: AgentContext | Sequence[AgentContext],
+    to: str,
+    registry: Registry,
+    options: WriterOptions | None = None,
+) -> str:
+    """`contexts` as the file text of format `to`; what the format cannot carry or changes is
+    said in one warning line on stderr."""
+    result = export(contexts, to, options, registry)
+    warning = result.warning(to)
+    if warning:
+        say(f"warning: {warning}", err=True)
+    return result.text
 
 
 def say(line: str, *, err: bool = False) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from functools import partial
 from typing import TextIO
 
@@ -10,13 +11,20 @@ import click
 
 from ..context import AgentContext
 from ..errors import BadInputError, ConfigError
-from ..formats.export import PENDING_CHOICES, Pending, ProviderWriter, WriterOptions
+from ..formats.export import (
+    PENDING_CHOICES,
+    Pending,
+    ProviderWriter,
+    WriterOptions,
+    recorded_max_tokens,
+    recorded_model,
+)
 from ..formats.native import write_native
-from ..io import render, split_address
+from ..io import split_address
 from ._app import State, command
 from ._input import check_one_stdin, load, load_single, read_entries, sidecar_of
 from ._options import STDIO, format_option, output_option, stash_option, to_option
-from ._output import Outputs, say
+from ._output import Outputs, written
 
 
 @command(exit_codes="0 ok; 2 bad input or a format that cannot be written; 3 a plugin failed")
@@ -37,6 +45,20 @@ from ._output import Outputs, say
     help="A last tool call with no result: keep it (default for a saved session), drop it, "
     "or answer it with an error result saying it was not run (default with --request).",
 )
+@click.option(
+    "--model",
+    default=None,
+    metavar="NAME",
+    help="--request: the model the request names (default: the one the session records).",
+)
+@click.option(
+    "--max-tokens",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="--request: the request's output limit (anthropic-messages: max_tokens, required; "
+    "openai-chat: max_completion_tokens); default: the one the session records.",
+)
 @format_option
 @click.pass_obj
 def convert(
@@ -46,6 +68,8 @@ def convert(
     output: str | None,
     request: bool,
     pending: Pending | None,
+    model: str | None,
+    max_tokens: int | None,
     format_: str | None,
 ) -> None:
     """Convert a session (FILE, FILE#N, or - for stdin) to another format.
@@ -57,23 +81,57 @@ def convert(
     Example:
       compactkit convert session.jsonl --to openai-chat --request -o request.json
     """
+    if not request and (model is not None or max_tokens is not None):
+        raise ConfigError("--model and --max-tokens name what a request sends: add --request")
     with Outputs([file], output=output) as outputs:
         _, contexts = load(state, file, format_)
         writer = state.registry.formats.get(to)
-        if isinstance(writer, ProviderWriter):
-            result = writer.export(contexts, WriterOptions(request=request, pending=pending))
-            text = result.text
-            warning = result.warning(writer.name)
-            if warning:
-                say(f"warning: {warning}", err=True)
-        elif request or pending is not None:
-            raise ConfigError(f"--request and --pending apply to provider formats, not {to!r}")
-        elif to == "compactkit" and len(contexts) == 1 and output not in (None, STDIO):
-            outputs.stream(output, partial(write_native, contexts[0]))  # a message at a time
+        if not isinstance(writer, ProviderWriter):
+            if request or pending is not None:
+                raise ConfigError(f"--request and --pending apply to provider formats, not {to!r}")
+            if to == "compactkit" and len(contexts) == 1 and output not in (None, STDIO):
+                outputs.stream(output, partial(write_native, contexts[0]))  # a message at a time
+                return
+            outputs.emit(written(contexts, to, state.registry), output, verbatim=True)
             return
-        else:
-            text = render(contexts, to, state.registry)
-        outputs.emit(text, output, verbatim=True)
+        options = WriterOptions(request=request, pending=pending)
+        if request:
+            options = _request_options(writer, contexts, options, model, max_tokens)
+        outputs.emit(written(contexts, to, state.registry, options), output, verbatim=True)
+
+
+def _request_options(
+    writer: ProviderWriter,
+    contexts: list[AgentContext],
+    options: WriterOptions,
+    model: str | None,
+    max_tokens: int | None,
+) -> WriterOptions:
+    """`options` with the request's model and output limit: as given, else as the session
+    records them (one for every conversation); exit 2 naming what a request of `writer` needs
+    and neither gives."""
+    recorded = {m for m in map(recorded_model, contexts) if m is not None}
+    models = {m for m in recorded if writer.serves(m)}
+    limits = {n for n in map(recorded_max_tokens, contexts) if n is not None}
+    model = model or (next(iter(models)) if len(models) == 1 else None)
+    max_tokens = max_tokens or (next(iter(limits)) if len(limits) == 1 else None)
+    missing = [
+        (what, flag)
+        for need, value, what, flag in (
+            ("model", model, "a model", "--model"),
+            ("max_tokens", max_tokens, "max_tokens", "--max-tokens"),
+        )
+        if need in writer.request_needs and value is None
+    ]
+    if missing:
+        foreign = sorted(recorded - models) if model is None else []
+        served = f", which {writer.name} does not serve" if foreign else ""
+        records = f" (it records {', '.join(foreign)}{served})" if foreign else ""
+        raise ConfigError(
+            f"{writer.name} --request needs {' and '.join(w for w, _ in missing)}, which the "
+            f"session does not give{records}: pass {' and '.join(f for _, f in missing)}"
+        )
+    return replace(options, model=model, max_tokens=max_tokens)
 
 
 @command(exit_codes="0 ok; 2 bad input, or markers that cannot be restored without the stash")
@@ -122,7 +180,7 @@ def expand(state: State, file: str, stash: str | None, to: str, output: str | No
     expanded = ctx.replace(messages=tuple(expansion.messages()), recovery=expansion.recovery())
     _all_restored(expansion.left_over, file)  # nested markers too: all resolved, or no output
     with outputs:
-        outputs.emit(render(expanded, to, state.registry), output, verbatim=True)
+        outputs.emit(written(expanded, to, state.registry), output, verbatim=True)
 
 
 def _markers_kept(

@@ -12,7 +12,6 @@ from typing import Any
 import click
 
 from ..errors import EXIT_BUDGET, ConfigError
-from ..io import render
 from ..recovery import sidecar_path
 from ._app import State, command
 from ._input import check_one_stdin, load_single, with_sidecar
@@ -30,7 +29,7 @@ from ._options import (
     to_option,
     tokenizer_option,
 )
-from ._output import Outputs, say
+from ._output import Outputs, say, written
 
 
 @command(
@@ -131,7 +130,7 @@ def run(
             result = pipeline.run(ctx, state.counter(tokenizer))
             del ctx  # the input: what the output and its store need is in the result
             context = _stashed(result.context, stash, sidecar, to, outputs, spill)
-        outputs.emit(render(context, to, state.registry), output, verbatim=True)
+        outputs.emit(written(context, to, state.registry), output, verbatim=True)
         limit, whose = _limit(budget if budget is not None else target, pipeline)
         over = result.tokens_after - limit if limit is not None else 0
         if json_out:

@@ -238,7 +238,7 @@ def repaired_chat_context(
 
 def chat_metadata(fmt: str, container: dict[str, Any], index: int | None) -> dict[str, JsonValue]:
     """Context metadata of a conversation and the container that held it: model, tau-bench keys,
-    tools, conversation number."""
+    tools, a request's `max_tokens` (or `max_completion_tokens`), conversation number."""
     model = container.get("model")
     response = container.get("response")
     if not isinstance(model, str) and isinstance(response, dict):
@@ -249,11 +249,13 @@ def chat_metadata(fmt: str, container: dict[str, Any], index: int | None) -> dic
         if isinstance(value, (str, int, float)) and not isinstance(value, bool):
             run[key] = value
     tools = container.get("tools")
+    limit = container.get("max_tokens", container.get("max_completion_tokens"))
     return context_metadata(
         fmt,
         model=str_or_none(model),
         **run,
         tools=tools if isinstance(tools, list) and tools else None,
+        max_tokens=limit if isinstance(limit, int) and not isinstance(limit, bool) else None,
         conversation=index,
     )
 
@@ -341,3 +343,17 @@ def json_array_text(items: Sequence[Any], indent: str = "") -> str:
         return "[]\n" if not indent else "[]"
     lines = f",\n{indent} ".join(json.dumps(item, ensure_ascii=False) for item in items)
     return f"[\n{indent} {lines}\n{indent}]" + ("" if indent else "\n")
+
+
+def body_text(body: dict[str, Any]) -> str:
+    """A request body as JSON text, its messages one a line."""
+    fields = [
+        f"{json.dumps(key)}: "
+        + (
+            json_array_text(value, indent=" ")
+            if key == "messages"
+            else json.dumps(value, ensure_ascii=False)
+        )
+        for key, value in body.items()
+    ]
+    return "{\n " + ",\n ".join(fields) + "\n}\n"

@@ -47,7 +47,6 @@ empty, message and context metadata other than tools, `recovery`, `activated_ski
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -70,10 +69,10 @@ from ._chat import (
     anthropic_image,
     anthropic_marks,
     block_as_text,
+    body_text,
     chat_context,
     conversations_of,
     has_foreign_keys,
-    json_array_text,
     message_metadata,
     openai_marks,
     read_conversations,
@@ -87,6 +86,7 @@ from .export import (
     ProviderWriter,
     WriterOptions,
     prepare,
+    request_settings,
 )
 from .provider_rules import ANTHROPIC_ID
 
@@ -105,6 +105,10 @@ class AnthropicMessagesFormat(ProviderWriter, Format):
     extension = ".json"
     priority = 0
     can_write = True
+    request_needs = ("model", "max_tokens")
+
+    def serves(self, model: str) -> bool:
+        return not foreign_model(model)
 
     def sniff(self, doc: Document) -> bool:
         try:
@@ -128,7 +132,7 @@ class AnthropicMessagesFormat(ProviderWriter, Format):
         return to_anthropic_request(ctx, options, notes)
 
     def body_text(self, body: dict[str, Any]) -> str:
-        return _body_text(body)
+        return body_text(body)
 
 
 # --------------------------------------------------------------------------- messages -> turns
@@ -348,8 +352,9 @@ def to_anthropic_request(
 ) -> dict[str, Any]:
     """The context as a Messages API request body `{"system"?, "messages", "tools"?}`.
 
-    `options` (default: a saved session) choose a request to send and what happens to a pending
-    call (`export.WriterOptions`); what is dropped or changed is counted in `notes`.
+    `options` (default: a saved session) choose a request to send, with its `model` and
+    `max_tokens` first when they give them, and what happens to a pending call
+    (`export.WriterOptions`); what is dropped or changed is counted in `notes`.
     """
     options = options or WriterOptions()
     notes = notes if notes is not None else ExportNotes()
@@ -400,7 +405,7 @@ def to_anthropic_request(
     body["messages"] = out
     if tools:
         body["tools"] = tools
-    return body
+    return request_settings(body, ctx, options, "max_tokens")
 
 
 def _request_messages(out: list[dict[str, Any]], notes: ExportNotes) -> list[dict[str, Any]]:
@@ -462,20 +467,6 @@ def _request_tools(
     added = [{"name": name, "input_schema": {"type": "object"}} for name in dict.fromkeys(called)]
     notes.change("tool definitions synthesized from calls", len(added))
     return tools + added
-
-
-def _body_text(body: dict[str, Any]) -> str:
-    """The request body as JSON text, one message per line."""
-    fields = [
-        f"{json.dumps(key)}: "
-        + (
-            json_array_text(value, indent=" ")
-            if key == "messages"
-            else json.dumps(value, ensure_ascii=False)
-        )
-        for key, value in body.items()
-    ]
-    return "{\n " + ",\n ".join(fields) + "\n}\n"
 
 
 __all__ = ["AnthropicMessagesFormat", "foreign_model", "to_anthropic_request", "tool_out"]

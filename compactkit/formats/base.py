@@ -162,7 +162,8 @@ class Format:
 
     Subclasses set `name` (unique, kebab-case), `description` (one line, shown by `compactkit
     formats`), `extension` and `priority`, and implement `sniff` and `load`; writers also set
-    `can_write = True` and implement `dump` (provider writers add `export`, see `export.py`).
+    `can_write = True` and implement `dump`; one whose format cannot carry everything lists
+    what it drops or changes (`export.NotingWriter`: `export` gives the text and `ExportNotes`).
     Register an instance through the `register_formats` hook. `compactkit.testing.check_format`
     checks everything below on real files.
 

@@ -82,7 +82,8 @@ Everything else is counted by kind in `metadata["skipped_records"]` (see `note_s
 output, file and memory context Claude Code rebuilds each turn), queue records that delivered
 nothing (`queue-operation/popAll`, an `enqueue` taken back or never delivered), and any record
 type this loader does not know. Records without a `uuid` count toward the main conversation.
-Claude Code does not store its system prompt: `system_instruction` stays None.
+Claude Code does not store its system prompt: `system_instruction` stays None, except in a
+session this format wrote, whose first record may hold the system prompt (see `write_session`).
 """
 
 from __future__ import annotations
@@ -129,6 +130,7 @@ from ._util import (
     str_or_none,
 )
 from .base import BadLine, Document, Format, read_document, require_single
+from .export import ExportNotes, NotingWriter, note_agent_losses
 
 _SNIFF_LIMIT = 50
 
@@ -160,7 +162,7 @@ _COMMAND_PARTS = re.compile(
 """The tags of a slash command typed with no arguments (`/clear`: nothing is left without them)."""
 
 
-class ClaudeCodeFormat(Format):
+class ClaudeCodeFormat(NotingWriter, Format):
     name = "claude-code"
     description = "Claude Code session JSONL (~/.claude/projects/*/<uuid>.jsonl)"
     extension = ".jsonl"
@@ -168,10 +170,10 @@ class ClaudeCodeFormat(Format):
     malformed_lines = "skip"
     can_write = True
 
-    def dump(self, contexts: Sequence[AgentContext]) -> str:
+    def write(self, contexts: Sequence[AgentContext], notes: ExportNotes) -> str:
         """A session Claude Code resumes (`claude --resume <session id>` once the file is
         `~/.claude/projects/<cwd as a-b-c>/<session id>.jsonl`), see `write_session`."""
-        return write_session(require_single(contexts, self.name))
+        return write_session(require_single(contexts, self.name), notes)
 
     def sniff(self, doc: Document) -> bool:
         try:
@@ -234,6 +236,7 @@ class _Builder:
         self.injections: list[Turn] = []  # queued prompts the running turn took
         self.absorbed = Counter(absorbed)  # queued_command attachment texts not yet matched
         self.queued_commands = 0
+        self.system_prompt: str | None = None
 
     def add(self, record: dict[str, Any]) -> None:
         kind = _kind(record)
@@ -357,6 +360,9 @@ class _Builder:
 
     def _user(self, record: dict[str, Any]) -> None:
         content = record["message"].get("content")
+        if record.get(SYSTEM_PROMPT_FIELD) is True and not self.turns and isinstance(content, str):
+            self.system_prompt = content  # this format's writer put it there
+            return
         meta: dict[str, JsonValue] = {}
         _put(meta, "uuid", record.get("uuid"))
         _put(meta, "timestamp", record.get("timestamp"))
@@ -444,9 +450,10 @@ class _Builder:
         if self.queued_commands:
             meta["queued_commands"] = self.queued_commands
         note_skipped(meta, self.skipped)
-        return mark_words(
-            AgentContext(messages=tuple(repaired.messages), metadata=meta), _users_words
+        ctx = AgentContext(
+            system_instruction=self.system_prompt, messages=tuple(repaired.messages), metadata=meta
         )
+        return mark_words(ctx, _users_words)
 
 
 # --------------------------------------------------------------------------- the record tree
@@ -970,6 +977,7 @@ def message_records_contexts(records: list[dict[str, Any]]) -> list[AgentContext
 
 __all__ = [
     "NO_RESULT_TEXT",
+    "SYSTEM_PROMPT_FIELD",
     "ClaudeCodeFormat",
     "message_records_contexts",
     "session_id_of",
@@ -986,17 +994,28 @@ WRITER_VERSION = "2.1.332"
 session_id_of = session_uuid
 """The id a written session takes (see `_util.session_uuid`)."""
 
+_EPOCH = "1970-01-01T00:00:00.000Z"
+SYSTEM_PROMPT_FIELD = "compactkit_system_prompt"
+"""The field (true) of the first record when it holds the system prompt: Claude Code ignores
+fields it does not know and sends the record as a user message; this reader reads it back as
+`system_instruction`."""
 
-def write_session(ctx: AgentContext) -> str:
+
+def write_session(ctx: AgentContext, notes: ExportNotes | None = None) -> str:
     """`ctx` as Claude Code session records, one JSON object a line, each `user` / `assistant`
     record parented on the one before (`parentUuid`), as Claude Code writes a conversation: the
     user's words as user records (a user-role message with an origin as `isMeta`, a summary as
     `isCompactSummary`), each assistant message as one record with its thinking (signed or
     redacted), text and `tool_use` blocks, each tool message as a user record of `tool_result`
-    blocks. Markers a strategy left are written as the text a model is shown for them. Claude
-    Code keeps no system prompt in a session: `system_instruction` is not written, and a
-    mid-conversation system message becomes an `isMeta` user record. Record ids are derived from
-    the content, so the same context always gives the same file."""
+    blocks (with their `is_error`). Record ids are derived from the content, so the same context
+    always gives the same file.
+
+    What Claude Code has no place for is written so that its model still sees it, and counted in
+    `notes`: Claude Code keeps its own system prompt outside the session, so `system_instruction`
+    becomes the first record, an `isMeta` user record marked `compactkit_system_prompt` (read
+    back as the system prompt); a mid-conversation system message becomes an `isMeta` user
+    record; markers a strategy left are written as the text a model is shown for them; message
+    names are dropped."""
     session = session_id_of(ctx)
     cwd = ctx.metadata.get("cwd") if isinstance(ctx.metadata.get("cwd"), str) else None
     base: dict[str, Any] = {
@@ -1006,15 +1025,22 @@ def write_session(ctx: AgentContext) -> str:
         "sessionId": session,
         "version": WRITER_VERSION,
     }
+    if notes is not None:
+        note_agent_losses(
+            ctx, notes, system_prompt=False, system_messages=False, model_on_messages=True
+        )
     lines: list[str] = []
     parent: str | None = None
+    if ctx.system_instruction:
+        parent, line = _system_prompt_record(ctx, ctx.system_instruction, base)
+        lines.append(line)
     pinned = {p.etag for p in ctx.pins}
     names = {c.id: c.name for m in ctx.messages for c in m.tool_calls}
     for number, message in enumerate(ctx.messages):
         record_id = str(uuid.uuid5(uuid.UUID(session), f"{number}"))
         record: dict[str, Any] = {"parentUuid": parent, **base}
         stamp = message.metadata.get("timestamp")
-        timestamp = stamp if isinstance(stamp, str) else "1970-01-01T00:00:00.000Z"
+        timestamp = stamp if isinstance(stamp, str) else _EPOCH
         if message.role == "assistant":
             model = message.metadata.get("model")
             record.update(
@@ -1049,6 +1075,23 @@ def write_session(ctx: AgentContext) -> str:
         lines.append(json.dumps(record, ensure_ascii=False))
         parent = record_id
     return "\n".join(lines) + ("\n" if lines else "")
+
+
+def _system_prompt_record(ctx: AgentContext, prompt: str, base: dict[str, Any]) -> tuple[str, str]:
+    """(uuid, line) of the first record, holding the system prompt (see `write_session`)."""
+    record_id = str(uuid.uuid5(uuid.UUID(base["sessionId"]), "system"))
+    first = ctx.messages[0].metadata.get("timestamp") if ctx.messages else None
+    record = {
+        "parentUuid": None,
+        **base,
+        "type": "user",
+        "message": {"role": "user", "content": prompt},
+        "isMeta": True,
+        SYSTEM_PROMPT_FIELD: True,
+        "uuid": record_id,
+        "timestamp": first if isinstance(first, str) else _EPOCH,  # the first message's
+    }
+    return record_id, json.dumps(record, ensure_ascii=False)
 
 
 def _usage(value: Any) -> dict[str, Any]:

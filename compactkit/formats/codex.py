@@ -87,6 +87,7 @@ from ._util import (
     str_or_none,
 )
 from .base import Document, Format, require_single
+from .export import ExportNotes, NotingWriter, note_agent_losses
 
 _RECORD_TYPES = ("session_meta", "response_item", "turn_context", "event_msg", "compacted")
 _CALL_ITEMS = ("function_call", "custom_tool_call", "local_shell_call", "web_search_call")
@@ -117,7 +118,7 @@ _IMAGE_TAG = re.compile(r"^</?(?:local_)?image\b[^>]*>$", re.IGNORECASE)
 _HARNESS_EVENT_KINDS = ("user_instructions", "environment_context")  # older `UserMessageEvent.kind`
 
 
-class CodexRolloutFormat(Format):
+class CodexRolloutFormat(NotingWriter, Format):
     name = "codex-rollout"
     description = "OpenAI Codex CLI rollout JSONL"
     extension = ".jsonl"
@@ -125,10 +126,10 @@ class CodexRolloutFormat(Format):
     malformed_lines = "skip"
     can_write = True
 
-    def dump(self, contexts: Sequence[AgentContext]) -> str:
+    def write(self, contexts: Sequence[AgentContext], notes: ExportNotes) -> str:
         """A rollout `codex resume <id>` reads, once the file is
         `$CODEX_HOME/sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl` (see `write_rollout`)."""
-        return write_rollout(require_single(contexts, self.name))
+        return write_rollout(require_single(contexts, self.name), notes)
 
     def sniff(self, doc: Document) -> bool:
         if doc.kind != "jsonl" or not isinstance(doc.data, list):
@@ -384,6 +385,7 @@ class _Builder:
         self.unpaired = None
         call_id = payload.get("call_id")
         parts, is_error = _output_parts(payload.get("output"))
+        is_error = is_error or payload.get(ERROR_FIELD) is True  # this format's writer
         if not isinstance(call_id, str) or call_id not in self.known_calls:
             self.orphans += 1
             self.plain(
@@ -605,6 +607,12 @@ ORIGIN_FIELD = "compactkit_origin"
 """The field a written user message keeps its origin in (Codex's reader ignores fields it does not
 know; this loader reads it back, so a user-role message that was not the human's words stays so)."""
 
+ERROR_FIELD = "compactkit_is_error"
+"""The field (true) of a written call output whose result is an error: Codex writes an output as
+a plain string or a list of content items, never with its `success` flag
+(`FunctionCallOutputPayload`'s `Serialize`), and its reader refuses any other shape of `output`;
+it ignores this field, which this loader reads back."""
+
 WRITER_CLI_VERSION = "0.171.0"
 """The Codex version whose resume of a written rollout is tested (tests/live/test_resume.py)."""
 
@@ -613,15 +621,20 @@ rollout_id_of = session_uuid
 """The id a written session takes (see `_util.session_uuid`)."""
 
 
-def write_rollout(ctx: AgentContext) -> str:
+def write_rollout(ctx: AgentContext, notes: ExportNotes | None = None) -> str:
     """`ctx` as a Codex rollout: a `session_meta` line (`id`, `cwd`, `cli_version`, the system
     instruction as `base_instructions`), then one `response_item` per item the model is given,
     which is all `codex resume` rebuilds its history from: system messages as `developer`
     messages, user messages as `user` messages (`input_text`, images as `input_image`),
     thinking as `reasoning` (its text as the summary, a signature as `encrypted_content`),
     assistant text as `assistant` messages, calls as `function_call` (a string input as
-    `custom_tool_call`) and results as the matching `..._output`. Markers a strategy left are
-    written as the text a model is shown for them."""
+    `custom_tool_call`) and results as the matching `..._output` (a `function_call_output`
+    holding images as a list of `input_text` / `input_image` items; the error flag of a failed
+    result in `compactkit_is_error`, which Codex ignores and this loader reads back).
+
+    What a rollout cannot carry is counted in `notes`: markers a strategy left are written as
+    the text a model is shown for them, images in the output of a custom tool (a string) are
+    dropped, message names are dropped."""
     rollout = rollout_id_of(ctx)
     stamp = next(
         (
@@ -644,17 +657,19 @@ def write_rollout(ctx: AgentContext) -> str:
     items: list[dict[str, Any]] = []
     custom: set[str] = set()
     pinned = {p.etag for p in ctx.pins}
+    notes = notes if notes is not None else ExportNotes()
+    note_agent_losses(ctx, notes, system_prompt=True, system_messages=True, model_on_messages=False)
     for number, message in enumerate(ctx.messages):
         if message.role == "user" and pinned:  # the user's words the reader cut out go back
             blocks = rejoin(message.content, pinned, Where(number, message), _users_words)
             message = message.model_copy(update={"content": tuple(blocks)})
-        items.extend(_items(message, custom))
+        items.extend(_items(message, custom, notes))
     lines = [{"timestamp": stamp, "type": "session_meta", "payload": meta}]
     lines += [{"timestamp": stamp, "type": "response_item", "payload": item} for item in items]
     return "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
 
 
-def _items(message: Any, custom: set[str]) -> list[dict[str, Any]]:
+def _items(message: Any, custom: set[str], notes: ExportNotes) -> list[dict[str, Any]]:
     if message.role in ("user", "system"):
         role = "user" if message.role == "user" else "developer"
         content = [
@@ -669,15 +684,7 @@ def _items(message: Any, custom: set[str]) -> list[dict[str, Any]]:
             item[ORIGIN_FIELD] = message.origin  # Codex ignores it; the loader reads it back
         return [item]
     if message.role == "tool":
-        outputs: list[dict[str, Any]] = []
-        for block in message.tool_results:
-            kind = (
-                "custom_tool_call_output"
-                if block.tool_call_id in custom
-                else "function_call_output"
-            )
-            outputs.append({"type": kind, "call_id": block.tool_call_id, "output": block.text})
-        return outputs
+        return [_output(block, custom, notes) for block in message.tool_results]
     out: list[dict[str, Any]] = []
     text: list[str] = []
     for block in message.content:
@@ -715,11 +722,31 @@ def _items(message: Any, custom: set[str]) -> list[dict[str, Any]]:
                         "call_id": block.id,
                     }
                 )
+        elif isinstance(block, ImageBlock):
+            notes.drop("images in assistant messages")  # output_text only
         else:
             text.append(block_as_text(block))
     if text:
         out.append(_assistant_text(text))
     return out
+
+
+def _output(block: ToolResultBlock, custom: set[str], notes: ExportNotes) -> dict[str, Any]:
+    """A tool result as the `..._output` item of its call (see `write_rollout`)."""
+    images = sum(isinstance(p, ImageBlock) for p in block.content)
+    texts = (block_as_text(p) for p in block.content if not isinstance(p, ImageBlock))
+    output: str | list[dict[str, Any]] = "\n".join(texts)  # a marker as its text
+    if block.tool_call_id in custom:
+        kind = "custom_tool_call_output"
+        notes.drop("images in custom tool outputs", images)
+    else:
+        kind = "function_call_output"
+        if images:
+            output = [_input_part(p) for p in block.content]
+    item: dict[str, Any] = {"type": kind, "call_id": block.tool_call_id, "output": output}
+    if block.is_error:
+        item[ERROR_FIELD] = True
+    return item
 
 
 def _assistant_text(texts: list[str]) -> dict[str, Any]:
@@ -741,4 +768,10 @@ def _input_part(block: Any) -> dict[str, Any]:
     return {"type": "input_text", "text": block_as_text(block)}
 
 
-__all__ = ["CodexRolloutFormat", "is_harness_text", "rollout_id_of", "write_rollout"]
+__all__ = [
+    "ERROR_FIELD",
+    "CodexRolloutFormat",
+    "is_harness_text",
+    "rollout_id_of",
+    "write_rollout",
+]

@@ -15,7 +15,9 @@ with a synthesized error result "[no result: the call was not run]". Unset, it i
 saved session and `answer` for a request.
 
 Everything a writer cannot carry (thinking, signatures, images, markers it writes as text, ...)
-and everything it changes is counted in `ExportNotes`, which `warning()` turns into ONE line.
+and everything it changes is counted in `ExportNotes`, which `warning()` turns into ONE line. The
+writers back into the agents (`NotingWriter`: Claude Code, Codex, pi) count theirs the same way,
+so that `compactkit convert` lists on stderr whatever its target cannot carry, whichever it is.
 """
 
 from __future__ import annotations
@@ -29,7 +31,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from ..context import AgentContext, Message, TextBlock, ToolCallBlock, ToolResultBlock
+from ..context import (
+    MARKER_TYPES,
+    AgentContext,
+    Block,
+    Message,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
+from ..errors import ConfigError
 
 Pending = Literal["keep", "drop", "answer"]
 PENDING_CHOICES: tuple[Pending, ...] = ("keep", "drop", "answer")
@@ -44,6 +55,10 @@ class WriterOptions:
 
     request: bool = False
     pending: Pending | None = None
+    model: str | None = None
+    """A request's `model` (`request=True` only; unset, the body has none: the caller adds it)."""
+    max_tokens: int | None = None
+    """A request's output limit (`max_tokens`; openai-chat: `max_completion_tokens`)."""
 
     @property
     def pending_mode(self) -> Pending:
@@ -94,11 +109,47 @@ class Export:
         return self.notes.warning(fmt)
 
 
-class ProviderWriter:
+class NotingWriter:
+    """A writer that counts, while it writes, what its format cannot carry and what it changes
+    (mixin): `export` gives the text and those notes, `dump` the text alone (the notes logged as
+    one warning). A writer back into an agent implements `write`; a provider writer is a
+    `ProviderWriter`."""
+
+    name: ClassVar[str] = ""
+
+    def write(self, contexts: Sequence[AgentContext], notes: ExportNotes) -> str:
+        raise NotImplementedError
+
+    def dump(self, contexts: Sequence[AgentContext]) -> str:
+        """A saved session (see `export`); drops are logged as one warning."""
+        result = self.export(contexts)
+        log_warning(result, self.name)
+        return result.text
+
+    def export(
+        self, contexts: Sequence[AgentContext], options: WriterOptions | None = None
+    ) -> Export:
+        """File text for `contexts` and what writing them dropped or changed; `options` are for
+        the provider formats and refused here."""
+        if options is not None and options != WriterOptions():
+            raise ConfigError(
+                f"format {self.name!r} takes no writer options (they are for providers)"
+            )
+        notes = ExportNotes()
+        return Export(self.write(contexts, notes), notes)
+
+
+class ProviderWriter(NotingWriter):
     """A format whose writer takes `WriterOptions` and reports `ExportNotes` (mixin): it builds one
     request body per context (`request_body`) and says how a body is written (`body_text`)."""
 
-    name: ClassVar[str] = ""
+    request_needs: ClassVar[tuple[str, ...]] = ("model",)
+    """What a request must name for the API to take it (`model`, `max_tokens`)."""
+
+    def serves(self, model: str) -> bool:
+        """Whether this provider's API serves `model` (a session's recorded model is used for a
+        request only then)."""
+        return True
 
     def request_body(
         self, ctx: AgentContext, options: WriterOptions | None, notes: ExportNotes
@@ -109,12 +160,6 @@ class ProviderWriter:
         """One context's file text (several contexts are written one body per line)."""
         return json.dumps(body, ensure_ascii=False) + "\n"
 
-    def dump(self, contexts: Sequence[AgentContext]) -> str:
-        """A saved session (see `export` for a request to send); drops are logged as one warning."""
-        result = self.export(contexts)
-        log_warning(result, self.name)
-        return result.text
-
     def export(
         self, contexts: Sequence[AgentContext], options: WriterOptions | None = None
     ) -> Export:
@@ -124,6 +169,81 @@ class ProviderWriter:
         if len(bodies) == 1:
             return Export(self.body_text(bodies[0]), notes)
         return Export("".join(json.dumps(b, ensure_ascii=False) + "\n" for b in bodies), notes)
+
+
+def recorded_model(ctx: AgentContext) -> str | None:
+    """The model the session records: the newest assistant message's, else the context's
+    (`metadata["model"]`); None when there is none (`<synthetic>` and the like are no model)."""
+    for m in reversed(ctx.messages):
+        model = m.metadata.get("model") if m.role == "assistant" else None
+        if isinstance(model, str) and model and not model.startswith("<"):
+            return model
+    model = ctx.metadata.get("model")
+    return model if isinstance(model, str) and model and not model.startswith("<") else None
+
+
+def recorded_max_tokens(ctx: AgentContext) -> int | None:
+    """The output limit the session's request recorded (`metadata["max_tokens"]`), or None."""
+    limit = ctx.metadata.get("max_tokens")
+    return limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else None
+
+
+def request_settings(
+    body: dict[str, Any], ctx: AgentContext, options: WriterOptions, limit_key: str
+) -> dict[str, Any]:
+    """`body` with its `model` and output limit (under `limit_key`) first: for a request, those
+    `options` give; for a saved session, those the session records (so that they read back)."""
+    if options.request:
+        model, limit = options.model, options.max_tokens
+    else:
+        model, limit = recorded_model(ctx), recorded_max_tokens(ctx)
+    head: dict[str, Any] = {}
+    if model is not None:
+        head["model"] = model
+    if limit is not None:
+        head[limit_key] = limit
+    return head | body
+
+
+def walk_blocks(ctx: AgentContext) -> list[Block]:
+    """Every block of `ctx`, the parts of tool results included, in order."""
+    out: list[Block] = []
+    for m in ctx.messages:
+        for b in m.content:
+            out.append(b)
+            if isinstance(b, ToolResultBlock):
+                out.extend(b.content)
+    return out
+
+
+def note_agent_losses(
+    ctx: AgentContext,
+    notes: ExportNotes,
+    *,
+    system_prompt: bool,
+    system_messages: bool,
+    model_on_messages: bool,
+) -> None:
+    """What the agent formats do alike: markers written as the text a model is shown, message
+    names dropped and, where the format has no place for them (`system_prompt`,
+    `system_messages` False), the system prompt written as the first user message (the agent
+    keeps its own outside the session) and system messages written as user messages; the
+    session's model is dropped unless an assistant message carries it (`model_on_messages`)."""
+    if ctx.system_instruction and not system_prompt:
+        notes.change("system prompt written as a user message")
+    notes.drop("markers written as text", sum(b.type in MARKER_TYPES for b in walk_blocks(ctx)))
+    notes.drop("message names", sum(m.name is not None for m in ctx.messages))
+    if not system_messages:
+        notes.change(
+            "system messages written as user messages",
+            sum(m.role == "system" for m in ctx.messages),
+        )
+    carried = model_on_messages and any(
+        m.role == "assistant" and m.metadata.get("model") == recorded_model(ctx)
+        for m in ctx.messages
+    )
+    if recorded_model(ctx) is not None and not carried:
+        notes.drop("session model")
 
 
 # --------------------------------------------------------------------------- context-level steps
@@ -241,12 +361,18 @@ __all__ = [
     "PLACEHOLDER_USER_TEXT",
     "Export",
     "ExportNotes",
+    "NotingWriter",
     "Pending",
     "ProviderWriter",
     "WriterOptions",
     "log_warning",
+    "note_agent_losses",
     "prepare",
+    "recorded_max_tokens",
+    "recorded_model",
+    "request_settings",
     "rewrite_call_ids",
     "settle_pending",
     "unanswered_calls",
+    "walk_blocks",
 ]

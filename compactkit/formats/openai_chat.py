@@ -55,6 +55,7 @@ tool message (one message per result), message and context metadata (ids, usage,
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -78,6 +79,7 @@ from ..errors import BadInputError
 from ._chat import (
     anthropic_marks,
     block_as_text,
+    body_text,
     chat_context,
     conversations_of,
     has_foreign_keys,
@@ -89,7 +91,7 @@ from ._chat import (
 from ._pairing import Turn, freeze_all
 from ._util import as_text, image_from_url, parse_arguments, text_of
 from .base import Document, Format
-from .export import ExportNotes, ProviderWriter, WriterOptions, prepare
+from .export import ExportNotes, ProviderWriter, WriterOptions, prepare, request_settings
 from .provider_rules import OPENAI_ID_MAX
 
 _OPENAI_ROLES = ("system", "developer", "user", "assistant", "tool", "function")
@@ -413,6 +415,11 @@ def _assistant_out(msg: Message, request: bool, notes: ExportNotes) -> dict[str,
     body = [b for b in msg.content if not isinstance(b, (ThinkingBlock, ToolCallBlock))]
     content = _content_out(body, notes, images=False)
     calls = msg.tool_calls
+    after_call = itertools.dropwhile(lambda b: not isinstance(b, ToolCallBlock), msg.content)
+    notes.change(  # a chat message holds its content, then its calls
+        "assistant texts moved before the tool calls",
+        sum(not isinstance(b, (ThinkingBlock, ToolCallBlock, ImageBlock)) for b in after_call),
+    )
     out["content"] = None if calls and content == "" else content
     if calls:
         out["tool_calls"] = [
@@ -440,6 +447,8 @@ def _result_out(
     }
     if name is not None and not request:  # a tool message has no `name` in the API
         out["name"] = name
+    elif name is not None:
+        notes.drop("tool message names")
     return out
 
 
@@ -554,22 +563,22 @@ def _tools_out(ctx: AgentContext, notes: ExportNotes) -> list[dict[str, Any]]:
 def to_openai_request(
     ctx: AgentContext, options: WriterOptions | None = None, notes: ExportNotes | None = None
 ) -> dict[str, Any]:
-    """The context as a chat-completions request body `{"messages", "tools"?}` (no model)."""
+    """The context as a chat-completions request body `{"messages", "tools"?}`, with `model` and
+    `max_completion_tokens` first when a request's `options` give them."""
     notes = notes if notes is not None else ExportNotes()
     body: dict[str, Any] = {"messages": to_openai_messages(ctx, options, notes)}
     tools = _tools_out(ctx, notes)
     if tools:
         body["tools"] = tools
-    return body
+    return request_settings(body, ctx, options or WriterOptions(), "max_completion_tokens")
 
 
 def _body_text(body: dict[str, Any]) -> str:
-    """One context: its messages array (one message per line), or, when it has tools, the body
-    `{"messages": [...], "tools": [...]}`."""
-    if "tools" not in body:
+    """One context: its messages array (one message per line), or, when it has tools or a
+    model, the body `{"model"?, ..., "messages": [...], "tools"?: [...]}`."""
+    if list(body) == ["messages"]:
         return json_array_text(body["messages"])
-    tools = json.dumps(body["tools"], ensure_ascii=False)
-    return f'{{\n "messages": {json_array_text(body["messages"], indent=" ")},\n "tools": {tools}\n}}\n'
+    return body_text(body)
 
 
 __all__ = [

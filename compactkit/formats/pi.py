@@ -27,7 +27,9 @@ How a file becomes one context (mirroring pi's `buildSessionContext` and `conver
   `custom_message` entries, which extensions inject, become user messages. Both carry
   `metadata["origin"] = "harness"`: they are not the user's words, except the command of a
   `bashExecution`, which is pinned (`AgentContext.pins`, see `_users_words`). A custom message
-  whose `details` hold `compactkit_origin` (this format's writer puts it there) gets that origin.
+  whose `details` hold `compactkit_origin` (this format's writer puts it there) gets that origin;
+  a first `custom_message` whose `details` hold `compactkit_system_prompt` (this format's writer
+  puts the system prompt there) is `system_instruction`.
 * Each `compaction` entry becomes, at its position, a user message holding the text pi sent the
   model in its place (the summary in pi's `<summary>` framing) as a plain text block, with
   `metadata["origin"] = "summary"` and `metadata["pi_compaction"]`: `first_kept_message` (index of
@@ -94,6 +96,7 @@ from ._util import (
     str_or_none,
 )
 from .base import Document, Format, require_single
+from .export import ExportNotes, NotingWriter, note_agent_losses, walk_blocks
 
 # how pi frames summaries for the model (coding-agent `messages.ts`, `convertToLlm`)
 COMPACTION_SUMMARY_PREFIX = (
@@ -107,7 +110,7 @@ BRANCH_SUMMARY_PREFIX = (
 BRANCH_SUMMARY_SUFFIX = "</summary>"
 
 
-class PiSessionFormat(Format):
+class PiSessionFormat(NotingWriter, Format):
     name = "pi-session"
     description = "pi coding-agent session JSONL"
     extension = ".jsonl"
@@ -115,9 +118,9 @@ class PiSessionFormat(Format):
     malformed_lines = "skip"
     can_write = True
 
-    def dump(self, contexts: Sequence[AgentContext]) -> str:
+    def write(self, contexts: Sequence[AgentContext], notes: ExportNotes) -> str:
         """A session pi opens and sends as the context holds it (see `write_session`)."""
-        return write_session(require_single(contexts, self.name))
+        return write_session(require_single(contexts, self.name), notes)
 
     def sniff(self, doc: Document) -> bool:
         try:
@@ -170,6 +173,7 @@ class _Builder:
         self.repairs = RepairCounts()
         self.skipped_empty_assistant = 0
         self.compactions = 0
+        self.system_prompt: str | None = None
 
     # ----------------------------------------------------------------- dispatch
 
@@ -190,6 +194,8 @@ class _Builder:
             }
             block = _framed(entry["summary"], BRANCH_SUMMARY_PREFIX, BRANCH_SUMMARY_SUFFIX)
             self._emit("user", [block], entry, meta)
+        elif kind == "custom_message" and self._system_prompt(entry):
+            pass
         elif kind == "custom_message":
             meta = {
                 ORIGIN_KEY: _custom_origin(entry.get("details")),
@@ -213,6 +219,16 @@ class _Builder:
                 self.title = entry["name"]
         else:  # custom (extension state), label, unknown future types: never sent to a model
             self.skipped[_kind(entry)] += 1
+
+    def _system_prompt(self, entry: dict[str, Any]) -> bool:
+        """Keep the system prompt this format's writer put first (see `write_session`)."""
+        content = entry.get("content")
+        if self.turns or as_dict(entry.get("details")).get(SYSTEM_PROMPT_DETAIL) is not True:
+            return False
+        if not isinstance(content, str):
+            return False
+        self.system_prompt = content
+        return True
 
     def _message(self, entry: dict[str, Any], message: dict[str, Any]) -> bool:
         """Add one message entry; False when nothing of it reaches the context."""
@@ -393,7 +409,11 @@ class _Builder:
         if self.skipped_empty_assistant:
             meta["skipped_empty_assistant"] = self.skipped_empty_assistant
         note_skipped(meta, self.skipped)
-        ctx = AgentContext(messages=tuple(t.freeze() for t in self.turns), metadata=meta)
+        ctx = AgentContext(
+            system_instruction=self.system_prompt,
+            messages=tuple(t.freeze() for t in self.turns),
+            metadata=meta,
+        )
         return mark_words(ctx, _users_words)
 
 
@@ -586,6 +606,10 @@ SESSION_VERSION = 3
 """The session version the writer writes: pi-coding-agent's `CURRENT_SESSION_VERSION`."""
 WRITER_VERSION = "0.73.1"
 """The pi version whose loader and resume the written sessions are tested with."""
+SYSTEM_PROMPT_DETAIL = "compactkit_system_prompt"
+"""Key (true), in the `details` of the first `custom_message` entry, saying it holds the system
+prompt: pi keeps its own system prompt outside the session and sends a custom message to its
+model as a user message; this reader reads it back as `system_instruction`."""
 ORIGIN_DETAIL = "compactkit_origin"
 """Key, in the `details` of a custom message (which pi never sends to a model), of the origin of
 a user-role message that is neither the user's words nor harness text; this reader reads it."""
@@ -599,7 +623,7 @@ _BASH_TEXT = re.compile(
 )
 
 
-def write_session(ctx: AgentContext) -> str:
+def write_session(ctx: AgentContext, notes: ExportNotes | None = None) -> str:
     """`ctx` as a pi session (version 3) that pi opens (`pi --session FILE`, or `pi --continue` once
     the file is `~/.pi/agent/sessions/--<cwd, / as ->--/<time>_<id>.jsonl`) and whose messages
     pi sends its model exactly as `ctx` holds them.
@@ -615,10 +639,30 @@ def write_session(ctx: AgentContext) -> str:
     it keeps from is written before it, else a `compactionSummary` message in place), a branch
     summary as `branch_summary`; anything else as a `custom` message (origin in its `details`).
     `model_change` / `thinking_level_change` entries go back before the message they preceded.
-    Markers a strategy left are written as the text a model is shown for them. pi keeps no system
-    prompt in a session: `system_instruction` is not written. An assistant message's usage keeps
-    its output tokens and cost; its input counts are written as 0, because they measured the
-    prompt before compaction and pi compacts again at once when the last one is near the window."""
+    An assistant message's usage keeps its output tokens and cost; its input counts are written
+    as 0, because they measured the prompt before compaction and pi compacts again at once when
+    the last one is near the window.
+
+    What pi has no place for is written so that its model still sees it, and counted in
+    `notes`: pi keeps its own system prompt outside the session, so `system_instruction` becomes
+    the first entry, a `custom_message` (not displayed; `details` mark it, and it reads back as
+    the system prompt); a system message becomes a custom message too; markers a strategy left
+    are written as the text a model is shown for them; an image given by URL (pi keeps images
+    inline only) as a line naming it; a tool input that is not an object as `{"input": ...}`;
+    message names are dropped."""
+    notes = notes if notes is not None else ExportNotes()
+    note_agent_losses(
+        ctx, notes, system_prompt=False, system_messages=False, model_on_messages=True
+    )
+    blocks = walk_blocks(ctx)
+    notes.drop(
+        "images given by URL (named in text)",
+        sum(isinstance(b, ImageBlock) and b.data is None for b in blocks),
+    )
+    calls = [c for m in ctx.messages for c in m.tool_calls]
+    notes.change(
+        "non-object tool inputs wrapped", sum(not isinstance(c.input, dict) for c in calls)
+    )
     writer = _Writer(ctx)
     for number, message in enumerate(ctx.messages):
         writer.add(number, message)
@@ -653,6 +697,15 @@ class _Writer:
         title = nonempty_str(ctx.metadata.get("title"))
         if title is not None:
             self.entry("session_info", self.id_for(None, "title"), name=title)
+        if ctx.system_instruction:
+            self.entry(
+                "custom_message",
+                self.id_for(None, "system"),
+                customType="compactkit-system-prompt",
+                content=ctx.system_instruction,
+                display=False,
+                details={SYSTEM_PROMPT_DETAIL: True},
+            )
 
     def id_for(self, own: Any, salt: str) -> str:
         """`own` (a message's entry id) when it is free, else 8 hex digits derived from the

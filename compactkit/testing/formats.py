@@ -28,7 +28,7 @@ from ..context import (
     ToolResultBlock,
 )
 from ..formats.base import Document, Format, parse_text, read_document
-from ..formats.export import ProviderWriter
+from ..formats.export import NotingWriter
 from ..recovery import expand
 from ..registry import Registry, current_registry
 from ..validate import validate
@@ -86,8 +86,8 @@ def _sample_context() -> AgentContext:
 
 
 def _write(fmt: Format, contexts: Sequence[AgentContext]) -> str:
-    # a provider writer's `dump` logs what it drops; `export` returns the same text quietly
-    if isinstance(fmt, ProviderWriter):
+    # a noting writer's `dump` logs what it drops; `export` returns the same text quietly
+    if isinstance(fmt, NotingWriter):
         return fmt.export(contexts).text
     text: str = fmt.dump(contexts)
     return text

@@ -140,7 +140,8 @@ def test_provider_output_warns_when_the_recovery_store_would_be_lost(tmp_path: P
     code, _, stderr = run("run", str(SESSION), "--budget", "20000", "--to", "openai-chat")
     assert code == 0
     assert "--stash" in stderr
-    messages = json.loads(out.read_text())
+    body = json.loads(out.read_text())  # with the session's model: {"model", "messages"}
+    messages = body["messages"] if isinstance(body, dict) else body
     assert any("earlier messages]" in str(m.get("content")) for m in messages)  # the summary
 
 

@@ -303,8 +303,8 @@ def test_openai_request_drops_thinking_names_and_images_and_reorders_results() -
     assert openai_rule_problems(body["messages"], body["tools"]) == []
     assert openai_sdk_problems(body["messages"], body["tools"]) == []
     assert notes.warning("openai-chat") == (
-        "openai-chat export dropped 2 thinking blocks, 1 images, 1 markers written as text, "
-        "1 empty messages; changed: 1 messages moved after tool results"
+        "openai-chat export dropped 2 thinking blocks, 1 images, 1 tool message names, "
+        "1 markers written as text, 1 empty messages; changed: 1 messages moved after tool results"
     )
     session = to_openai_messages(ctx)  # as recorded: the user message splits the results
     assert openai_rule_problems(session, pending_ok=True) == [

@@ -38,6 +38,7 @@ from compactkit.errors import BadInputError
 from compactkit.formats._util import parse_arguments
 from compactkit.formats.anthropic_messages import AnthropicMessagesFormat
 from compactkit.formats.base import Document, parse_text
+from compactkit.formats.export import recorded_max_tokens, recorded_model
 from compactkit.formats.openai_chat import OpenAIChatFormat, image_from_url, to_openai_messages
 from tests.conftest import corpus_files, sample
 from tests.formats._checks import pairing_problems
@@ -539,7 +540,10 @@ def test_export_reimport_is_stable_for_every_corpus_conversation(path: Path) -> 
         assert reimport(FMT, ctx1) == ctx1
         assert actual_view(ctx1) == openai_view(ctx)
         tools = {"tools": ctx.metadata["tools"]} if ctx.metadata.get("tools") else {}
-        assert ctx1.metadata == {"source_format": "openai-chat", **tools}  # tools are written
+        model = {"model": recorded_model(ctx)} if recorded_model(ctx) else {}
+        limit = {"max_tokens": recorded_max_tokens(ctx)} if recorded_max_tokens(ctx) else {}
+        # tools, the session's model and output limit are written
+        assert ctx1.metadata == {"source_format": "openai-chat", **model, **tools, **limit}
         if pairing_problems(ctx) == []:
             assert pairing_problems(ctx1) == []
 

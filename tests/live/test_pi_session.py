@@ -77,8 +77,11 @@ def _block_parts(blocks: Any) -> list[tuple[Any, ...]]:
 
 
 def held_by(ctx: AgentContext) -> list[tuple[Any, ...]]:
-    """The context's messages as the same items (a tool message is one item per result)."""
+    """The context's messages as the same items (a tool message is one item per result), after
+    the system prompt, which the writer puts first as a custom message pi sends as a user turn."""
     items: list[tuple[Any, ...]] = []
+    if ctx.system_instruction:
+        items.append(_user([("text", ctx.system_instruction)]))
     for m in ctx.messages:
         if m.role == "tool":
             for r in m.tool_results:

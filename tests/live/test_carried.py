@@ -1,0 +1,188 @@
+"""What an agent's session has no field for, carried another way, resumes in the real CLI: a
+system prompt written into a Claude Code or pi session reaches the model as the first user turn
+(after the agent's own system prompt), and a Codex rollout whose failed result keeps its error flag
+beside the output (`compactkit_is_error`) resumes with exactly that history. Each session comes
+from a first real run, gets a system prompt and a failed result, and goes back through
+`compactkit convert --to ...`."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+import compactkit
+from compactkit import AgentContext
+from compactkit.cli import make_cli
+from compactkit.registry import make_registry
+from tests.live.clis import Sandbox, pi_session_dir, run_claude, run_codex, run_pi
+from tests.live.test_resume import (
+    CODEX_SCRIPT,
+    PI_SCRIPT,
+    SCRIPT,
+    shape_of_codex_message,
+    shape_of_item,
+    shape_of_message,
+    shape_of_request,
+    turn_request,
+)
+from tests.live.upstream import FakeUpstream, answer
+
+pytestmark = pytest.mark.live
+
+CLI = make_cli(lambda: make_registry(entry_points=False))
+PROMPT = "You answer in exactly three words and never use a tool twice."
+
+
+def with_prompt_and_a_failure(session: Path) -> AgentContext:
+    """The session with a system prompt and its first tool result marked failed."""
+    ctx = compactkit.load_one(session)
+    messages = list(ctx.messages)
+    index = next(i for i, m in enumerate(messages) if m.role == "tool")
+    result = messages[index].tool_results[0].model_copy(update={"is_error": True})
+    messages[index] = messages[index].model_copy(update={"content": (result,)})
+    return ctx.replace(system_instruction=PROMPT, messages=tuple(messages))
+
+
+def convert_into(ctx: AgentContext, fmt: str, target: Path) -> str:
+    """`compactkit convert` of `ctx` (saved as compactkit JSON beside) to `target`; its stderr."""
+    source = target.parent.parent / "source.json"
+    source.write_text(compactkit.render(ctx), encoding="utf-8")
+    result = CliRunner().invoke(CLI, ["convert", str(source), "--to", fmt, "-o", str(target)])
+    assert result.exit_code == 0, result.stderr
+    back = compactkit.load_one(target)
+    assert back.system_instruction == PROMPT  # read back as the system prompt
+    assert next(r.is_error for m in back.messages for r in m.tool_results) is True
+    return str(result.stderr)
+
+
+def first_user_text(message: dict[str, Any]) -> str:
+    content = message["content"]
+    if isinstance(content, str):
+        return content
+    return "\n".join(b.get("text", "") for b in content if b.get("type") == "text")
+
+
+def test_claude_code_sends_the_system_prompt_written_into_its_session(
+    claude_cli: Path, fake_upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    first = Sandbox.create(tmp_path / "first")
+    run = run_claude(
+        "Write the numbers 1 to 3000 to f.txt, then read it back.",
+        first,
+        upstream=fake_upstream,
+        script=SCRIPT,
+        executable=claude_cli,
+    )
+    assert run.returncode == 0 and run.session_file is not None, run.describe()
+    ctx = with_prompt_and_a_failure(run.session_file)
+    second = Sandbox.create(tmp_path / "second")
+    project = (
+        second.home / ".claude" / "projects" / re.sub(r"[^A-Za-z0-9]", "-", str(second.workspace))
+    )
+    project.mkdir(parents=True)
+    stderr = convert_into(ctx, "claude-code", project / f"{run.session_id}.jsonl")
+    assert "1 system prompt written as a user message" in stderr
+
+    resumed = run_claude(
+        "How many lines does f.txt have?",
+        second,
+        upstream=fake_upstream,
+        script=[answer("3000 lines.")],
+        resume=run.session_id,
+        executable=claude_cli,
+    )
+    assert resumed.returncode == 0, resumed.describe()
+    assert fake_upstream.problems == []
+    messages = turn_request(resumed.requests)["messages"]
+    assert messages[0]["role"] == "user" and PROMPT in first_user_text(messages[0])
+    sent = [shape_of_request(m) for m in messages if m["role"] in ("user", "assistant")]
+    history = [shape_of_message(m) for m in ctx.messages][1:]  # the task shares the first turn
+    assert sent[1 : 1 + len(history)] == history
+    failed = [
+        b
+        for m in messages
+        for b in (m["content"] if isinstance(m["content"], list) else [])
+        if b.get("type") == "tool_result"
+    ]
+    assert failed[0].get("is_error") is True  # and the error flag reaches the model
+
+
+def test_pi_sends_the_system_prompt_written_into_its_session(
+    pi_cli: Path, fake_upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    first = Sandbox.create(tmp_path / "first")
+    run = run_pi(
+        "Write the numbers 1 to 3000 to f.txt, then read it back.",
+        first,
+        upstream=fake_upstream,
+        script=PI_SCRIPT,
+        executable=pi_cli,
+    )
+    assert run.returncode == 0 and run.session_file is not None, run.describe()
+    ctx = with_prompt_and_a_failure(run.session_file)
+    second = Sandbox.create(tmp_path / "second")
+    folder = pi_session_dir(second)
+    folder.mkdir(parents=True)
+    target = folder / f"2026-01-01T00-00-00-000Z_{run.session_id}.jsonl"
+    assert "1 system prompt written as a user message" in convert_into(ctx, "pi-session", target)
+
+    resumed = run_pi(
+        "How many lines does f.txt have?",
+        second,
+        upstream=fake_upstream,
+        script=[answer("3000 lines.")],
+        resume=run.session_id,
+        executable=pi_cli,
+    )
+    assert resumed.returncode == 0, resumed.describe()
+    assert fake_upstream.problems == []
+    (request,) = resumed.turn_requests()
+    sent = [shape_of_request(m) for m in request.body["messages"]]
+    expected = [("user", [("text", PROMPT)])] + [shape_of_message(m) for m in ctx.messages]
+    assert sent[: len(expected)] == expected  # the prompt first, then exactly the history
+    failed = [b for m in request.body["messages"] for b in m["content"] if isinstance(b, dict)]
+    assert next(b.get("is_error") for b in failed if b.get("type") == "tool_result") is True
+
+
+def test_codex_resumes_a_rollout_that_keeps_an_error_flag(
+    codex_cli: Path, fake_upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    first = Sandbox.create(tmp_path / "first")
+    run = run_codex(
+        "Write the numbers 1 to 3000 to f.txt, then read it back.",
+        first,
+        upstream=fake_upstream,
+        script=CODEX_SCRIPT,
+        executable=codex_cli,
+    )
+    assert run.returncode == 0 and run.session_file is not None, run.describe()
+    ctx = with_prompt_and_a_failure(run.session_file)
+    second = Sandbox.create(tmp_path / "second")
+    day = second.codex_home / "sessions" / "2026" / "01" / "01"
+    day.mkdir(parents=True)
+    target = day / f"rollout-2026-01-01T00-00-00-{run.session_id}.jsonl"
+    # all carried but the model (a rollout keeps it in turn_context records, not written)
+    warning = "warning: codex-rollout export dropped 1 session model"
+    assert convert_into(ctx, "codex-rollout", target).splitlines() == [warning]
+    assert '"compactkit_is_error": true' in target.read_text(encoding="utf-8")
+
+    resumed = run_codex(
+        "How many lines does f.txt have?",
+        second,
+        upstream=fake_upstream,
+        script=[answer("3000.")],
+        resume=run.session_id,
+        executable=codex_cli,
+    )
+    assert resumed.returncode == 0, resumed.describe()
+    body = resumed.turn_requests()[0].body
+    sent = [shape_of_item(i) for i in body["input"]]
+    expected = [shape for m in ctx.messages for shape in shape_of_codex_message(m)]
+    start = sent.index(expected[0])
+    assert sent[start : start + len(expected)] == expected  # the history, the failed output in it
+    # base_instructions, Codex's system prompt: its first developer message
+    assert sent[0] == ("message", "developer", PROMPT), sent[0]
