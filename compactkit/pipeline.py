@@ -328,19 +328,37 @@ class Pipeline(Strategy):
         if not self.arrival:
             return history.append(*messages) if messages else history
         ctx = with_rules(history, self.pins)
-        with use_registry(self.registry), watch_interrupts() as watch:
+        with use_registry(self.registry):
             for msg in messages:
                 ctx = grown(ctx, msg)
                 for strat in self.arrival:
-                    step = _Step(0, strat, ctx, 0, watch, time.perf_counter())
-                    try:
-                        for check in _ARRIVAL_STEPS:
-                            check(self, step)
-                    except CompactkitError as exc:
-                        self._fail(strat, exc)
-                        raise
-                    ctx = step.out
+                    ctx = self._arrive_step(strat, ctx)
         return ctx
+
+    def _arrive_step(self, strat: Strategy, ctx: AgentContext) -> AgentContext:
+        """One arrival strategy on the context ending on the new message: a built-in is called
+        directly (and its output checked unless `check=False`); a plugin goes through the same
+        guards as at the trigger (`_ARRIVAL_STEPS`)."""
+        if _trusted(strat) and not _isolated(self, strat):
+            out = strat.compact(ctx)
+            if self.check and out is not ctx:
+                step = _Step(0, strat, ctx, 0, InterruptWatch(), 0.0, out=out)
+                try:
+                    _check_arrival(self, step)
+                except CompactkitError as exc:
+                    self._fail(strat, exc)
+                    raise
+            return out
+        with watch_interrupts() as watch:
+            step = _Step(0, strat, ctx, 0, watch, time.perf_counter())
+            try:
+                for check in _ARRIVAL_STEPS:
+                    check(self, step)
+            except CompactkitError as exc:
+                self._fail(strat, exc)
+                raise
+        arrived: AgentContext = step.out
+        return arrived
 
     def run(self, ctx: AgentContext, counter: TokenCounter | None = None) -> RunResult:
         """Compact `ctx`, returning the result with per-strategy figures. The pipeline's pin rules

@@ -281,10 +281,17 @@ def arrival_window(ctx: AgentContext) -> AgentContext:
     """The end of `ctx` that an arrival on its last message concerns: from the last message that
     is not a tool message (the call the new results answer) on, with the context's pins and pin
     rules. Validating and pinning that window costs what the new message costs, not the history."""
+    held = ctx.__dict__
+    window = held.get("_arrival_window")
+    if isinstance(window, AgentContext):
+        return window
     start = len(ctx.messages) - 1
     while start > 0 and ctx.messages[start].role == "tool":
         start -= 1
-    return ctx.replace(messages=ctx.messages[max(start, 0) :], recovery={})
+    data = {name: getattr(ctx, name) for name in type(ctx).model_fields}
+    data.update(messages=ctx.messages[max(start, 0) :], recovery={})
+    window = held["_arrival_window"] = type(ctx).model_construct(**data)
+    return window
 
 
 def validate_arrival(

@@ -16,8 +16,10 @@ changes nothing (each output is folded once by each folder).
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 
 from pydantic import Field
 
@@ -25,8 +27,8 @@ from ..arrival import arrival_pins, new_results, replace_last
 from ..context import AgentContext, Block, ContentPart, ElidedBlock, TextBlock, ToolCallBlock
 from ..recovery import payload_etag, put
 from ..strategy import StrategyOptions
-from ..toolcall import payload_path
-from ._common import ToolNames
+from ..toolcall import failed, payload_path
+from ._common import FOLD_REF, ToolNames
 from .observation_mask import with_content, with_parts
 
 
@@ -34,7 +36,7 @@ class FoldOptions(StrategyOptions):
     """Options every arrival folder has."""
 
     min_chars: int = Field(
-        default=600,
+        default=400,
         ge=0,
         description="Tool outputs (text parts) shorter than this many characters are left as "
         "they are.",
@@ -70,27 +72,68 @@ class Output:
     call_id: str
     ctx: AgentContext
     """The context the output arrives in (its last message holds it)."""
+    failed: bool = False
+    """Whether the call failed (an error result, or a nonzero exit code it reports)."""
 
 
 Folder = Callable[[Output], Fold | None]
 
-KEEP = re.compile(
-    r"error|exception|traceback|fail|fatal|panic|abort|assert|denied|not found|no such|"
-    r"cannot|can't|unable|invalid|warning|deprecat|segmentation|killed|timed? ?out|"
-    r"\b(?:passed|skipped|xfail|errors?|tests?|ok|summary|total)\b",
-    re.I,
-)
-"""Lines no folder removes: errors, tracebacks, warnings and summary lines stay whole."""
+KEEP_WORDS = (
+    "error", "exception", "traceback", "fail", "fatal", "panic", "abort", "assert", "denied",
+    "not found", "no such", "cannot", "can't", "unable", "invalid", "warn", "deprecat",
+    "segmentation", "killed", "timed out", "timeout", "passed", "skipped", "xfail", "summary",
+    "total",
+)  # fmt: skip
+"""Lines holding one of these (in any case) stay whole: errors, tracebacks, warnings, summaries;
+and lines holding one of `KEEP_WHOLE_WORDS` as a word (`OK`, `3 tests`; not `token`)."""
+KEEP_WHOLE_WORDS = ("ok", "test", "tests")
 _MARKUP = re.compile(r"^(?:\s|</?[\w-]+>|\d)*$")
 
 
-def kept_lines(lines: Sequence[str]) -> set[int]:
+def matching_lines(pattern: re.Pattern[str], text: str, lines: Sequence[str]) -> set[int]:
+    """Indexes of the `lines` (`text` split at newlines) `pattern` finds something in, searched
+    in the whole text at once (one search per line found, none per line passed over)."""
+    starts = _starts(lines)
+    out: set[int] = set()
+    pos = 0
+    while (found := pattern.search(text, pos)) is not None:
+        i = bisect_right(starts, found.start()) - 1
+        out.add(i)
+        pos = starts[i + 1] if i + 1 < len(starts) else len(text) + 1
+    return out
+
+
+def _starts(lines: Sequence[str]) -> list[int]:
+    return list(accumulate((len(line) + 1 for line in lines), initial=0))
+
+
+def _lines_with(text: str, starts: list[int], word: str, out: set[int], whole: bool) -> None:
+    """Add to `out` the lines of `text` holding `word` (as a whole word only, with `whole`)."""
+    pos = text.find(word)
+    while pos >= 0:
+        end = pos + len(word)
+        if whole and (text[pos - 1 : pos].isalnum() or text[end : end + 1].isalnum()):
+            pos = text.find(word, pos + 1)
+            continue
+        i = bisect_right(starts, pos) - 1
+        out.add(i)
+        pos = text.find(word, starts[i + 1]) if i + 1 < len(starts) else -1
+
+
+def kept_lines(lines: Sequence[str], failed: bool = True) -> set[int]:
     """Indexes of the lines of an output that stay whole: every line `KEEP` matches, every
-    line of a traceback, and the first and last lines with content (past wrapper tags such as
-    `<returncode>1</returncode>`), which say what the output is and how it ended."""
-    out = {i for i, line in enumerate(lines) if KEEP.search(line)}
-    content = [i for i, line in enumerate(lines) if line.strip() and not _MARKUP.match(line)]
-    out.update(content[:1] + content[-1:])
+    line of a traceback, and for a failed call the first and last lines with content (past
+    wrapper tags such as `<returncode>1</returncode>`), which say how it failed."""
+    whole = "\n".join(lines).lower()
+    starts = _starts(lines)
+    out: set[int] = set()
+    for word in KEEP_WORDS:
+        _lines_with(whole, starts, word, out, False)
+    for word in KEEP_WHOLE_WORDS:
+        _lines_with(whole, starts, word, out, True)
+    if failed:
+        content = [i for i, line in enumerate(lines) if line.strip() and not _MARKUP.match(line)]
+        out.update(content[:1] + content[-1:])
     in_trace = False
     for i, line in enumerate(lines):
         if line.startswith("Traceback"):
@@ -133,7 +176,7 @@ def _foldable(part: ContentPart, name: str) -> str | None:
     return None
 
 
-REF = "the tool output as it arrived"
+REF = FOLD_REF
 """The `ref` of the markers the folders leave (what `etag` recovers)."""
 
 
@@ -163,7 +206,7 @@ def fold_new_results(
         for part, text in zip(result.content, texts, strict=True):
             found = None
             if text is not None and len(text) >= options.min_chars:
-                found = folder(Output(text, call, result.tool_call_id, ctx))
+                found = folder(Output(text, call, result.tool_call_id, ctx, failed(result)[0]))
             marker = _marker(part, found, name, options) if found is not None else None
             if marker is None:
                 parts.append(part)

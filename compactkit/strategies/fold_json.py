@@ -4,8 +4,10 @@ as its keys once and then one row of values per record.
 What it folds: API and tool-server outputs (search results, records from a database, a list of
 issues or flights) are arrays of objects that all have the same keys, often pretty-printed, so
 every record repeats every key name and the indentation. Such an array becomes
-`{"[keys]": ["id", "name", ...], "[rows]": [[1, "a", ...], [2, "b", ...]]}`; the rest of the
-value is written as compact JSON. Lossless: each record is its row zipped with the keys (the
+`{"[keys]": ["id", "name", ...], "[rows]": [[1, "a", ...], [2, "b", ...]]}` (an array of arrays
+of such records keeps its grouping in the rows; a nested object all records have with the same
+keys becomes columns named by their dotted path, `prices.economy`); the rest of the value is
+written as compact JSON. Lossless: each record is its row zipped with the keys (the
 note says so), and the original text is recoverable by its etag. Text around the JSON (the
 `<returncode>`/`<output>` wrapper some agents add) stays as it is.
 """
@@ -31,8 +33,10 @@ class FoldJsonOptions(FoldOptions):
 
 
 def tabulate(value: Any, min_rows: int) -> tuple[Any, int]:
-    """`value` with every array of at least `min_rows` objects sharing the same keys (in the
-    same order) written as `{"[keys]": [...], "[rows]": [[...], ...]}`; and how many arrays."""
+    """`value` with every array of at least `min_rows` objects of the same shape (or of arrays
+    of such objects) written as `{"[keys]": [...], "[rows]": [[...], ...]}`, inner values first;
+    and how many arrays were. Nested objects every record has with the same keys become columns
+    named by their dotted path (`prices.economy`)."""
     if isinstance(value, dict):
         out: dict[str, Any] = {}
         count = 0
@@ -43,19 +47,46 @@ def tabulate(value: Any, min_rows: int) -> tuple[Any, int]:
     if not isinstance(value, list):
         return value, 0
     items = [tabulate(item, min_rows) for item in value]
-    count = sum(n for _, n in items)
     values = [v for v, _ in items]
-    first = values[0] if values else None
-    if (
-        len(values) >= min_rows
-        and isinstance(first, dict)
-        and len(first) >= 2
-        and KEYS not in first
-        and all(isinstance(v, dict) and list(v) == list(first) for v in values)
-    ):
+    count = sum(n for _, n in items)
+    table = _table(values, min_rows)
+    return (values, count) if table is None else (table, count + 1)
+
+
+def _flat(record: dict[str, Any], prefix: str = "") -> dict[str, Any] | None:
+    """The leaves of `record` by dotted key path (non-empty nested objects flattened, tables
+    left whole); None when a key is empty or holds a dot (the path would be ambiguous)."""
+    out: dict[str, Any] = {}
+    for key, item in record.items():
+        if not key or "." in key:
+            return None
+        if isinstance(item, dict) and item and KEYS not in item:
+            inner = _flat(item, f"{prefix}{key}.")
+            if inner is None:
+                return None
+            out.update(inner)
+        else:
+            out[f"{prefix}{key}"] = item
+    return out
+
+
+def _table(values: list[Any], min_rows: int) -> dict[str, Any] | None:
+    """`values` as a table, when they are objects of one shape or arrays of such objects."""
+    nested = bool(values) and all(isinstance(v, list) and v for v in values)
+    records = [r for v in values for r in v] if nested else values
+    if len(records) < min_rows or not all(isinstance(r, dict) for r in records):
+        return None
+    for shape in (_flat, lambda record: record):
+        shaped = [shape(r) for r in records]
+        first = shaped[0]
+        if first is None or len(first) < 2 or KEYS in first:
+            continue
         keys = list(first)
-        return {KEYS: keys, ROWS: [[v[k] for k in keys] for v in values]}, count + 1
-    return values, count
+        if all(s is not None and list(s) == keys for s in shaped):
+            rows = iter([[s[k] for k in keys] for s in shaped if s is not None])
+            grouped = [[next(rows) for _ in v] for v in values] if nested else list(rows)
+            return {KEYS: keys, ROWS: grouped}
+    return None
 
 
 def _json_span(lines: list[str]) -> tuple[int, int] | None:
@@ -86,7 +117,10 @@ def fold_json(output: Output, opts: FoldJsonOptions) -> Fold | None:
     text = json.dumps(folded, ensure_ascii=False, separators=(",", ":"))
     what = "JSON written compactly"
     if tables:
-        what += f"; {tables} array(s) of same-keyed records as {KEYS} once, then {ROWS}"
+        what += (
+            f"; {tables} array(s) of same-shaped records as {KEYS} once (a dotted key is a "
+            f"field of a nested object), then {ROWS}"
+        )
     return Fold("\n".join([*lines[:start], text, *lines[end:]]), what)
 
 
@@ -95,7 +129,7 @@ class FoldJson(Strategy):
     keys once and one row of values per record."""
 
     name = "fold-json"
-    description = "Arrival: JSON outputs compact, arrays of same-keyed records as keys + rows."
+    description = "JSON outputs compact, arrays of same-keyed records as keys + rows."
     Options = FoldJsonOptions
     options: FoldJsonOptions
     stage = ARRIVAL

@@ -26,6 +26,8 @@ from ..strategy import ARRIVAL, Strategy
 from .fold_common import Fold, FoldOptions, Output, fold_new_results, kept_lines
 
 GREP = re.compile(r"^(?P<path>[^\s:][^:\n]*?)(?P<sep>[:-])(?P<no>\d+)(?P=sep)(?P<rest>.*)$")
+GREP_LINES = re.compile(r"^[^\s:][^:\n]*?[:-]\d+[:-]", re.M)
+"""The start of a search-result line, found in a whole output at once (before the lines are)."""
 PATH = re.compile(r"^\.{0,2}/?(?:[\w.@+-]+/)+[\w.@+-]+/?$")
 
 
@@ -65,6 +67,8 @@ def _grep(lines: list[str], kept: set[int], share: float) -> list[str] | None:
 
 
 def _paths(lines: list[str], share: float) -> list[str] | None:
+    if sum(1 for line in lines if "/" in line) < share * len(lines) - 1:
+        return None
     paths = [bool(PATH.match(line.strip())) and line == line.strip() for line in lines]
     if sum(paths) < share * sum(1 for line in lines if line.strip()) or sum(paths) < 8:
         return None
@@ -84,8 +88,8 @@ def _paths(lines: list[str], share: float) -> list[str] | None:
     return out
 
 
-def _diff(lines: list[str], keep: int) -> list[str] | None:
-    if not any(line.startswith("@@ ") for line in lines):
+def _diff(text: str, lines: list[str], keep: int) -> list[str] | None:
+    if "\n@@ " not in text and not text.startswith("@@ "):
         return None
     out: list[str] = []
     in_hunk = False
@@ -116,15 +120,16 @@ def _diff(lines: list[str], keep: int) -> list[str] | None:
 
 
 def fold_listings(output: Output, opts: FoldListingsOptions) -> Fold | None:
-    lines = output.text.split("\n")
-    kept = kept_lines(lines)
-    grouped = _grep(lines, kept, opts.min_share)
+    text = output.text
+    lines = text.split("\n")
+    grep_like = len(GREP_LINES.findall(text)) >= max(4, opts.min_share * len(lines) - 1)
+    grouped = _grep(lines, kept_lines(lines, output.failed), opts.min_share) if grep_like else None
     if grouped is not None:
         return Fold("\n".join(grouped), "search results grouped by file (path once, then lines)")
     listed = _paths(lines, opts.min_share)
     if listed is not None:
         return Fold("\n".join(listed), "paths grouped by directory (dir/: name  name ...)")
-    cut = _diff(lines, opts.diff_context)
+    cut = _diff(text, lines, opts.diff_context)
     if cut is not None and cut != lines:
         return Fold("\n".join(cut), "unchanged diff context cut")
     return None
@@ -135,7 +140,7 @@ class FoldListings(Strategy):
     diff context cut."""
 
     name = "fold-listings"
-    description = "Arrival: grep results by file, path listings by directory, diff context cut."
+    description = "Grep results by file, path listings by directory, diff context cut."
     Options = FoldListingsOptions
     options: FoldListingsOptions
     stage = ARRIVAL

@@ -23,7 +23,14 @@ from pydantic import Field
 
 from ..context import AgentContext
 from ..strategy import ARRIVAL, Strategy
-from .fold_common import Fold, FoldOptions, Output, fold_new_results, kept_lines
+from .fold_common import (
+    Fold,
+    FoldOptions,
+    Output,
+    fold_new_results,
+    kept_lines,
+    matching_lines,
+)
 
 PROGRESS = re.compile(
     r"\d{1,3}(?:\.\d+)?\s?%|[█▉▊▋▌▍▎▏■━─]{3,}|[#=]{5,}>?|\[\s*[=>#.-]+\s*\]|"
@@ -33,6 +40,7 @@ PROGRESS = re.compile(
     r"Selecting previously|Setting up|Requirement already satisfied|Using cached|Obtaining|"
     r"Looking in indexes|Created wheel|Stored in directory|Attempting uninstall|"
     r"Found existing installation|Uninstalling|npm (?:http|timing|sill|verb)|added \d+ packages)",
+    re.M,
 )
 """Lines of progress a terminal shows while work goes on."""
 WARNING = re.compile(r"warn", re.I)
@@ -53,11 +61,12 @@ def _rewritten(line: str) -> str:
 
 
 def _progress_runs(lines: list[str], kept: set[int], min_run: int) -> list[str]:
+    progress = matching_lines(PROGRESS, "\n".join(lines), lines) - kept
     out: list[str] = []
     i = 0
     while i < len(lines):
         j = i
-        while j < len(lines) and j not in kept and PROGRESS.search(lines[j]):
+        while j in progress:
             j += 1
         if j - i >= min_run:
             out.append(lines[i])
@@ -96,10 +105,13 @@ def _counted_warnings(lines: list[str]) -> list[str]:
 
 
 def fold_logs(output: Output, opts: FoldLogsOptions) -> Fold | None:
-    original = output.text.split("\n")
+    text = output.text
+    original = text.split("\n")
+    if "\r" not in text and len(set(original)) == len(original) and not PROGRESS.search(text):
+        return None  # nothing to fold: no redrawn line, no line repeated, no progress
     lines = [_rewritten(line) for line in original]
     redrawn = lines != original
-    kept = kept_lines(lines)
+    kept = kept_lines(lines, output.failed)
     folded = _counted_warnings(_progress_runs(lines, kept, opts.min_run))
     if folded == original:
         return None
@@ -114,7 +126,7 @@ class FoldLogs(Strategy):
     lines and repeated warnings counted; errors, tracebacks and summaries stay whole."""
 
     name = "fold-logs"
-    description = "Arrival: log/build/test output with progress lines and repeats counted."
+    description = "Log/build/test output with progress lines and repeats counted."
     Options = FoldLogsOptions
     options: FoldLogsOptions
     stage = ARRIVAL

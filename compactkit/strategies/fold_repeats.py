@@ -103,15 +103,14 @@ class _Run:
 class _Folding:
     """One output folded line by line, left to right."""
 
-    def __init__(self, lines: list[str], sources: list[_Source], opts: FoldRepeatsOptions):
+    def __init__(
+        self, lines: list[str], keys: list[int], sources: list[_Source], opts: FoldRepeatsOptions
+    ) -> None:
         self.lines = lines
         self.opts = opts
-        self.kept = kept_lines(lines)
-        keys = [hash(tuple(lines[i : i + ANCHOR])) for i in range(len(lines) - ANCHOR + 1)]
+        self.kept: set[int] = set()
         self.keys = keys
-        wanted = set(keys)
-        # only outputs sharing an anchor with this one are asked about each line
-        self.sources = [s for s in sources if not wanted.isdisjoint(s.anchors)]
+        self.sources = sources
         self.shown: list[str] = []
         self.shown_at: dict[int, int] = {}  # line of this output -> its line as shown
         self.own: dict[int, int] = {}  # anchors of the lines shown verbatim so far
@@ -185,7 +184,14 @@ def fold_repeats(output: Output, opts: FoldRepeatsOptions) -> Fold | None:
     lines = output.text.split("\n")
     if len(lines) < opts.min_lines:
         return None
-    folding = _Folding(lines, _earlier(output.ctx, opts.lookback), opts)
+    keys = [hash(tuple(lines[i : i + ANCHOR])) for i in range(len(lines) - ANCHOR + 1)]
+    wanted = set(keys)
+    # only outputs sharing an anchor with this one are asked about each line
+    sources = [s for s in _earlier(output.ctx, opts.lookback) if not wanted.isdisjoint(s.anchors)]
+    if not sources and len(wanted) == len(keys):
+        return None  # no anchor seen before, here or in an earlier output: nothing repeats
+    folding = _Folding(lines, keys, sources, opts)
+    folding.kept = kept_lines(lines, output.failed)
     shown = folding.run()
     if not folding.folded:
         return None
@@ -197,7 +203,7 @@ class FoldRepeats(Strategy):
     from itself, become `[same as lines A-B of the result of call X]`."""
 
     name = "fold-repeats"
-    description = "Arrival: repeated lines of a tool output become a reference to where they are."
+    description = "Repeated lines of a tool output become a reference to where they are."
     Options = FoldRepeatsOptions
     options: FoldRepeatsOptions
     stage = ARRIVAL
