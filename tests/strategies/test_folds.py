@@ -8,6 +8,7 @@ import json
 import re
 
 import pytest
+from hypothesis import given, settings
 
 import compactkit
 from compactkit import (
@@ -26,6 +27,8 @@ from compactkit import (
     message,
 )
 from compactkit.recovery import expand
+from compactkit.testing import check_strategy
+from compactkit.testing.generate import contexts
 
 from ..conftest import contract_failures, sample
 
@@ -184,3 +187,12 @@ def test_a_folded_output_whose_named_lines_are_gone_is_put_back_at_the_next_comp
     assert compactkit.validate(repaired) == []
     # while the lines it names are shown, the fold stays
     assert compactkit.EtagCollapse().compact(ctx).messages[-1] == ctx.messages[-1]
+
+
+@pytest.mark.parametrize("folder", FOLDERS, ids=lambda c: c.name)
+@settings(max_examples=40, deadline=None)
+@given(ctx=contexts())
+def test_generated_contexts_keep_the_arrival_contract(
+    folder: type[Strategy], ctx: AgentContext
+) -> None:
+    assert check_strategy(folder(min_chars=0), ctx, runs=2) == []
