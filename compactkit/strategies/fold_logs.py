@@ -29,20 +29,39 @@ from .fold_common import (
     Output,
     fold_new_results,
     kept_lines,
-    matching_lines,
 )
 
-PROGRESS = re.compile(
-    r"\d{1,3}(?:\.\d+)?\s?%|[█▉▊▋▌▍▎▏■━─]{3,}|[#=]{5,}>?|\[\s*[=>#.-]+\s*\]|"
-    r"^\s*(?:Downloading|Collecting|Installing|Fetching|Resolving|Building|Compiling|"
-    r"Checking|Processing|Unpacking|Preparing|Progress|Receiving objects|Resolving deltas|"
-    r"Counting objects|Compressing objects|Writing objects|remote:|Get:\d|Hit:\d|Ign:\d|"
-    r"Selecting previously|Setting up|Requirement already satisfied|Using cached|Obtaining|"
-    r"Looking in indexes|Created wheel|Stored in directory|Attempting uninstall|"
-    r"Found existing installation|Uninstalling|npm (?:http|timing|sill|verb)|added \d+ packages)",
-    re.M,
-)
-"""Lines of progress a terminal shows while work goes on."""
+PROGRESS_STARTS = (
+    "Downloading", "Collecting", "Installing", "Fetching", "Resolving", "Building", "Compiling",
+    "Checking", "Processing", "Unpacking", "Preparing", "Progress", "Receiving objects",
+    "Resolving deltas", "Counting objects", "Compressing objects", "Writing objects", "remote:",
+    "Get:", "Hit:", "Ign:", "Selecting previously", "Setting up", "Requirement already satisfied",
+    "Using cached", "Obtaining", "Looking in indexes", "Created wheel", "Stored in directory",
+    "Attempting uninstall", "Found existing installation", "Uninstalling", "npm http",
+    "npm timing", "npm sill", "npm verb",
+)  # fmt: skip
+"""How lines of progress a package manager or a build prints while it works begin."""
+PERCENT = re.compile(r"\d{1,3}(?:\.\d+)?\s?%")
+BARS = re.compile(r"[█▉▊▋▌▍▎▏■━─]{3,}")
+_GLYPHS = frozenset("█▉▊▋▌▍▎▏■━─")
+
+
+def progress_lines(lines: list[str]) -> set[int]:
+    """Indexes of the lines that report progress: those starting as in `PROGRESS_STARTS`, and
+    those holding a percentage or a bar (`45%`, `█████`, `[=====>   ]`, `#####`)."""
+    out: set[int] = set()
+    for i, line in enumerate(lines):
+        if (
+            line.lstrip().startswith(PROGRESS_STARTS)
+            or ("%" in line and PERCENT.search(line))
+            or "=====" in line
+            or "#####" in line
+            or (not _GLYPHS.isdisjoint(line) and BARS.search(line))
+        ):
+            out.add(i)
+    return out
+
+
 WARNING = re.compile(r"warn", re.I)
 
 
@@ -60,8 +79,7 @@ def _rewritten(line: str) -> str:
     return shown[-1] if shown else ""
 
 
-def _progress_runs(lines: list[str], kept: set[int], min_run: int) -> list[str]:
-    progress = matching_lines(PROGRESS, "\n".join(lines), lines) - kept
+def _progress_runs(lines: list[str], progress: set[int], kept: set[int], min_run: int) -> list[str]:
     out: list[str] = []
     i = 0
     while i < len(lines):
@@ -107,12 +125,13 @@ def _counted_warnings(lines: list[str]) -> list[str]:
 def fold_logs(output: Output, opts: FoldLogsOptions) -> Fold | None:
     text = output.text
     original = text.split("\n")
-    if "\r" not in text and len(set(original)) == len(original) and not PROGRESS.search(text):
-        return None  # nothing to fold: no redrawn line, no line repeated, no progress
-    lines = [_rewritten(line) for line in original]
+    lines = [_rewritten(line) for line in original] if "\r" in text else original
+    progress = progress_lines(lines)
+    if lines is original and not progress and len(set(original)) == len(original):
+        return None  # nothing to fold: no redrawn line, no progress, no line repeated
     redrawn = lines != original
     kept = kept_lines(lines, output.failed)
-    folded = _counted_warnings(_progress_runs(lines, kept, opts.min_run))
+    folded = _counted_warnings(_progress_runs(lines, progress - kept, kept, opts.min_run))
     if folded == original:
         return None
     what = "progress lines, repeated lines and warnings counted"

@@ -18,6 +18,7 @@ compaction, etag-collapse puts the folded output back (`restore_orphaned_folds`)
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -115,11 +116,15 @@ class _Folding:
         self.shown_at: dict[int, int] = {}  # line of this output -> its line as shown
         self.own: dict[int, int] = {}  # anchors of the lines shown verbatim so far
         self.folded = 0
+        # anchors worth asking about: seen in an earlier output, or twice in this one
+        counts = Counter(keys)
+        self.twice = {k for k, n in counts.items() if n > 1}
+        self.hits = self.twice.union(*(s.anchors.keys() & counts.keys() for s in sources))
 
     def run(self) -> list[str]:
-        i, lines = 0, self.lines
+        i, lines, keys, hits = 0, self.lines, self.keys, self.hits
         while i < len(lines):
-            best = self.best(i) if i < len(self.keys) else None
+            best = self.best(i) if i < len(keys) and keys[i] in hits else None
             if best is None:
                 self.verbatim(i)
                 i += 1
@@ -169,7 +174,11 @@ class _Folding:
         self.shown_at[i] = len(self.shown)
         self.shown.append(self.lines[i])
         begin = i - ANCHOR + 1
-        if begin >= 0 and self.shown_at.get(begin) == self.shown_at[i] - ANCHOR + 1:
+        if (
+            begin >= 0
+            and self.keys[begin] in self.twice
+            and self.shown_at.get(begin) == self.shown_at[i] - ANCHOR + 1
+        ):
             self.own.setdefault(self.keys[begin], begin)
 
     def reference(self, run: _Run) -> str:
