@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
+from .arrival import new_results, replace_last
 from .context import (
     ORIGIN_KEY,
     ORIGINS,
@@ -68,6 +69,10 @@ from .serve import MemoryServeStore, Served, ServeState, SqliteServeStore, serve
 from .session import Session
 from .spec import PipelineSpec, parse_pipeline
 from .strategies.etag_collapse import EtagCollapse
+from .strategies.fold_json import FoldJson
+from .strategies.fold_listings import FoldListings
+from .strategies.fold_logs import FoldLogs
+from .strategies.fold_repeats import FoldRepeats
 from .strategies.llm_summary import LlmSummary
 from .strategies.observation_mask import ObservationMask
 from .strategies.sliding_window import SlidingWindow
@@ -75,7 +80,7 @@ from .strategies.static_elision import StaticElision
 from .strategy import Strategy, StrategyOptions, SummaryCall, strategy
 from .summarize import Summarizer, SummaryRequest
 from .tokens import TiktokenTokenizer, TokenCounter, Tokenizer
-from .validate import Violation, validate
+from .validate import Violation, validate, validate_arrival
 
 if TYPE_CHECKING:
     from .bench.runner import run_bench, run_frontier
@@ -142,6 +147,10 @@ __all__ = [
     "EtagCollapse",
     "Event",
     "Export",
+    "FoldJson",
+    "FoldListings",
+    "FoldLogs",
+    "FoldRepeats",
     "Format",
     "ImageBlock",
     "LlmSummary",
@@ -203,8 +212,10 @@ __all__ = [
     "make_registry",
     "marker_text",
     "message",
+    "new_results",
     "parse_pipeline",
     "render",
+    "replace_last",
     "run_bench",
     "run_frontier",
     "serve_tools",
@@ -212,4 +223,5 @@ __all__ = [
     "strategy",
     "unrecoverable",
     "validate",
+    "validate_arrival",
 ]

@@ -39,3 +39,12 @@ def default_pipeline(budget: int | None, *, fill: bool = False) -> list[str]:
         summary + (",fill=true" if fill else f",keep_last={KEEP_LAST}"),
         f"sliding-window:max_tokens={budget}",
     ]
+
+
+ARRIVAL_PIPELINE = ["fold-json", "fold-listings", "fold-logs", "fold-repeats"]
+"""The arrival stage of the default pipeline: folders run on each tool output as it is appended
+(`Strategy.stage`), in this order (fold-repeats last: its `[same as lines A-B above]` numbers the
+lines as finally shown). `default:arrival=off` is the default without them."""
+
+ARRIVAL_BY_DEFAULT = False
+"""Whether `default` includes `ARRIVAL_PIPELINE` when the spec does not say (`arrival=on|off`)."""

@@ -17,6 +17,7 @@ from ._isolate import (
     run_isolated,
     watch_interrupts,
 )
+from .arrival import grown
 from .context import AgentContext, Message, ToolResultBlock
 from .errors import (
     EXIT_PLUGIN,
@@ -40,9 +41,9 @@ from .pins import parse_rule, with_rules
 from .recovery import is_marker, message_marker, verify
 from .registry import Registry, current_registry, get_counter, use_registry
 from .spec import PipelineSpec, one_pipeline
-from .strategy import Strategy, StrategyOptions
+from .strategy import ARRIVAL, Strategy, StrategyOptions
 from .tokens import DEFAULT_TOKENIZER, TokenCounter
-from .validate import validate
+from .validate import validate, validate_arrival
 
 
 def _new_markers(before: Message | None, after: Message) -> list[Any]:
@@ -217,6 +218,13 @@ def _reuse_originals(
     return out.with_messages(messages) if swapped else out
 
 
+def _arrival_of(strat: Strategy) -> list[Strategy]:
+    """The arrival strategies `strat` brings: itself, or a nested pipeline's."""
+    if isinstance(strat, Pipeline):
+        return list(strat.arrival)
+    return [strat] if strat.stage == ARRIVAL else []
+
+
 def _as_strategy(item: Strategy | Callable[[AgentContext], AgentContext]) -> Strategy:
     if isinstance(item, Strategy):
         return item
@@ -253,6 +261,11 @@ class Pipeline(Strategy):
     worker process and is stopped when it runs longer (`StrategyTimeout`, exit 3); built-ins always
     run in-process. A strategy that raises `SystemExit` or `KeyboardInterrupt` fails like any
     other (`StrategyError`); a real Ctrl-C still raises `KeyboardInterrupt`.
+
+    Two moments: `strategies` run at the trigger (`run`, `compact`), on the whole history;
+    `arrival` strategies (those whose `stage` is `"arrival"`, wherever they are given) run in
+    `arrive`, on each new message as it is appended. A plugin's arrival step is held to
+    `compactkit.validate.validate_arrival` (only the new message changed, idempotent).
     """
 
     name = "pipeline"
@@ -268,15 +281,20 @@ class Pipeline(Strategy):
         name: str | None = None,
         timeout: float | None = None,
         pins: Sequence[str] = (),
+        arrival: Sequence[Strategy | Callable[[AgentContext], AgentContext]] = (),
     ) -> None:
         super().__init__()
-        self.strategies = [_as_strategy(s) for s in strategies]
+        given = [_as_strategy(s) for s in (*arrival, *strategies)]
+        self.arrival: list[Strategy] = [a for s in given for a in _arrival_of(s)]
+        """The arrival stage: run by `arrive` on each new message, in order."""
+        self.strategies = [s for s in given if s.stage != ARRIVAL]
         self.pins = tuple(str(parse_rule(rule)) for rule in pins)
         self.timeout = timeout or None
         self.tokenizer = tokenizer
         self.check = check
         self.registry = registry
-        self.title = name or " | ".join(s.label for s in self.strategies) or "empty"
+        self.title = name or " | ".join(s.label for s in (*self.arrival, *self.strategies))
+        self.title = self.title or "empty"
         self._bus = EventBus()
 
     @property
@@ -302,6 +320,45 @@ class Pipeline(Strategy):
 
     def compact(self, ctx: AgentContext) -> AgentContext:
         return self.run(ctx).context
+
+    def arrive(self, history: AgentContext, messages: Sequence[Message]) -> AgentContext:
+        """`history` with `messages` appended, each passed through the arrival strategies once,
+        as it arrives (the context before it unchanged). Without arrival strategies, the plain
+        append. A strategy that fails or breaks the arrival contract raises as in `run`."""
+        if not self.arrival:
+            return history.append(*messages) if messages else history
+        ctx = with_rules(history, self.pins)
+        with use_registry(self.registry):
+            for msg in messages:
+                ctx = grown(ctx, msg)
+                for strat in self.arrival:
+                    ctx = self._arrive_step(strat, ctx)
+        return ctx
+
+    def _arrive_step(self, strat: Strategy, ctx: AgentContext) -> AgentContext:
+        """One arrival strategy on the context ending on the new message: a built-in is called
+        directly (and its output checked unless `check=False`); a plugin goes through the same
+        guards as at the trigger (`_ARRIVAL_STEPS`)."""
+        if _trusted(strat) and not _isolated(self, strat):
+            out = strat.compact(ctx)
+            if self.check and out is not ctx:
+                step = _Step(0, strat, ctx, 0, InterruptWatch(), 0.0, out=out)
+                try:
+                    _check_arrival(self, step)
+                except CompactkitError as exc:
+                    self._fail(strat, exc)
+                    raise
+            return out
+        with watch_interrupts() as watch:
+            step = _Step(0, strat, ctx, 0, watch, time.perf_counter())
+            try:
+                for check in _ARRIVAL_STEPS:
+                    check(self, step)
+            except CompactkitError as exc:
+                self._fail(strat, exc)
+                raise
+        arrived: AgentContext = step.out
+        return arrived
 
     def run(self, ctx: AgentContext, counter: TokenCounter | None = None) -> RunResult:
         """Compact `ctx`, returning the result with per-strategy figures. The pipeline's pin rules
@@ -490,6 +547,31 @@ _STEPS: tuple[Callable[[Pipeline, _Step], None], ...] = (
 the run (one `CompactionFailed` event, the caller's context untouched)."""
 
 
+def _check_arrival(pipeline: Pipeline, step: _Step) -> None:
+    """An arrival step changed only the new message (`validate_arrival`); a plugin's is run again
+    on its output, which must not change (built-ins are held to that by their tests)."""
+    if not pipeline.check or step.out is step.current:
+        return
+    again = None
+    if not _trusted(step.strat):
+        again = step.strat.compact(private_copy(step.out))
+    problems = validate_arrival(step.out, step.current, again)
+    if problems:
+        more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise ContractViolation(
+            f"arrival strategy {step.strat.name!r} broke the contract at {problems[0]}{more}"
+        )
+
+
+_ARRIVAL_STEPS: tuple[Callable[[Pipeline, _Step], None], ...] = (
+    _call_strategy,
+    _check_returned,
+    _take_back_originals,
+    _check_arrival,  # verifies the recovery entries the step added
+)
+"""What `Pipeline.arrive` does with each arrival strategy on each new message."""
+
+
 def _over_budget(strat: Strategy, tokens: int) -> str:
     """The step's note on its budget: over it, or (for a strategy that needs one) none given."""
     option = strat.budget_option
@@ -538,6 +620,21 @@ def build_pipeline(
     return Pipeline(strategies, tokenizer=tokenizer, registry=registry, timeout=timeout, pins=rules)
 
 
+def copy_pipeline(pipeline: Pipeline, **changes: Any) -> Pipeline:
+    """The same strategies of both stages, with an event bus of its own and `changes` (`check`,
+    `timeout`, `pins`, `name`) applied."""
+    options: dict[str, Any] = {
+        "tokenizer": pipeline.tokenizer,
+        "check": pipeline.check,
+        "registry": pipeline.registry,
+        "name": pipeline.title,
+        "timeout": pipeline.timeout,
+        "pins": pipeline.pins,
+        "arrival": pipeline.arrival,
+    }
+    return Pipeline(pipeline.strategies, **{**options, **changes})
+
+
 __all__ = [
     "PLUGIN_TIMEOUT",
     "Pipeline",
@@ -547,5 +644,6 @@ __all__ = [
     "StrategyOptions",
     "build_pipeline",
     "changes",
+    "copy_pipeline",
     "get_strategy",
 ]

@@ -52,7 +52,7 @@ from .formats.session_log import (
 )
 from .io import write_atomic
 from .pins import with_rules
-from .pipeline import Pipeline, RunResult, build_pipeline
+from .pipeline import Pipeline, RunResult, build_pipeline, copy_pipeline
 from .policy import CompactionPolicy, PolicyName, prefix_tokens
 from .policy import floor as policy_floor
 from .registry import Registry, get_counter, use_registry
@@ -149,16 +149,21 @@ class Session:
         return self._tokens
 
     def append(self, *messages: Message | dict[str, Any]) -> AgentContext:
-        """Add messages at the end (each counted once); returns the new context."""
+        """Add messages at the end (each counted once); returns the new context. The pipeline's
+        arrival strategies (`Pipeline.arrive`) run on each one first, once; the log keeps the
+        messages as given and what arrival made of them."""
         new = [m if isinstance(m, Message) else Message.model_validate(m) for m in messages]
         if not new:
             return self._context
-        added = sum(self._counter.messages(new))
+        before = self._context
+        grown = self.pipeline.arrive(before, new) if self.pipeline.arrival else None
+        arrived = list(grown.messages[len(before.messages) :]) if grown is not None else new
+        added = sum(self._counter.messages(arrived))
         if self._log is not None:
-            self._log.write(append_record(new))
-        self._context = appended(self._context, new)
+            self._log.write(append_record(new, before, grown))
+        self._context = appended(before, new) if grown is None else grown
         self._tokens += added
-        self._raw += added
+        self._raw += added if grown is None else sum(self._counter.messages(new))
         if self._sent is not None:  # the model's answers to the last call: its output
             answers = [m for m in new if m.role == "assistant"]
             self._ledger.output(sum(self._counter.messages(answers)) if answers else 0)
@@ -643,15 +648,7 @@ def pipeline_for(
 def _copy_pipeline(pipeline: Pipeline) -> Pipeline:
     """The same strategies with an event bus of its own (a session's observers see only its own
     compactions, even when the caller's pipeline is shared)."""
-    return Pipeline(
-        pipeline.strategies,
-        tokenizer=pipeline.tokenizer,
-        check=pipeline.check,
-        registry=pipeline.registry,
-        name=pipeline.title,
-        timeout=pipeline.timeout,
-        pins=pipeline.pins,
-    )
+    return copy_pipeline(pipeline)
 
 
 __all__ = ["PipelineArg", "Session", "SessionLogBusy"]

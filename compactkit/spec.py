@@ -6,6 +6,12 @@ inside a `+` combination: `none` (no compaction: nothing) and `default` (the def
 `compactkit.defaults.default_pipeline`, at the budget, or else at the trigger). `@FILE.json` names
 a file of named pipelines (`[{"name": ..., "strategies": [...]}]`).
 
+Stages: each strategy says itself when it runs (`Strategy.stage`): at the trigger, on the whole
+history, or on arrival, on each new message (`compactkit strategies` lists which). A pipeline
+holds both kinds; `default:arrival=off` is the default without its arrival stage
+(`compactkit.defaults.ARRIVAL_PIPELINE`) and `default:arrival=on` the default with it, so one
+bench run compares the two.
+
 Parsing gives a `PipelineSpec`: a name, the strategy specs in order (`default` expanded, `none`
 gone) and the budget. The budget goes into each strategy's budget option (`Strategy.budget_option`)
 where its spec did not set one, as an option value, and the runner's trigger (`PipelineSpec.trigger`)
@@ -24,7 +30,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .defaults import DEFAULT_TRIGGER, default_pipeline
+from .defaults import ARRIVAL_BY_DEFAULT, ARRIVAL_PIPELINE, DEFAULT_TRIGGER, default_pipeline
 from .errors import BadInputError, ConfigError, redact
 from .jsonio import loads
 from .registry import Registry, current_registry
@@ -126,12 +132,32 @@ def expand(
     out: list[str] = []
     for spec in specs:
         for part in (p.strip() for p in spec.split("+")):
-            if part == DEFAULT:
+            arrival = _default_arrival(part)
+            if arrival is not None:
+                out.extend(ARRIVAL_PIPELINE if arrival else ())
                 aim = budget if budget is not None else None if trigger is None else trigger // 2
                 out.extend(default_pipeline(aim, fill=budget is not None and trigger is None))
             elif part and part != NONE:
                 out.append(part)
     return tuple(out)
+
+
+_SWITCH = {"on": True, "off": False, True: True, False: False}
+
+
+def _default_arrival(part: str) -> bool | None:
+    """For `default[:arrival=on|off]`, whether its arrival stage is in; None for any other."""
+    name, options = parse_spec(part) if part.startswith(DEFAULT) else ("", {})
+    if name != DEFAULT:
+        return None
+    unknown = set(options) - {"arrival"}
+    value = options.get("arrival", ARRIVAL_BY_DEFAULT)
+    if unknown or value not in _SWITCH:
+        raise ConfigError(
+            f"bad default pipeline {part!r}: it takes one option, arrival=on|off "
+            "(whether its arrival stage runs)"
+        )
+    return _SWITCH[value]
 
 
 def parse_pipeline(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -40,17 +40,33 @@ EXTRACTIVE = "extractive"
 """The offline summarizer backend: its summaries cost no model call."""
 
 
+Stage = Literal["trigger", "arrival"]
+"""When a pipeline runs a strategy: at the trigger, on the whole history, or on arrival, on each
+new message as it is appended (see `Strategy.stage`)."""
+
+TRIGGER: Stage = "trigger"
+ARRIVAL: Stage = "arrival"
+
+
 class Strategy:
     """A compaction strategy. Subclasses set `name`, `description`, an `Options` model, and
     implement `compact`.
 
     `compact` must be pure: never mutate its input, give the same output for the same input and
     options, read and write nothing outside the value (an LLM call is the one declared exception).
+
+    An arrival strategy (`stage = "arrival"`) has the same `compact(ctx) -> ctx`, called once per
+    appended message with the context ending on that message: it may change only that last
+    message (and add recovery entries for what it removed), and running it again on its own output
+    changes nothing (`compactkit.validate.validate_arrival`).
     """
 
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
     Options: ClassVar[type[StrategyOptions]] = StrategyOptions
+    stage: ClassVar[Stage] = TRIGGER
+    """`"trigger"`: run on the whole history when a compaction is due. `"arrival"`: run on each
+    new message as it is appended (the context ending on it), changing only that message."""
     budget_option: ClassVar[str | None] = None
     """Name of the option that `--budget` fills when the user did not set it."""
     trigger_option: ClassVar[str | None] = None
@@ -160,13 +176,17 @@ def strategy(
     description: str | None = None,
     budget_option: str | None = None,
     trigger_option: str | None = None,
+    stage: Stage = TRIGGER,
 ) -> Callable[[Callable[[AgentContext, Any], AgentContext]], type[Strategy]]:
-    """Turn a plain function `fn(ctx, options) -> ctx` into a strategy class.
+    """Turn a plain function `fn(ctx, options) -> ctx` into a strategy class; `stage="arrival"`
+    makes it an arrival strategy (`ctx` ends on the new message, the one it may change).
 
     >>> @strategy("drop-images")
     ... def drop_images(ctx, options):
     ...     return ctx
     """
+    if stage not in (TRIGGER, ARRIVAL):
+        raise ConfigError(f"strategy {name!r}: stage must be 'trigger' or 'arrival', not {stage!r}")
 
     def wrap(fn: Callable[[AgentContext, Any], AgentContext]) -> type[Strategy]:
         def compact(self: Strategy, ctx: AgentContext) -> AgentContext:
@@ -181,6 +201,7 @@ def strategy(
                 "Options": options,
                 "budget_option": budget_option,
                 "trigger_option": trigger_option,
+                "stage": stage,
                 "compact": compact,
                 "__module__": fn.__module__,
                 "__doc__": fn.__doc__,

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from .context import ToolCallBlock, ToolResultBlock
+from .context import ElidedBlock, TextBlock, ToolCallBlock, ToolResultBlock
 
 PATH_KEYS = ("file_path", "path", "filepath", "filename", "file", "absolute_path", "notebook_path")
 """Arguments that name the one file a call works on, in the order they are looked for."""
@@ -321,12 +321,20 @@ def exit_code(text: str) -> int | None:
     return None
 
 
+def shown_text(result: ToolResultBlock) -> str:
+    """The text of a tool output as the model is shown it: its text parts, and the text of an
+    output folded on arrival (an `ElidedBlock`, whose `text` is the folded output)."""
+    if all(isinstance(p, TextBlock) for p in result.content):
+        return result.text
+    return "\n".join(p.text for p in result.content if isinstance(p, (TextBlock, ElidedBlock)))
+
+
 def failed(result: ToolResultBlock | None) -> tuple[bool, int | None]:
     """(whether the call failed, the exit code its output reports): an error result, or a nonzero
     exit code. A call with no result has not failed."""
     if result is None:
         return False, None
-    code = exit_code(result.text)
+    code = exit_code(shown_text(result))
     return result.is_error or (code is not None and code != 0), code
 
 

@@ -17,6 +17,13 @@ Rules (each violation names one):
 * ``pin-broken``: a pinned span of the input (the user's words, the task, the last request, a
   pending call, what a user rule pins; see `compactkit.pins`) is not in the output verbatim, or
   the context's pins were changed.
+
+Arrival strategies (`Strategy.stage == "arrival"`) are held to two more (`validate_arrival`):
+
+* ``arrival-changed-sent``: the output differs from the input anywhere but in its last message
+  (a message already sent, the system instruction, the pins, a recovery entry), or it has a
+  different number of messages;
+* ``arrival-not-idempotent``: running the strategy again on its own output changed it.
 """
 
 from __future__ import annotations
@@ -45,6 +52,12 @@ RULES: dict[str, str] = {
 }
 """Every rule the validator checks, by the name a violation carries."""
 
+ARRIVAL_RULES: dict[str, str] = {
+    "arrival-changed-sent": "an arrival strategy changed more than the new (last) message",
+    "arrival-not-idempotent": "an arrival strategy changed its own output when run again",
+}
+"""The rules `validate_arrival` checks besides those of `RULES` (on the new message)."""
+
 
 @dataclass(frozen=True)
 class Violation:
@@ -53,7 +66,8 @@ class Violation:
     detail: str
 
     def __post_init__(self) -> None:
-        assert self.rule in RULES, f"undocumented validator rule {self.rule!r}"
+        known = self.rule in RULES or self.rule in ARRIVAL_RULES
+        assert known, f"undocumented validator rule {self.rule!r}"
 
     def __str__(self) -> str:
         where = f"message {self.message}" if self.message is not None else "context"
@@ -261,3 +275,77 @@ def _nested_markers(ctx: AgentContext, stash: Mapping[str, str] | None) -> list[
                 )
             )
     return out
+
+
+def arrival_window(ctx: AgentContext) -> AgentContext:
+    """The end of `ctx` that an arrival on its last message concerns: from the last message that
+    is not a tool message (the call the new results answer) on, with the context's pins and pin
+    rules. Validating and pinning that window costs what the new message costs, not the history."""
+    held = ctx.__dict__
+    window = held.get("_arrival_window")
+    if isinstance(window, AgentContext):
+        return window
+    start = len(ctx.messages) - 1
+    while start > 0 and ctx.messages[start].role == "tool":
+        start -= 1
+    data = {name: getattr(ctx, name) for name in type(ctx).model_fields}
+    data.update(messages=ctx.messages[max(start, 0) :], recovery={})
+    window = held["_arrival_window"] = type(ctx).model_construct(**data)
+    return window
+
+
+def validate_arrival(
+    out: AgentContext, inp: AgentContext, again: AgentContext | None = None
+) -> list[Violation]:
+    """Every rule an arrival step broke: `inp` ends on the new message, `out` is the strategy's
+    output, `again` (optional) the strategy run on `out`.
+
+    Only the last message may change (and recovery entries be added); the window around it keeps
+    every rule of `validate` (pairing, pins, markers recoverable from the entries added)."""
+    out_list: list[Violation] = []
+    n = len(inp.messages)
+    last = n - 1
+    same_head = len(out.messages) == n and all(
+        a is b or a == b for a, b in zip(out.messages[:last], inp.messages[:last], strict=True)
+    )
+    old = inp.recovery
+    kept = out.recovery is old or all(out.recovery.get(k) == v for k, v in old.items())
+    others = out.replace(messages=(), recovery={}) == inp.replace(messages=(), recovery={})
+    if not (same_head and kept and others):
+        where = "a message already sent" if not same_head else "the context around the messages"
+        out_list.append(Violation("arrival-changed-sent", None, f"it changed {where}"))
+        return out_list
+    if again is not None and again != out:
+        out_list.append(
+            Violation("arrival-not-idempotent", last, "running it on its own output changed it")
+        )
+    if n and out.messages[last] is not inp.messages[last]:
+        out_list.extend(_arrived(out, inp))
+    return out_list
+
+
+def _arrived(out: AgentContext, inp: AgentContext) -> list[Violation]:
+    """The rules of `validate` on the window around a changed last message (`arrival_window`):
+    pairing, pins, and every marker it holds recoverable (an entry it added, one already kept,
+    or for a collapsed marker a full copy in the context)."""
+    old = inp.recovery
+    added = {} if out.recovery is old else {k: v for k, v in out.recovery.items() if k not in old}
+    window, given = arrival_window(out), arrival_window(inp)
+    verify_entries(added, window)
+    offset = len(out.messages) - len(window.messages)
+    found = _pairing(window)
+    found.extend(Violation("pin-broken", i, detail) for i, detail in broken(window, given))
+    copies: set[str] | None = None
+    for _, block in markers(window.replace(messages=window.messages[-1:])):
+        if block.etag in out.recovery:
+            continue
+        if isinstance(block, CollapsedBlock):
+            copies = _full_copies(out) if copies is None else copies
+            if block.etag in copies:
+                continue
+        detail = f"{block.type} marker etag {block.etag} is neither in the context nor recoverable"
+        found.append(Violation("dangling-marker", len(window.messages) - 1, detail))
+    return [
+        Violation(v.rule, None if v.message is None else v.message + offset, v.detail)
+        for v in found
+    ]

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..context import AgentContext, Message, SummaryBlock
-from ..pipeline import Pipeline, builtin_strategies
+from ..pipeline import Pipeline, builtin_strategies, copy_pipeline
 from ..policy import CompactionPolicy, Ledger, PolicyName, floor, prefix_tokens
 from ..pricing import PricingProfile
 from ..recovery import markers
@@ -199,15 +199,7 @@ def run_session(
     start = time.perf_counter()
     before = counter.context(ctx)
     result = SessionResult(name, pipeline.title, mode, before, before)
-    unchecked = Pipeline(
-        pipeline.strategies,
-        tokenizer=pipeline.tokenizer,
-        check=False,
-        name=pipeline.title,
-        registry=pipeline.registry,
-        timeout=pipeline.timeout,
-        pins=pipeline.pins,
-    )
+    unchecked = copy_pipeline(pipeline, check=False)
     if mode == "oneshot":
         final = _compact(unchecked, ctx, counter, checker)
         result.tokens_after = counter.context(final)
@@ -281,10 +273,13 @@ def charge_summaries(
             )
 
 
-def _extend(history: AgentContext, new: Sequence[Message], source: AgentContext) -> AgentContext:
-    """Append session messages to the replayed history, with the session's own recovery entries
-    (markers the session format recorded) so that they never dangle."""
-    grown = history.append(*new)
+def _extend(
+    history: AgentContext, new: Sequence[Message], source: AgentContext, pipeline: Pipeline
+) -> AgentContext:
+    """Append session messages to the replayed history, each through the pipeline's arrival
+    stage once (`Pipeline.arrive`), with the session's own recovery entries (markers the session
+    format recorded) so that they never dangle."""
+    grown = pipeline.arrive(history, new)
     if source.recovery and any(k not in grown.recovery for k in source.recovery):
         grown = grown.replace(recovery={**source.recovery, **grown.recovery})
     return grown
@@ -367,7 +362,7 @@ def _replay(
                     pipeline, seen, prompt, counter, shared, profiles, result.summarizer
                 )
         else:
-            history = _extend(history, messages[consumed:index], ctx)
+            history = _extend(history, messages[consumed:index], ctx, pipeline)
             consumed = index
             if ledger is None:
                 out = _compact(pipeline, history, counter, checker)
@@ -398,14 +393,14 @@ def _replay(
         result.output_tokens += out_tokens
         previous = prompt
         if mode == "persistent":
-            history = _extend(history, messages[index : index + 1], ctx)
+            history = _extend(history, messages[index : index + 1], ctx, pipeline)
             consumed = index + 1
     if ledger is not None:
         result.policy = ledger.as_json()
     result.cost = cost
     # what the next call would be shown: the whole session under the same regime
     if mode == "persistent":
-        final = _extend(history, messages[consumed:], ctx)
+        final = _extend(history, messages[consumed:], ctx, pipeline)
     else:
         final = _compact(pipeline, ctx, counter, checker)
     result.tokens_after = counter.context(final)

@@ -91,7 +91,8 @@ def strategies(state: State, as_json: bool) -> None:
     if not rows:
         say("no strategies registered")
     for row in rows:
-        say(f"{row['name']:<20} {row['description']}")
+        stage = " [on arrival]" if row["stage"] == "arrival" else ""
+        say(f"{row['name']:<20} {row['description']}{stage}")
         for key, spec in row["options"].items():
             default = f" (default {spec['default']!r})" if "default" in spec else ""
             say(f"    {key}: {spec.get('description', '')}{default}")
@@ -104,5 +105,6 @@ def _strategy_row(reg: Any, name: str, strat: Any) -> dict[str, Any]:
         "name": name,
         "description": (getattr(strat, "description", "") or "").strip(),
         "plugin": reg.strategies.owner(name),
+        "stage": getattr(strat, "stage", "trigger"),
         "options": schema.get("properties", {}),
     }

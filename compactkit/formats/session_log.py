@@ -6,7 +6,9 @@ JSON object per line, each written whole with one `write` and fsync'd:
 - `{"format": "compactkit.session/1", "kind": "start", "context": <native context>, "options":
   {...}}` first: the context the session started from (or had when it was saved) and its trigger,
   target, pipeline specs and tokenizer;
-- `{"kind": "append", "messages": [<message>, ...]}`: messages the agent appended;
+- `{"kind": "append", "messages": [<message>, ...]}`: messages the agent appended; when the
+  pipeline's arrival stage changed them, also `"arrived": [<message>, ...]` (what the session holds
+  instead, one per message) and `"recovery": {etag: payload}` (the entries it added);
 - `{"kind": "compact", "context": <native context>, "recovery_removed": [etag, ...], ...}`: the
   context a compaction left, whose `recovery` holds only the entries it added (the others carry
   over from the state before it, less `recovery_removed`);
@@ -200,7 +202,16 @@ class _Builder:
 
     def append(self, record: dict[str, Any]) -> None:
         messages = [Message.model_validate(m) for m in record["messages"]]
-        self.state = appended(self.state, messages)
+        arrived = record.get("arrived")
+        if arrived is None:
+            self.state = appended(self.state, messages)
+        else:  # what the arrival stage made of them, with the entries it added
+            added = record.get("recovery") or {}
+            if not isinstance(added, dict) or len(arrived) != len(messages):
+                raise ValueError("an arrived append must hold one message per message appended")
+            if not all(isinstance(v, str) for v in added.values()):
+                raise ValueError("recovery entries must be JSON strings")
+            self.state = appended(self.state, [Message.model_validate(m) for m in arrived], added)
         self.transcript.extend(messages)
 
     def compact(self, record: dict[str, Any]) -> None:
@@ -319,11 +330,28 @@ def end_record(head: str, records: int) -> dict[str, Any]:
     return {"kind": END, "prev": head, "records": records}
 
 
-def append_record(messages: Sequence[Message]) -> dict[str, Any]:
-    return {
+def append_record(
+    messages: Sequence[Message],
+    before: AgentContext | None = None,
+    arrived: AgentContext | None = None,
+) -> dict[str, Any]:
+    """The record of `messages` appended to `before`; `arrived` is what the pipeline's arrival
+    stage made of it, kept (the messages that differ, from the first one, and the recovery
+    entries added) when it changed something, so the log resumes as the session was."""
+    record: dict[str, Any] = {
         "kind": APPEND,
         "messages": [m.model_dump(mode="json", exclude_none=True) for m in messages],
     }
+    if before is None or arrived is None:
+        return record
+    start = len(before.messages)
+    tail = arrived.messages[start:]
+    if all(a is b or a == b for a, b in zip(tail, messages, strict=True)):
+        return record
+    old = before.recovery
+    record["arrived"] = [m.model_dump(mode="json", exclude_none=True) for m in tail]
+    record["recovery"] = {k: v for k, v in arrived.recovery.items() if k not in old}
+    return record
 
 
 def compact_record(before: AgentContext, after: AgentContext, **figures: Any) -> dict[str, Any]:
@@ -337,14 +365,17 @@ def restore_record(ctx: AgentContext) -> dict[str, Any]:
     return {"kind": RESTORE, "context": ctx.to_native()}
 
 
-def appended(ctx: AgentContext, messages: Sequence[Message]) -> AgentContext:
-    """`ctx` with `messages` (already validated) appended, without revalidating the others."""
+def appended(
+    ctx: AgentContext, messages: Sequence[Message], added: dict[str, str] | None = None
+) -> AgentContext:
+    """`ctx` with `messages` (already validated) appended, without revalidating the others;
+    `added`: recovery entries to add."""
     return AgentContext.model_construct(
         system_instruction=ctx.system_instruction,
         messages=(*ctx.messages, *messages),
         activated_skills=ctx.activated_skills,
         metadata=ctx.metadata,
-        recovery=ctx.recovery,
+        recovery={**ctx.recovery, **added} if added else ctx.recovery,
         pins=ctx.pins,
         pin_rules=ctx.pin_rules,
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -11,7 +13,9 @@ from pydantic import BeforeValidator, Field
 from ..context import (
     AgentContext,
     CollapsedBlock,
+    ElidedBlock,
     Message,
+    TextBlock,
     ToolResultBlock,
 )
 from ..recovery import prune, result_etag
@@ -87,6 +91,60 @@ def head_end(ctx: AgentContext, keep_first: int = 0) -> int:
 def full_payload(block: ToolResultBlock) -> bool:
     """True when a tool result still holds its own content (no marker parts)."""
     return not any(p.type in ("collapsed", "masked", "elided") for p in block.content)
+
+
+FOLD_REF = "the tool output as it arrived"
+"""The `ref` of the markers the arrival folders leave (`fold_common`): what `etag` recovers."""
+_NAMED = re.compile(r"^\[same as lines \d+-\d+ of the result of call (.+)\]$", re.M)
+
+
+def restore_orphaned_folds(ctx: AgentContext) -> AgentContext:
+    """Where a folded output names lines of an earlier output (`fold-repeats`) that is no longer
+    shown in full (dropped, summarized or masked), put the folded output back whole from the
+    recovery store, so the model never reads a reference to lines it cannot see."""
+    folded = [
+        (i, j)
+        for i, msg in enumerate(ctx.messages)
+        for j, block in enumerate(msg.content)
+        if isinstance(block, ToolResultBlock)
+        and any(isinstance(p, ElidedBlock) and p.ref == FOLD_REF for p in block.content)
+    ]
+    if not folded:
+        return ctx
+    shown = {b.tool_call_id for m in ctx.messages for b in m.tool_results if full_text(b)}
+    from ..recovery import _parts  # the one place that knows how parts are stored
+
+    messages = list(ctx.messages)
+    for i, j in folded:
+        block = messages[i].content[j]
+        assert isinstance(block, ToolResultBlock)
+        parts: list[Any] = []
+        for part in block.content:
+            names = _NAMED.findall(part.text) if isinstance(part, ElidedBlock) else []
+            raw = ctx.recovery.get(part.etag) if isinstance(part, ElidedBlock) and names else None
+            if raw is None or all(name in shown for name in names):
+                parts.append(part)
+            else:
+                parts.extend(_parts.validate_python(json.loads(raw)))
+        if len(parts) != len(block.content) or any(
+            a is not b for a, b in zip(parts, block.content, strict=True)
+        ):
+            msg = messages[i]
+            content = list(msg.content)
+            content[j] = ToolResultBlock(
+                tool_call_id=block.tool_call_id, content=tuple(parts), is_error=block.is_error
+            )
+            messages[i] = Message(
+                role=msg.role, content=tuple(content), name=msg.name, metadata=msg.metadata
+            )
+    if all(a is b for a, b in zip(messages, ctx.messages, strict=True)):
+        return ctx
+    return prune(ctx.replace(messages=tuple(messages)))
+
+
+def full_text(block: ToolResultBlock) -> bool:
+    """True when a tool result is shown as its own text (text parts only)."""
+    return bool(block.content) and all(isinstance(p, TextBlock) for p in block.content)
 
 
 def restore_orphaned_collapses(ctx: AgentContext) -> AgentContext:

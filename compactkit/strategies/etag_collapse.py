@@ -17,9 +17,11 @@ address of that field's value (`field_etag`) and maps to an empty list in the re
 store, so `expand` turns the whole result back into the original, byte for byte. A field only counts
 as unchanged while no result of that tool and path since the base changed it.
 
-Repairs: whole-payload markers whose full copy is gone (dropped or masked by another strategy) are
-expanded back in place of the newest such marker (`restore_orphaned_collapses`); per-field results
-whose base is gone are expanded back and compacted again against what is left. The walk itself
+Repairs: outputs folded on arrival that name lines of an output no longer shown in full are put
+back whole (`restore_orphaned_folds`); whole-payload markers whose full copy is gone (dropped or
+masked by another strategy) are expanded back in place of the newest such marker
+(`restore_orphaned_collapses`); per-field results whose base is gone are expanded back and
+compacted again against what is left. The walk itself
 never leaves a whole-payload marker without its full copy: a full copy that an earlier marker
 names stays in full (it is not split per field), and a marker whose every full copy was split
 earlier in the walk is expanded back and compacted again like a full result. Without that, a repair
@@ -55,7 +57,12 @@ from ..recovery import is_marker, payload_etag, prune, put, result_etag
 from ..strategy import Strategy
 from ..tokens import TokenCounter
 from ..toolcall import payload_path
-from ._common import TokenizerOption, counter_for, restore_orphaned_collapses
+from ._common import (
+    TokenizerOption,
+    counter_for,
+    restore_orphaned_collapses,
+    restore_orphaned_folds,
+)
 
 _PARTS = TypeAdapter(list[ContentPart])
 EMPTY = "[]"
@@ -383,7 +390,7 @@ class EtagCollapse(Strategy):
     options: EtagCollapseOptions
 
     def compact(self, ctx: AgentContext) -> AgentContext:
-        repaired = restore_orphaned_collapses(ctx)
+        repaired = restore_orphaned_collapses(restore_orphaned_folds(ctx))
         if repaired is not ctx:
             repaired = _refreshed(ctx, repaired)
         return _Pass(self.options, repaired).run()

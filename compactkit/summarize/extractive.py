@@ -40,7 +40,7 @@ from ..context import (
     ToolCallBlock,
     ToolResultBlock,
 )
-from ..toolcall import error_line, exit_code, failed, input_dict, read_call
+from ..toolcall import error_line, exit_code, failed, input_dict, read_call, shown_text
 from .base import (
     LEGACY_SECTIONS,
     SUMMARY_SECTIONS,
@@ -260,8 +260,8 @@ class _Reader:
             return
         if did.kind == "command" and did.command is not None:
             label = _command_label(did.command)
-            running = _RUNNING.search(result.text[:400]) if result is not None else None
-            if running and exit_code(result.text if result else "") is None:
+            running = _RUNNING.search(shown_text(result)[:400]) if result is not None else None
+            if running and exit_code(shown_text(result) if result else "") is None:
                 self.sessions[running.group(1)] = (len(facts.commands), label)
                 outcome = "running"
             facts.commands.append(f"`{label}` → {outcome}")
@@ -273,12 +273,12 @@ class _Reader:
     def _session_output(self, data: dict[str, Any], result: ToolResultBlock | None) -> None:
         """Output polled from a background process: the outcome of the command that started it."""
         session = self.sessions.get(str(data.get("session_id")))
-        if session is None or result is None or exit_code(result.text) is None:
+        if session is None or result is None or exit_code(shown_text(result)) is None:
             return
         index, label = session
         self.facts.commands[index] = f"`{label}` → {self._outcome(result)}"
         if failed(result)[0]:
-            line = error_line(result.text)
+            line = error_line(shown_text(result))
             if line:
                 self.facts.errors.add(f"`{_abbrev(label, 80)}`: {_abbrev(line, ITEM_CHARS)}")
 
@@ -308,7 +308,7 @@ class _Reader:
         if not failed(result)[0]:
             return
         assert result is not None  # a call with no result has not failed
-        line = error_line(result.text)
+        line = error_line(shown_text(result))
         if line:
             self.facts.errors.add(f"{_abbrev(label, 80)}: {_abbrev(line, ITEM_CHARS)}")
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 
+from ..arrival import grown
 from ..context import AgentContext
 from ..pipeline import builtin_strategies
 from ..recovery import expand
-from ..strategy import Strategy
-from ..validate import validate
+from ..strategy import ARRIVAL, Strategy
+from ..validate import validate, validate_arrival
 from .formats import check_format, first_difference, pairing_problems
 
 __all__ = [
@@ -51,7 +52,14 @@ def check_strategy(
     validator clean; and (when `recoverable`) `expand(compact(ctx)) == expand(ctx)`, which for a
     session as loaded (a fixed point of `expand`) is `expand(compact(ctx)) == ctx`. Each problem
     names the first place (message index and field) where two values differ.
+
+    An arrival strategy (`stage == "arrival"`) is run as a pipeline runs it: on each message of
+    `ctx` as it arrives, the context before it being its own earlier outputs. Each step must
+    change only the new message, be idempotent (`validate_arrival`) and deterministic; the
+    context it builds must then be valid and (when `recoverable`) expand back to `ctx`.
     """
+    if strategy.stage == ARRIVAL:
+        return _check_arrival(strategy, ctx, recoverable, stash)
     problems: list[str] = []
     before = ctx.to_json()
     first = strategy.compact(ctx)
@@ -82,6 +90,41 @@ def check_strategy(
             problems.append(
                 "not recoverable: expand(compact(x)) != expand(x) at "
                 f"{_differs(original, expanded)}"
+            )
+    return problems
+
+
+def _check_arrival(
+    strategy: Strategy, ctx: AgentContext, recoverable: bool, stash: Mapping[str, str] | None
+) -> list[str]:
+    problems: list[str] = []
+    before = ctx.to_json()
+    history = ctx.replace(messages=())
+    for k, msg in enumerate(ctx.messages):
+        given = grown(history, msg)
+        out = strategy.compact(given)
+        again = strategy.compact(out)
+        problems.extend(f"arrival of message {k}: {v}" for v in validate_arrival(out, given, again))
+        if out is not given:
+            other = strategy.compact(AgentContext.from_native(given.to_native()))
+            if other != out:
+                problems.append(
+                    f"not deterministic: arrival of message {k} differs at {_differs(out, other)}"
+                )
+        if problems:
+            return problems
+        history = out
+    if ctx.to_json() != before:
+        problems.append(
+            f"mutated its input at {_differs(AgentContext.from_native(json.loads(before)), ctx)}"
+        )
+    problems.extend(f"invalid output: {v}" for v in validate(history, ctx, stash=stash))
+    if recoverable:
+        store = {**(stash or {})}
+        expanded, original = expand(history, store), expand(ctx, store)
+        if expanded != original:
+            problems.append(
+                f"not recoverable: expand(arrived) != expand(x) at {_differs(original, expanded)}"
             )
     return problems
 

@@ -1,0 +1,240 @@
+"""What the arrival folders share: which new tool results they fold, and the marker they leave.
+
+A folder is a function of one tool output's text (and the context before it) that returns a
+shorter text saying the same, or None. `fold_new_results` runs it on each text part of the tool
+results of the new (last) message and, where it saves enough, replaces the part by an
+`ElidedBlock` whose `text` is the folded text plus a last line naming the etag the original is
+recoverable by (`expand` offline, the gateway's recall tool live); `put` stores the original part.
+
+Only tool results are folded, never the user's words: results holding pinned text (the user's
+words an adapter marked in them, what a pin rule names) are left whole. Folders compose: a part
+another folder folded is folded again from its folded text (the etag still names the original),
+and each folder's name is kept in the marker's `label`, so running a folder on its own output
+changes nothing (each output is folded once by each folder).
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from itertools import accumulate
+
+from pydantic import Field
+
+from ..arrival import arrival_pins, new_results, replace_last
+from ..context import AgentContext, Block, ContentPart, ElidedBlock, TextBlock, ToolCallBlock
+from ..recovery import payload_etag, put
+from ..strategy import StrategyOptions
+from ..toolcall import failed, payload_path
+from ._common import FOLD_REF, ToolNames
+from .observation_mask import with_content, with_parts
+
+
+class FoldOptions(StrategyOptions):
+    """Options every arrival folder has."""
+
+    min_chars: int = Field(
+        default=400,
+        ge=0,
+        description="Tool outputs (text parts) shorter than this many characters are left as "
+        "they are.",
+    )
+    min_saving: float = Field(
+        default=0.15,
+        ge=0.0,
+        le=1.0,
+        description="A fold is kept only when it removes at least this share of the output's "
+        "characters (the note naming the original's etag included).",
+    )
+    exclude_tools: ToolNames = Field(
+        default=(),
+        description="Names of tools whose outputs are never folded; on the command line one "
+        "string with names separated by '|'.",
+    )
+
+
+@dataclass(frozen=True)
+class Fold:
+    """A folder's answer: the folded text, and what was folded (shown in the note)."""
+
+    text: str
+    what: str
+
+
+@dataclass(frozen=True)
+class Output:
+    """One tool output a folder is asked about."""
+
+    text: str
+    call: ToolCallBlock | None
+    call_id: str
+    ctx: AgentContext
+    """The context the output arrives in (its last message holds it)."""
+    failed: bool = False
+    """Whether the call failed (an error result, or a nonzero exit code it reports)."""
+
+
+Folder = Callable[[Output], Fold | None]
+
+KEEP_WORDS = (
+    "error", "exception", "traceback", "fail", "fatal", "panic", "abort", "assert", "denied",
+    "not found", "no such", "cannot", "can't", "unable", "invalid", "warn", "deprecat",
+    "segmentation", "killed", "timed out", "timeout", "passed", "skipped", "xfail", "summary",
+    "total",
+)  # fmt: skip
+"""Lines holding one of these (in any case) stay whole: errors, tracebacks, warnings, summaries;
+and lines holding one of `KEEP_WHOLE_WORDS` as a word (`OK`, `3 tests`; not `token`)."""
+KEEP_WHOLE_WORDS = ("ok", "test", "tests")
+_MARKUP = re.compile(r"^(?:\s|</?[\w-]+>|\d)*$")
+
+
+def matching_lines(pattern: re.Pattern[str], text: str, lines: Sequence[str]) -> set[int]:
+    """Indexes of the `lines` (`text` split at newlines) `pattern` finds something in, searched
+    in the whole text at once (one search per line found, none per line passed over)."""
+    starts = _starts(lines)
+    out: set[int] = set()
+    pos = 0
+    while (found := pattern.search(text, pos)) is not None:
+        i = bisect_right(starts, found.start()) - 1
+        out.add(i)
+        pos = starts[i + 1] if i + 1 < len(starts) else len(text) + 1
+    return out
+
+
+def _starts(lines: Sequence[str]) -> list[int]:
+    return list(accumulate((len(line) + 1 for line in lines), initial=0))
+
+
+def _lines_with(text: str, starts: list[int], word: str, out: set[int], whole: bool) -> None:
+    """Add to `out` the lines of `text` holding `word` (as a whole word only, with `whole`)."""
+    pos = text.find(word)
+    while pos >= 0:
+        end = pos + len(word)
+        if whole and (text[pos - 1 : pos].isalnum() or text[end : end + 1].isalnum()):
+            pos = text.find(word, pos + 1)
+            continue
+        i = bisect_right(starts, pos) - 1
+        out.add(i)
+        pos = text.find(word, starts[i + 1]) if i + 1 < len(starts) else -1
+
+
+def kept_lines(lines: Sequence[str], failed: bool = True) -> set[int]:
+    """Indexes of the lines of an output that stay whole: every line `KEEP` matches, every
+    line of a traceback, and for a failed call the first and last lines with content (past
+    wrapper tags such as `<returncode>1</returncode>`), which say how it failed."""
+    whole = "\n".join(lines).lower()
+    starts = _starts(lines)
+    out: set[int] = set()
+    for word in KEEP_WORDS:
+        _lines_with(whole, starts, word, out, False)
+    for word in KEEP_WHOLE_WORDS:
+        _lines_with(whole, starts, word, out, True)
+    if failed:
+        content = [i for i, line in enumerate(lines) if line.strip() and not _MARKUP.match(line)]
+        out.update(content[:1] + content[-1:])
+    in_trace = False
+    for i, line in enumerate(lines):
+        if line.startswith("Traceback"):
+            in_trace = True
+        elif in_trace and line and not line[0].isspace():
+            out.add(i)  # the exception line ends it
+            in_trace = False
+        if in_trace:
+            out.add(i)
+    return out
+
+
+NOTE_START = "[folded: "
+
+
+def note(what: str, etag: str) -> str:
+    return f"{NOTE_START}{what}; the original output is recoverable by etag {etag}]"
+
+
+def _body(part: ElidedBlock) -> str:
+    """The folded text of a part a folder left, without its note line."""
+    body, _, last = part.text.rpartition("\n")
+    return body if last.startswith(NOTE_START) else part.text
+
+
+def _whats(part: ElidedBlock) -> list[str]:
+    last = part.text.rpartition("\n")[2]
+    if not last.startswith(NOTE_START):
+        return []
+    inner = last[len(NOTE_START) :].rpartition("; the original output")[0]
+    return [inner] if inner else []
+
+
+def _foldable(part: ContentPart, name: str) -> str | None:
+    """The text a folder works on in `part`: a text part's, or a fold of another folder's."""
+    if isinstance(part, TextBlock):
+        return part.text
+    if isinstance(part, ElidedBlock) and part.ref == REF and name not in part.label.split(","):
+        return _body(part)
+    return None
+
+
+REF = FOLD_REF
+"""The `ref` of the markers the folders leave (what `etag` recovers)."""
+
+
+def fold_new_results(
+    ctx: AgentContext, options: FoldOptions, name: str, folder: Folder, *, reads: bool = False
+) -> AgentContext:
+    """`ctx` with the tool outputs of its last message folded by `folder` where it saves at
+    least `options.min_saving` of their characters (see the module docs). The text of a file
+    the agent read (`payload_path`) is folded only with `reads`: the agent edits by it."""
+    results = list(new_results(ctx))
+    if not results:
+        return ctx
+    excluded = set(options.exclude_tools)
+    store: dict[str, str] | None = None
+    replaced: dict[int, Block] = {}
+    pins = None
+    for j, result, call in results:
+        if call is not None and (call.name in excluded or (not reads and payload_path(call))):
+            continue
+        texts = [_foldable(p, name) for p in result.content]
+        if not any(t is not None and len(t) >= options.min_chars for t in texts):
+            continue
+        pins = arrival_pins(ctx) if pins is None else pins
+        if pins and pins.result(result):
+            continue
+        parts: list[ContentPart] = []
+        for part, text in zip(result.content, texts, strict=True):
+            found = None
+            if text is not None and len(text) >= options.min_chars:
+                found = folder(Output(text, call, result.tool_call_id, ctx, failed(result)[0]))
+            marker = _marker(part, found, name, options) if found is not None else None
+            if marker is None:
+                parts.append(part)
+                continue
+            if isinstance(part, TextBlock):
+                store = dict(ctx.recovery) if store is None else store
+                put(store, (part,))
+            parts.append(marker)
+        if any(a is not b for a, b in zip(parts, result.content, strict=True)):
+            replaced[j] = with_parts(result, tuple(parts))
+    if not replaced:
+        return ctx
+    last = ctx.messages[-1]
+    content = tuple(replaced.get(j, b) for j, b in enumerate(last.content))
+    return replace_last(ctx, with_content(last, content), store)
+
+
+def _marker(part: ContentPart, found: Fold, name: str, options: FoldOptions) -> ElidedBlock | None:
+    """The marker for `part` folded to `found`, or None when that does not save enough."""
+    if isinstance(part, ElidedBlock):
+        original, etag = part.text, part.etag
+        whats, names = [*_whats(part), found.what], f"{part.label},{name}"
+        size = len(original)
+    else:
+        assert isinstance(part, TextBlock)
+        etag = payload_etag((part,))
+        whats, names, size = [found.what], name, len(part.text)
+    text = found.text + "\n" + note("; ".join(whats), etag)
+    if len(text) > size * (1 - options.min_saving):
+        return None
+    return ElidedBlock(etag=etag, ref=REF, text=text, label=names)

@@ -1,0 +1,223 @@
+"""fold-repeats (arrival): lines a tool output repeats from an earlier output, or from itself,
+become one reference line: `[same as lines 12-40 of the result of call X]`.
+
+What it folds: an agent re-reads a file it read before (the whole file again, an overlapping
+range, the file after a one-line edit), re-runs a command whose output barely changed, or gets an
+output that repeats a block of its own (a diff of a file and of its build copy). A run of at least
+`min_lines` lines (and `min_block_chars` characters) equal to consecutive lines of an earlier
+tool output still shown in full in the context (one of the last `lookback`), or of the lines
+shown above it in the same output, is replaced by one line naming where the same lines are. The
+fold is lossless for a reader of the context (the lines are there, at the place named), and the
+original output is recoverable by its etag. Lines are compared exactly; a run is found from an
+anchor of `ANCHOR` equal lines and extended as far as the lines stay equal.
+
+It folds only what it can name: an earlier output shown in full (text parts only, never one
+already folded or masked). When the output it names is dropped or masked later, at a
+compaction, etag-collapse puts the folded output back (`restore_orphaned_folds`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pydantic import Field
+
+from ..context import AgentContext, TextBlock, ToolResultBlock
+from ..strategy import ARRIVAL, Strategy
+from .fold_common import Fold, FoldOptions, Output, fold_new_results, kept_lines
+
+ANCHOR = 4
+"""Equal consecutive lines that start a run (a run is then extended line by line)."""
+
+
+class FoldRepeatsOptions(FoldOptions):
+    min_lines: int = Field(
+        default=8, ge=ANCHOR, description="Shortest run of repeated lines that is folded."
+    )
+    min_block_chars: int = Field(
+        default=300, ge=0, description="Fewest characters a folded run of lines must hold."
+    )
+    lookback: int = Field(
+        default=40,
+        ge=0,
+        description="How many of the newest earlier tool outputs (shown in full) are searched "
+        "for the lines an output repeats; 0 folds repeats within one output only.",
+    )
+
+
+def _anchors(lines: Sequence[str]) -> dict[int, int]:
+    """hash of `ANCHOR` consecutive lines -> the first line where they start."""
+    index: dict[int, int] = {}
+    for i in range(len(lines) - ANCHOR + 1):
+        index.setdefault(hash(tuple(lines[i : i + ANCHOR])), i)
+    return index
+
+
+@dataclass
+class _Source:
+    """An earlier output shown in full: its lines, anchors, and how to name it."""
+
+    lines: list[str]
+    anchors: dict[int, int]
+    name: str  # "the result of call X"
+
+
+def _source(result: ToolResultBlock) -> _Source | None:
+    """An earlier result as a source of repeats (its lines and anchors remembered on the block,
+    which never changes), or None when it is not shown in full as text."""
+    held = result.__dict__
+    found = held.get("_fold_source")
+    if found is None:
+        if not result.content or not all(isinstance(p, TextBlock) for p in result.content):
+            return None
+        lines = result.text.split("\n")
+        found = _Source(lines, _anchors(lines), f"the result of call {result.tool_call_id}")
+        held["_fold_source"] = found
+    return found if isinstance(found, _Source) else None
+
+
+def _earlier(ctx: AgentContext, lookback: int) -> list[_Source]:
+    """The newest `lookback` earlier outputs shown in full, newest first."""
+    out: list[_Source] = []
+    for msg in reversed(ctx.messages[:-1]):
+        if len(out) >= lookback:
+            break
+        if msg.role != "tool":
+            continue
+        for block in reversed(msg.content):
+            if isinstance(block, ToolResultBlock) and len(out) < lookback:
+                source = _source(block)
+                if source is not None:
+                    out.append(source)
+    return out
+
+
+@dataclass
+class _Run:
+    source: _Source | None  # None: this output, above
+    start: int
+    length: int
+
+
+class _Folding:
+    """One output folded line by line, left to right."""
+
+    def __init__(
+        self, lines: list[str], keys: list[int], sources: list[_Source], opts: FoldRepeatsOptions
+    ) -> None:
+        self.lines = lines
+        self.opts = opts
+        self.kept: set[int] = set()
+        self.keys = keys
+        self.sources = sources
+        self.shown: list[str] = []
+        self.shown_at: dict[int, int] = {}  # line of this output -> its line as shown
+        self.own: dict[int, int] = {}  # anchors of the lines shown verbatim so far
+        self.folded = 0
+        # anchors worth asking about: seen in an earlier output, or twice in this one
+        counts = Counter(keys)
+        self.twice = {k for k, n in counts.items() if n > 1}
+        self.hits = self.twice.union(*(s.anchors.keys() & counts.keys() for s in sources))
+
+    def run(self) -> list[str]:
+        i, lines, keys, hits = 0, self.lines, self.keys, self.hits
+        while i < len(lines):
+            best = self.best(i) if i < len(keys) and keys[i] in hits else None
+            if best is None:
+                self.verbatim(i)
+                i += 1
+                continue
+            self.shown.append(self.reference(best))
+            self.folded += best.length
+            i += best.length
+        return self.shown
+
+    def best(self, i: int) -> _Run | None:
+        key, lines, found = self.keys[i], self.lines, None
+        candidates: list[tuple[_Source | None, list[str], int]] = []
+        start = self.own.get(key)
+        if start is not None:
+            candidates.append((None, lines, start))
+        candidates.extend((s, s.lines, s.anchors[key]) for s in self.sources if key in s.anchors)
+        for source, other, start in candidates:
+            n = 0
+            limit = i if source is None else len(other)  # a run above ends before this line
+            while (
+                i + n < len(lines)
+                and start + n < limit
+                and lines[i + n] == other[start + n]
+                and i + n not in self.kept
+            ):
+                n += 1
+            if source is None:  # only lines shown verbatim and together can be named
+                n = self.contiguous(start, n)
+            if n >= self.opts.min_lines and (found is None or n > found.length):
+                found = _Run(source, start, n)
+        if found is None:
+            return None
+        chars = sum(len(x) + 1 for x in lines[i : i + found.length])
+        return found if chars >= self.opts.min_block_chars else None
+
+    def contiguous(self, start: int, n: int) -> int:
+        """How many of the `n` lines from `start` were shown verbatim, one after another."""
+        first = self.shown_at.get(start)
+        if first is None:
+            return 0
+        k = 1
+        while k < n and self.shown_at.get(start + k) == first + k:
+            k += 1
+        return k
+
+    def verbatim(self, i: int) -> None:
+        self.shown_at[i] = len(self.shown)
+        self.shown.append(self.lines[i])
+        begin = i - ANCHOR + 1
+        if (
+            begin >= 0
+            and self.keys[begin] in self.twice
+            and self.shown_at.get(begin) == self.shown_at[i] - ANCHOR + 1
+        ):
+            self.own.setdefault(self.keys[begin], begin)
+
+    def reference(self, run: _Run) -> str:
+        if run.source is None:
+            first = self.shown_at[run.start] + 1
+            return f"[same as lines {first}-{first + run.length - 1} above]"
+        first = run.start + 1
+        return f"[same as lines {first}-{first + run.length - 1} of {run.source.name}]"
+
+
+def fold_repeats(output: Output, opts: FoldRepeatsOptions) -> Fold | None:
+    lines = output.text.split("\n")
+    if len(lines) < opts.min_lines:
+        return None
+    keys = [hash(tuple(lines[i : i + ANCHOR])) for i in range(len(lines) - ANCHOR + 1)]
+    wanted = set(keys)
+    # only outputs sharing an anchor with this one are asked about each line
+    sources = [s for s in _earlier(output.ctx, opts.lookback) if not wanted.isdisjoint(s.anchors)]
+    if not sources and len(wanted) == len(keys):
+        return None  # no anchor seen before, here or in an earlier output: nothing repeats
+    folding = _Folding(lines, keys, sources, opts)
+    folding.kept = kept_lines(lines, output.failed)
+    shown = folding.run()
+    if not folding.folded:
+        return None
+    return Fold("\n".join(shown), f"{folding.folded} repeated lines named where they are shown")
+
+
+class FoldRepeats(Strategy):
+    """Arrival: runs of lines a new tool output repeats from an earlier output shown in full, or
+    from itself, become `[same as lines A-B of the result of call X]`."""
+
+    name = "fold-repeats"
+    description = "Repeated lines of a tool output become a reference to where they are."
+    Options = FoldRepeatsOptions
+    options: FoldRepeatsOptions
+    stage = ARRIVAL
+
+    def compact(self, ctx: AgentContext) -> AgentContext:
+        opts = self.options
+        folder = lambda out: fold_repeats(out, opts)  # noqa: E731
+        return fold_new_results(ctx, opts, self.name, folder, reads=True)
