@@ -30,6 +30,11 @@ def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
+def _prose_cell(text: str) -> str:
+    """`text` as a cell of prose: `*` escaped too (`path=**/CLAUDE.md` is no emphasis)."""
+    return _cell(text).replace("*", "\\*")
+
+
 def _context(cmd: click.Command) -> click.Context:
     """A context for `cmd` whose registry holds the built-in plugins only (what every install
     has), for the names an option completes."""
@@ -91,7 +96,7 @@ def options_table(cmd: click.Command) -> list[str]:
         names = _names(option, ctx)
         if names:
             help_ += f" Names: {', '.join(f'`{n}`' for n in names)}."
-        rows.append(f"| `{_cell(term)}` | {_cell(help_)} |")
+        rows.append(f"| `{_cell(term)}` | {_prose_cell(help_)} |")
     return rows
 
 
