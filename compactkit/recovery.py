@@ -11,6 +11,7 @@ import codecs
 import contextlib
 import hashlib
 import json
+import os
 import re
 import sys
 import tempfile
@@ -93,6 +94,11 @@ class _Remembered:
         self._held: dict[Hashable, tuple[Any, Any, int]] = {}  # by age, oldest first
         self._chars = 0
         self._lock = threading.RLock()  # a weakref callback may run inside a locked section
+        if hasattr(os, "register_at_fork"):  # a forked worker never inherits a held lock
+            os.register_at_fork(after_in_child=self._after_fork)
+
+    def _after_fork(self) -> None:
+        self._lock = threading.RLock()
 
     def get(self, key: Hashable) -> tuple[Any, Any] | None:
         """(anchor, value) kept under `key`, if any."""
