@@ -73,8 +73,13 @@ def test_the_page_is_what_make_docs_writes() -> None:
     assert render(text) == text, REGENERATE
 
 
-def test_every_table_of_the_page_renders() -> None:
-    assert broken_tables(PAGE.read_text(encoding="utf-8")) == []
+@pytest.mark.parametrize(
+    "page",
+    [*sorted((ROOT / "docs").rglob("*.md")), ROOT / "README.md"],
+    ids=lambda p: str(p.relative_to(ROOT)),
+)
+def test_every_table_of_every_page_renders(page: Path) -> None:
+    assert broken_tables(page.read_text(encoding="utf-8")) == []
 
 
 def test_a_split_table_and_a_broken_row_are_found() -> None:
