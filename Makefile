@@ -9,7 +9,7 @@ DEV_STAMP := $(VENV)/.installed-dev
 SAMPLE := examples/sessions/gemini3pro_sphinx-doc__sphinx-9229.traj.json
 OUT ?= out
 
-.PHONY: run test lint typecheck bench check check-baseline schema clean
+.PHONY: run test lint typecheck bench check check-baseline schema docs clean
 
 $(RUN_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -60,6 +60,9 @@ check-baseline: $(RUN_STAMP)  # accept the current figures (commit compactkit-ba
 
 schema: $(RUN_STAMP)
 	$(BIN)/python -m compactkit.schema > docs/context.schema.json
+
+docs: $(RUN_STAMP)  # docs/cli.md's option tables, from the commands (tests/cli/test_docs_tables.py)
+	$(BIN)/python -m compactkit.cli._docs docs/cli.md
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -27,7 +27,9 @@ rule may be carried as its rendering (`call_text`); a pending call stays where i
 
 from __future__ import annotations
 
+import bisect
 import fnmatch
+import functools
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
@@ -46,6 +48,7 @@ from .context import (
     canonical_json,
     etag_of,
     marker_meta,
+    text_utf8,
 )
 from .errors import ConfigError, redact
 
@@ -216,9 +219,31 @@ def _preview(text: str) -> str:
     return redact(line[:40] + ("..." if len(line) > 40 else ""))
 
 
+@functools.lru_cache(maxsize=256)
 def _text_pin(text: str, reason: str, message: int) -> Resolved:
+    """A text's pin (remembered: each call of an agent loop resolves the pins of a context one
+    message longer, whose human texts are the last call's)."""
     cut = etag_of(cut_paste(text)) if len(text) > PASTE_CHARS else None
     return Resolved("text", etag_of(text), len(text), reason, message, _preview(text), cut_etag=cut)
+
+
+def _text_blocks(msg: Message) -> Iterator[TextBlock]:
+    """Every text block of `msg`, tool-result parts included."""
+    for block in msg.content:
+        if isinstance(block, TextBlock):
+            yield block
+        elif isinstance(block, ToolResultBlock):
+            yield from (part for part in block.content if isinstance(part, TextBlock))
+
+
+def _may_be_as_long(block: TextBlock, lengths: Sequence[int]) -> bool:
+    """False when no length in `lengths` (sorted) can be the length of a block kept as UTF-8 (a
+    character is one to four bytes), so that its text is not decoded to be measured."""
+    data = text_utf8(block)
+    if data is None:
+        return True
+    k = bisect.bisect_left(lengths, -(-len(data) // 4))
+    return k < len(lengths) and lengths[k] <= len(data)
 
 
 def _texts(msg: Message) -> Iterator[str]:
@@ -335,9 +360,13 @@ def _stored(ctx: AgentContext) -> Iterator[Resolved]:
         return
     wanted = {(p.chars, p.etag): p for p in ctx.pins}
     lengths = {p.chars for p in ctx.pins}
+    ordered = sorted(lengths)
     for i, msg in enumerate(ctx.messages):
-        for text in _texts(msg):
-            if len(text) in lengths:
+        for block in _text_blocks(msg):
+            if not _may_be_as_long(block, ordered):
+                continue
+            text = block.text
+            if len(text) in lengths and text.strip():
                 pin = wanted.get((len(text), etag_of(text)))
                 if pin is not None:
                     yield _text_pin(text, pin.reason, i)
@@ -396,7 +425,9 @@ class PinSet:
         self.pins = resolve(ctx)
         self._texts = {(p.chars, p.etag) for p in self.pins if p.kind == "text"}
         self._lengths = {p.chars for p in self.pins if p.kind == "text"}
+        self._sorted_lengths = sorted(self._lengths)
         self._calls = {p.call_id: p for p in self.pins if p.kind == "call"}
+        self._carried: dict[int, tuple[Message, tuple[tuple[str | None, TextBlock], ...]]] = {}
 
     def __bool__(self) -> bool:
         return bool(self.pins)
@@ -407,7 +438,11 @@ class PinSet:
 
     def part(self, part: object) -> bool:
         """Whether a content block (or tool-result part) is pinned text."""
-        return isinstance(part, TextBlock) and self.text(part.text)
+        return (
+            isinstance(part, TextBlock)
+            and _may_be_as_long(part, self._sorted_lengths)
+            and self.text(part.text)
+        )
 
     def call(self, call: ToolCallBlock) -> bool:
         return call.id in self._calls
@@ -433,28 +468,42 @@ class PinSet:
         validator counts it as a copy while the text itself is there)."""
         out: list[TextBlock] = []
         seen: set[str] = set()
-
-        def add(block: TextBlock) -> None:
-            etag = etag_of(block.text)
-            note = repeat_note(block.text)
-            if etag in seen and len(note) < len(block.text) and not REPEAT.match(block.text):
-                out.append(TextBlock(text=note))
-                return
-            seen.add(etag)
-            out.append(_carried(block))
-
         for msg in messages:
-            for block in msg.content:
-                if isinstance(block, TextBlock):
-                    if self.text(block.text):
-                        add(block)
-                elif isinstance(block, ToolCallBlock):
-                    if self.call(block):
-                        out.append(TextBlock(text=call_text(block)))
-                elif isinstance(block, ToolResultBlock):
-                    for p in block.content:
-                        if isinstance(p, TextBlock) and self.part(p):
-                            add(p)
+            # a strategy asks twice (what dropping would carry, then what it carries): the
+            # answer of a message is kept, with the message so its id stays its own
+            held = self._carried.get(id(msg))
+            if held is None or held[0] is not msg:
+                held = self._carried[id(msg)] = (msg, self._carry_one(msg))
+            for text, block in held[1]:
+                if text is None:
+                    out.append(block)
+                    continue
+                etag = etag_of(text)
+                note = repeat_note(text)
+                if etag in seen and len(note) < len(text) and not REPEAT.match(text):
+                    out.append(TextBlock(text=note))
+                else:
+                    seen.add(etag)
+                    out.append(block)
+        return tuple(out)
+
+    def _carry_one(self, msg: Message) -> tuple[tuple[str | None, TextBlock], ...]:
+        """What `msg` carries: (the pinned text, the block carrying it), or (None, a call's
+        rendering)."""
+        out: list[tuple[str | None, TextBlock]] = []
+        for block in msg.content:
+            if isinstance(block, TextBlock):
+                if self.part(block):
+                    out.append((block.text, _carried(block)))
+            elif isinstance(block, ToolCallBlock):
+                if self.call(block):
+                    out.append((None, TextBlock(text=call_text(block))))
+            elif isinstance(block, ToolResultBlock):
+                out.extend(
+                    (p.text, _carried(p))
+                    for p in block.content
+                    if isinstance(p, TextBlock) and self.part(p)
+                )
         return tuple(out)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -67,11 +68,20 @@ def _new_markers(before: Message | None, after: Message) -> list[Any]:
 def _reason(markers: list[Any], fallback: str) -> str:
     if not markers:
         return fallback
-    labels = []
-    for m in markers:
-        label = getattr(m, "label", "") or getattr(m, "path", "") or ""
-        labels.append(f"{m.type} {label}".strip())
-    return "; ".join(dict.fromkeys(labels))
+    return "; ".join(dict.fromkeys(_describe_marker(m) for m in markers))
+
+
+def _describe_marker(marker: Any) -> str:
+    """What a marker stands for, as `--explain` says it: its label when the label names the
+    marker's kind ("4042 characters elided"), else the kind and the label ("omitted: dropped to
+    fit 30,000 tokens"), so that no word is said twice."""
+    kind = str(marker.type)
+    label = str(getattr(marker, "label", "") or getattr(marker, "path", "") or "").strip()
+    if not label:
+        return kind
+    if re.search(rf"\b{re.escape(kind)}\b", label, re.IGNORECASE):
+        return label
+    return f"{kind}: {label}"
 
 
 def changes(before: AgentContext, after: AgentContext) -> tuple[list[Change], list[str]]:

@@ -11,10 +11,13 @@ import codecs
 import contextlib
 import hashlib
 import json
+import os
 import re
 import sys
 import tempfile
-from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
+import threading
+import weakref
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, MutableMapping
 from contextvars import ContextVar
 from json.encoder import encode_basestring_ascii as _ascii_json
 from pathlib import Path
@@ -72,6 +75,76 @@ def _etag(pieces: Iterable[str]) -> str:
     return digest.hexdigest()[:16]
 
 
+_REMEMBER_CHARS = 1 << 23
+"""Characters of JSON each `_Remembered` holds at most."""
+
+
+class _Remembered:
+    """JSON texts made lately, by a key whose `anchor` proves it still names the same content.
+
+    A window stored again (sliding-window run before every model call of a growing session drops
+    the same oldest messages on every call) dumped each of its messages and hashed each of its
+    parts again: the cost grew with the square of the session. Values are frozen, so what a
+    value's text was stays true while it lives. At most `_REMEMBER_CHARS` characters are held, the
+    oldest forgotten first, and nothing while a command spills (its windows are too large to hold
+    twice, and it stores each once)."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._held: dict[Hashable, tuple[Any, Any, int]] = {}  # by age, oldest first
+        self._chars = 0
+        self._lock = threading.RLock()  # a weakref callback may run inside a locked section
+        if hasattr(os, "register_at_fork"):  # a forked worker never inherits a held lock
+            os.register_at_fork(after_in_child=self._after_fork)
+
+    def _after_fork(self) -> None:
+        self._lock = threading.RLock()
+
+    def get(self, key: Hashable) -> tuple[Any, Any] | None:
+        """(anchor, value) kept under `key`, if any."""
+        held = self._held.get(key)
+        return None if held is None else (held[0], held[1])
+
+    def keep(self, key: Hashable, anchor: Any, value: Any, chars: int) -> None:
+        if chars > self._limit // 8 or _SPILL.get() is not None:
+            return
+        with self._lock:
+            self._drop(key)
+            self._held[key] = (anchor, value, chars)
+            self._chars += chars
+            while self._chars > self._limit:
+                self._drop(next(iter(self._held)))
+
+    def _drop(self, key: Hashable) -> None:
+        held = self._held.pop(key, None)
+        if held is not None:
+            self._chars -= held[2]
+
+    def forget(self, key: Hashable, anchor: Any) -> None:
+        """Drop `key` if `anchor` is still what it is kept with (a value died)."""
+        with self._lock:
+            held = self._held.get(key)
+            if held is not None and held[0] is anchor:
+                self._drop(key)
+
+
+_DUMPS = _Remembered(_REMEMBER_CHARS)  # a message's JSON, by the message's identity
+_PARTS = _Remembered(_REMEMBER_CHARS)  # a part's (text, etag), by its dumps' identities
+
+
+def _dump(item: Any) -> str:
+    """`canonical_json` of an item's JSON form; a message's is remembered while it lives."""
+    if not isinstance(item, Message):
+        return canonical_json(item.model_dump(mode="json", exclude_none=True))
+    key = id(item)
+    held = _DUMPS.get(key)
+    if held is not None and held[0]() is item:
+        return held[1]  # type: ignore[no-any-return]  # kept below, a str
+    text = canonical_json(item.model_dump(mode="json", exclude_none=True))
+    _DUMPS.keep(key, weakref.ref(item, lambda ref: _DUMPS.forget(key, ref)), text, len(text))
+    return text
+
+
 def _pieces(
     items: Iterable[Any], keep: Callable[[str, str], object] | None = None
 ) -> tuple[list[str], str]:
@@ -93,7 +166,7 @@ def _pieces(
     parts: list[Message] = []
     pending = total = 0
     for item in items:
-        text = canonical_json(item.model_dump(mode="json", exclude_none=True))
+        text = _dump(item)
         dumps.append(text)
         pending += len(text)
         total += len(text)
@@ -152,8 +225,14 @@ def _narrow(text: str) -> str:
 
 
 def _part(dumps: list[str], keep: Callable[[str, str], object] | None, number: int) -> Message:
-    text = _narrow("".join(_array(dumps)))
-    etag = etag_of(text)
+    key = tuple(map(id, dumps))  # kept with the dumps themselves, so no id is reused meanwhile
+    held = _PARTS.get(key)
+    if held is not None:
+        text, etag = held[1]
+    else:
+        text = _narrow("".join(_array(dumps)))
+        etag = etag_of(text)
+        _PARTS.keep(key, tuple(dumps), (text, etag), 2 * len(text))
     if keep is not None:
         keep(etag, text)
     return Message(

@@ -499,8 +499,14 @@ class TokenCounter:
 
     def messages(self, messages: Sequence[Message]) -> list[int]:
         """Per-message counts; strings not seen before are tokenized in one batch."""
-        self._fill(self._uncounted_texts(messages))
-        return [self.message(m) for m in messages]
+        key = self._key
+        known = [_remembered(m, key) for m in messages]
+        if None not in known:  # a growing session asks again for messages counted before
+            return known  # type: ignore[return-value]  # no None in it
+        self._fill(
+            self._uncounted_texts([m for m, n in zip(messages, known, strict=True) if n is None])
+        )
+        return [self.message(m) if n is None else n for m, n in zip(messages, known, strict=True)]
 
     def preamble(self, ctx: AgentContext) -> int:
         """Tokens of the system instruction and skills, plus the reply priming."""

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -139,3 +140,33 @@ def test_a_tag_on_this_commit_is_the_version() -> None:
     tagged = [t for t in git("tag", "--list", "v*") if re.fullmatch(r"v\d+\.\d+\.\d+", t)]
     ahead = [t for t in tagged if tuple(int(n) for n in t[1:].split(".")) > version]
     assert ahead == []
+
+
+def _pyprojects() -> dict[str, dict[str, Any]]:
+    """Every pyproject.toml compactkit ships: its own, its plugins', the strategy template's
+    (rendered with placeholder names)."""
+    paths = [ROOT / "pyproject.toml", *sorted((ROOT / "plugins").glob("*/pyproject.toml"))]
+    texts = {str(p.relative_to(ROOT)): p.read_text(encoding="utf-8") for p in paths}
+    template = ROOT / "compactkit" / "templates" / "strategy" / "pyproject.toml.jinja"
+    texts[str(template.relative_to(ROOT))] = re.sub(
+        r"\{\{ *\w+ *\}\}", "x", template.read_text(encoding="utf-8")
+    )
+    return {name: tomllib.loads(text) for name, text in texts.items()}
+
+
+def test_every_license_is_an_spdx_expression_setuptools_reads_without_a_warning() -> None:
+    """`license = { text = "MIT" }` made every install print setuptools' deprecation box (once
+    per package built); the SPDX string needs setuptools 77 or later to build."""
+    from packaging.licenses import canonicalize_license_expression
+    from packaging.requirements import Requirement
+
+    for name, project in _pyprojects().items():
+        license_ = project["project"].get("license")
+        assert license_ is None or isinstance(license_, str), f"{name}: license {license_!r}"
+        if license_ is not None:
+            assert canonicalize_license_expression(license_) == license_, name
+        requires = [Requirement(r) for r in project["build-system"]["requires"]]
+        setuptools = next(r for r in requires if r.name == "setuptools")
+        assert not setuptools.specifier.contains("76.9"), f"{name}: {setuptools}"
+        assert setuptools.specifier.contains("77.0.0"), f"{name}: {setuptools}"
+    assert _pyprojects()["pyproject.toml"]["project"]["license"] == "MIT"

@@ -8,7 +8,15 @@ import json
 import pytest
 
 import compactkit
-from compactkit import BadInputError, TextBlock, build_pipeline, expand, split_stash, unrecoverable
+from compactkit import (
+    AgentContext,
+    BadInputError,
+    TextBlock,
+    build_pipeline,
+    expand,
+    split_stash,
+    unrecoverable,
+)
 from compactkit.context import canonical_json
 from compactkit.recovery import prune, put, read_stash, stash_json
 
@@ -95,3 +103,34 @@ def test_a_window_stored_in_parts_keeps_wide_text_as_escapes_and_expands_back() 
         recovery=store,
     )
     assert expand(marker).messages == tuple(messages)
+
+
+def test_windows_stored_again_before_every_call_are_byte_identical_to_fresh_ones() -> None:
+    """sliding-window before every model call of a growing session stores the same oldest
+    messages again on every call; what it remembers of them (their JSON, the parts of a long
+    window) gives exactly the store entries new values give, parts included."""
+    from compactkit.recovery import CHUNK_MARKER, spilling
+    from compactkit.strategies.sliding_window import SlidingWindow
+
+    ctx = compactkit.load_one(sample("pi-mono"))
+    window = SlidingWindow(max_tokens=8_000)
+    calls = [i for i, m in enumerate(ctx.messages) if m.role == "assistant"][10::25]
+    parted = False
+    for index in calls:
+        grown = ctx.replace(messages=ctx.messages[:index])
+        again = window.compact(grown)
+        fresh = window.compact(AgentContext.model_validate_json(grown.model_dump_json()))
+        assert again.recovery == fresh.recovery and again.messages == fresh.messages
+        assert expand(again) == grown
+        parts = [
+            m["content"][0]["etag"]
+            for entry in again.recovery.values()
+            if CHUNK_MARKER in entry
+            for m in json.loads(entry)
+        ]
+        parted = parted or bool(parts)
+        with spilling() as spill:  # a command that spills keeps the parts in its file
+            spilled = window.compact(grown)
+            assert spilled.messages == again.messages
+            assert [spill.get(e) for e in parts] == [again.recovery[e] for e in parts]
+    assert parted  # the longest windows were stored in parts

@@ -883,6 +883,8 @@ def _legend(names: list[str]) -> str:
 
 
 def _session_charts(report: dict[str, Any], max_charts: int, base: str | Path | None) -> str:
+    """Prompt tokens per call of every session over the trigger (of every session when the mode
+    has none), largest first: the first `max_charts` open, the rest folded under them."""
     by_session: dict[str, dict[str, list[int]]] = {}
     for s in report["sessions"]:
         by_session.setdefault(s["session"], {})[s["pipeline"]] = [c[1] for c in s.get("calls", [])]
@@ -891,24 +893,115 @@ def _session_charts(report: dict[str, Any], max_charts: int, base: str | Path | 
     biggest = sorted(
         by_session.items(), key=lambda kv: -max((sum(v) for v in kv[1].values()), default=0)
     )
+    trigger = report.get("trigger")
+    over = [
+        (session, series)
+        for session, series in biggest
+        if not trigger or max((max(v, default=0) for v in series.values()), default=0) > trigger
+    ]
     charts = []
-    for session, series in biggest[:max_charts]:
+    for session, series in over:
         ordered = [(p["name"], series.get(p["name"], [])) for p in report["pipelines"]]
         charts.append(line_chart(titles[session], shown[session], ordered))
-    more = len(biggest) - len(charts)
-    tail = (
-        f"<p>{more} smaller sessions not drawn (in the per-session table below).</p>"
-        if more > 0
-        else ""
+    out = f'<div class="charts">{"".join(charts[:max_charts])}</div>' if charts else ""
+    folded = charts[max_charts:]
+    if folded:
+        out += (
+            f'<details class="more-charts"><summary>{_sessions(len(folded), "more")} over '
+            f'the trigger</summary><div class="charts">{"".join(folded)}</div></details>'
+        )
+    under = len(biggest) - len(over)
+    if under and trigger:
+        out += (
+            f"<p>{_sessions(under)} never over the trigger ({trigger:,} tokens), not drawn "
+            "(in the per-session table below).</p>"
+        )
+    return out
+
+
+def _sessions(count: int, more: str = "") -> str:
+    return f"{count} {more + ' ' if more else ''}session{'' if count == 1 else 's'}"
+
+
+def _common_folder(shown: Iterable[str]) -> str:
+    """The folder every shown path is under (`examples/sessions`), or ""."""
+    folders = [PurePath(_split_address(path)[0]).parent.as_posix() for path in shown]
+    try:
+        common = os.path.commonpath(folders) if folders else ""
+    except ValueError:  # absolute and relative mixed: nothing in common
+        return ""
+    return "" if common in (".", "/") else PurePath(common).as_posix()
+
+
+def _session_saved(report: dict[str, Any], s: dict[str, Any], none: dict[str, Any] | None) -> str:
+    """What a pipeline saved on one session: against `none` on it (of the tokens after against
+    the tokens before in oneshot mode)."""
+    key, _ = _tokens_key(report)
+    if report["mode"] == "oneshot":
+        return _pct(1 - s[key] / s["tokens_before"]) if s["tokens_before"] else "-"
+    return _pct(1 - s[key] / none[key]) if none and none[key] else "-"
+
+
+def html_session_rows(
+    report: dict[str, Any], base: str | Path | None = None
+) -> tuple[list[dict[str, str]], str]:
+    """The HTML per-session table: a row per session and pipeline, sessions by their share of the
+    cost (of `none` under the first pricing profile; the largest first, the pipelines in report
+    order), with what each pipeline saved on it; paths shortened from the folder all sessions share,
+    returned with the rows."""
+    key, title = _tokens_key(report)
+    profile = report["pricing"][0] if report["pricing"] else None
+    shown = display_paths((s["session"] for s in report["sessions"]), base)
+    folder = _common_folder(shown.values())
+    cut = len(folder) + 1 if folder else 0
+    by_session: dict[str, dict[str, dict[str, Any]]] = {}
+    for s in report["sessions"]:
+        by_session.setdefault(s["session"], {})[s["pipeline"]] = s
+    totals = {
+        p["name"]: p["totals"]["cost"].get(profile, 0.0) if profile else 0.0
+        for p in report["pipelines"]
+    }
+
+    def share(s: dict[str, Any]) -> float:
+        total = totals.get(s["pipeline"], 0.0)
+        return s["cost"].get(profile, 0.0) / total if profile and total else 0.0
+
+    def weight(rows: dict[str, dict[str, Any]]) -> tuple[float, int]:
+        basis = rows.get("none") or max(rows.values(), key=share)
+        return share(basis), basis[key]
+
+    order = {p["name"]: k for k, p in enumerate(report["pipelines"])}
+    rows = []
+    for session, runs in sorted(by_session.items(), key=lambda kv: weight(kv[1]), reverse=True):
+        for s in sorted(runs.values(), key=lambda r: order.get(r["pipeline"], len(order))):
+            row = {"session": shown[session][cut:], "pipeline": s["pipeline"]}
+            row[title] = f"{s[key]:,}"
+            row["saved"] = _session_saved(report, s, runs.get("none"))
+            row["cached"] = f"{s['cached_tokens']:,}"
+            row.update({f"cost {p}": _money(s["cost"].get(p, 0.0)) for p in report["pricing"]})
+            if profile:
+                row["cost share"] = _pct(share(s))
+            row["retention"] = _pct(s["retention"].get("share"))
+            row["violations"] = str(s["violations"])
+            rows.append(row)
+    return rows, folder
+
+
+def _session_table(report: dict[str, Any], base: str | Path | None) -> str:
+    rows, folder = html_session_rows(report, base)
+    under = f"; paths under <code>{html.escape(folder)}/</code>" if folder else ""
+    return (
+        f"<details><summary>Per session ({len(rows)} rows, by share of cost{under})</summary>\n"
+        f"{_html_table(rows, paths=('session',))}</details>"
     )
-    return f'<div class="charts">{"".join(charts)}</div>{tail}'
 
 
 def render_html(
     report: dict[str, Any], max_charts: int = 12, base: str | Path | None = None
 ) -> str:
     """A self-contained page (inline SVG, no scripts, no external resources): the summary, a savings
-    against cost chart per pricing profile, prompt tokens per call of the largest sessions, and the
+    against cost chart per pricing profile, prompt tokens per call of every session over the
+    trigger (the first `max_charts` open, the rest folded), and the
     per-session table; paths relative to `base` (default: the working directory)."""
     names = [p["name"] for p in report["pipelines"]]
     trigger = f"; persistent trigger {report['trigger']:,} tokens" if report.get("trigger") else ""
@@ -938,8 +1031,7 @@ def render_html(
 {f'<h2>Cost against retention, by trigger</h2><div class="charts">{curves}</div>' if curves else ""}
 {f"<h2>Frontier</h2>{_html_table(frontier_rows(report))}" if curves else ""}
 {f"<h2>Prompt tokens per model call</h2>{_legend(names)}{lines}" if lines else ""}
-<details><summary>Per session ({len(report["sessions"])} rows)</summary>
-{_html_table(session_rows(report, base), paths=("session",))}</details>
+{_session_table(report, base)}
 {failed}
 </body></html>
 """

@@ -93,17 +93,31 @@ def _violation(v: Any) -> dict[str, Any]:
     return {"rule": v.rule, "message": v.message, "detail": v.detail}
 
 
-@command(name="diff", exit_codes="0 ok (whether or not they differ); 2 bad input")
+EXIT_DIFFERENT = 1
+"""`diff --exit-code` when the contexts differ (what `git diff --exit-code` exits with)."""
+
+
+@command(
+    name="diff",
+    exit_codes="0 ok (whether or not they differ, unless --exit-code); 1 they differ, with "
+    "--exit-code; 2 bad input",
+)
 @click.argument("before")
 @click.argument("after")
 @json_flag
+@click.option(
+    "--exit-code",
+    is_flag=True,
+    help="Exit 1 when the contexts differ, 0 when they do not (as git diff --exit-code).",
+)
 @click.pass_obj
-def diff_cmd(state: State, before: str, after: str, as_json: bool) -> None:
+def diff_cmd(state: State, before: str, after: str, as_json: bool, exit_code: bool) -> None:
     """Say which messages and blocks differ between two contexts.
 
     \b
     Example:
       compactkit diff session.jsonl back.json
+      compactkit diff --exit-code session.jsonl back.json || echo differ
     """
     from ..context import diff
 
@@ -111,9 +125,11 @@ def diff_cmd(state: State, before: str, after: str, as_json: bool) -> None:
     d = diff(load_single(state, before), load_single(state, after))
     if as_json:
         emit({"schema": DIFF_SCHEMA, **d.model_dump(mode="json")})
-        return
-    say(d.summary())
-    for m in d.messages:
-        where = m.before_index if m.change == "removed" else m.after_index
-        blocks = ", ".join(f"block {c.block} {c.change}" for c in m.blocks)
-        say(f"  {m.change:<8} message {where} ({m.role}){': ' + blocks if blocks else ''}")
+    else:
+        say(d.summary())
+        for m in d.messages:
+            where = m.before_index if m.change == "removed" else m.after_index
+            blocks = ", ".join(f"block {c.block} {c.change}" for c in m.blocks)
+            say(f"  {m.change:<8} message {where} ({m.role}){': ' + blocks if blocks else ''}")
+    if exit_code and not d.empty:
+        sys.exit(EXIT_DIFFERENT)

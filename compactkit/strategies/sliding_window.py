@@ -61,7 +61,8 @@ class SlidingWindow(Strategy):
         if budget is None:
             return ctx
         counter = counter_for(self.options.tokenizer)
-        if counter.context(ctx) <= budget:
+        sizes = counter.messages(ctx.messages)
+        if counter.preamble(ctx) + sum(sizes) <= budget:
             return ctx
         start = head_end(ctx, self.options.keep_first)
         # a summary of earlier turns right after the head is kept with it: it is small, and it is
@@ -79,24 +80,26 @@ class SlidingWindow(Strategy):
         candidates = rest[1:] if previous_marker else rest
         if not candidates:
             return ctx
-        sizes = counter.messages(ctx.messages)
         fixed = counter.preamble(ctx) + sum(sizes[:start]) + self._marker_cost(ctx, counter)
         # pinned words of a dropped turn stay, carried by the marker: a turn costs that much anyway
         pins = pinned(ctx)
-        carried = [
-            sum(
+
+        def carried(first: int, end: int) -> int:
+            """Tokens of the pinned words of messages `first` to `end` (of the rest)."""
+            if not pins:
+                return 0
+            return sum(
                 counter.text(b.text) + 1
-                for b in pins.carry(ctx.messages[start + u.start : start + u.end])
+                for b in pins.carry(ctx.messages[start + first : start + end])
             )
-            if pins
-            else 0
-            for u in candidates
-        ]
-        room = budget - fixed - sum(carried)
+
+        # the words of every candidate at once, each turn's only as it is kept: a growing
+        # session has hundreds of turns, a window keeps a few
+        room = budget - fixed - carried(candidates[0].start, candidates[-1].end)
         keep = 0
         used = 0
-        for unit, pinned_cost in zip(reversed(candidates), reversed(carried), strict=True):
-            cost = sum(sizes[start + unit.start : start + unit.end]) - pinned_cost
+        for unit in reversed(candidates):
+            cost = sum(sizes[start + unit.start : start + unit.end]) - carried(unit.start, unit.end)
             if used + cost > room:
                 break
             used += cost

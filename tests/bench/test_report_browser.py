@@ -57,6 +57,8 @@ CHROMIUM_FLAGS = [
 MEASURE = r"""
 <script>
 (() => {
+  // folded charts and the per-session table are measured as a reader who opens them sees them
+  document.querySelectorAll("details").forEach((d) => { d.open = true; });
   const overlap = (a, b) => {
     const dx = Math.min(a.x + a.w, b.x + b.w) - Math.max(a.x, b.x);
     const dy = Math.min(a.y + a.h, b.y + b.h) - Math.max(a.y, b.y);
@@ -105,6 +107,7 @@ MEASURE = r"""
       return {kind: el.tagName, pipeline: el.dataset.pipeline, on_top: onTop(svg, el, points, reach)};
     });
     charts.push({kind: svg.getAttribute("class"), label: svg.getAttribute("aria-label"),
+                 folded: svg.closest("details.more-charts") !== null,
                  texts, overlaps, outside, marks});
   }
   const root = document.documentElement;
@@ -117,6 +120,10 @@ MEASURE = r"""
 </script>
 """
 
+
+OPEN_CHARTS = 2
+"""Session charts drawn open (the CLI: 12); the rest of the sessions over the trigger are folded."""
+TRIGGER = 30_000
 
 REQUIRE_BROWSER = "COMPACTKIT_REQUIRE_BROWSER"
 """Set (as `.ci/run` does, after installing chromium) to fail instead of skip without a browser."""
@@ -158,7 +165,8 @@ def rendered(chromium: str, tmp_path_factory: pytest.TempPathFactory) -> dict[st
         lambda t: [parse_pipeline(p, default_pipeline(t)) for p in PIPELINES],
         TRIGGERS,
     )
-    page = render_html(report, base=ROOT)  # the CLI's base is the working directory
+    # the CLI's base is the working directory; OPEN_CHARTS so that the bundled sessions fold some
+    page = render_html(report, max_charts=OPEN_CHARTS, base=ROOT)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     (ARTIFACTS / "bench-report.html").write_text(page, encoding="utf-8")
     probe = tmp_path_factory.mktemp("browser") / "measure.html"
@@ -199,22 +207,70 @@ def test_every_axis_has_ticks_starting_at_zero(rendered: dict[str, Any]) -> None
         assert len(_texts(chart, "axis-title")) == 2, chart["label"]
 
 
-def test_session_charts_are_titled_by_file_name(rendered: dict[str, Any]) -> None:
-    names = set()
-    for address in {s["session"] for s in rendered["report"]["sessions"]}:
-        path, _, index = address.partition("#")
-        names.add(PurePath(path).name + (f"#{index}" if index else ""))
-    titles = [_texts(c, "chart-title")[0] for c in _charts(rendered, "session-chart")]
-    assert len(titles) == min(12, len(names))
-    for title in titles:
-        head, _, tail = title.partition("…")
-        assert title in names or any(n.startswith(head) and n.endswith(tail) for n in names), title
-    assert "gemini3pro_sphinx-doc__sphinx-9229.traj.json" in titles  # the largest session
-    assert "resolver_mock_output.jsonl#1" in titles
+def _over_trigger(report: dict[str, Any]) -> list[str]:
+    """File names (with `#N`) of the sessions whose prompt went over the trigger in some pipeline."""
+    names = []
+    for s in report["sessions"]:
+        path, _, index = s["session"].partition("#")
+        name = PurePath(path).name + (f"#{index}" if index else "")
+        if max((c[1] for c in s["calls"]), default=0) > TRIGGER and name not in names:
+            names.append(name)
+    return names
+
+
+def test_every_session_over_the_trigger_is_charted_past_the_first_folded(
+    rendered: dict[str, Any],
+) -> None:
+    over = _over_trigger(rendered["report"])
+    assert len(over) > OPEN_CHARTS  # the bundled sessions do fold some
+    charts = _charts(rendered, "session-chart")
+    titles = [_texts(c, "chart-title")[0] for c in charts]
+    assert sorted(titles) == sorted(over)
+    assert [c["folded"] for c in charts] == [k >= OPEN_CHARTS for k in range(len(over))]
+    assert titles[0] == "gemini3pro_sphinx-doc__sphinx-9229.traj.json"  # the largest first
+    assert "resolver_mock_output.jsonl#1" not in titles  # 21,136 tokens: never over the trigger
+    sessions = {s["session"] for s in rendered["report"]["sessions"]}
+    text = rendered["measured"]["text"]
+    assert f"{len(sessions) - len(over)} sessions never over the trigger (30,000 tokens)" in text
+    assert f"{len(over) - OPEN_CHARTS} more session" in text
     absolute = str(SAMPLES.resolve().parent)
-    assert absolute not in rendered["measured"]["text"] and absolute not in rendered["page"]
-    row = '<td class="path">examples/sessions/tau_bench_gpt-4o-airline.first3.json#2</td>'
-    assert row in rendered["page"]  # the per-session table (folded) shows relative paths
+    assert absolute not in text and absolute not in rendered["page"]
+
+
+def _session_table(rendered: dict[str, Any]) -> list[dict[str, str]]:
+    """The per-session table as the browser shows it (its text, a tab between cells)."""
+    lines = rendered["measured"]["text"].splitlines()
+    head = next(k for k, line in enumerate(lines) if line.startswith("session\tpipeline\t"))
+    columns = lines[head].split("\t")
+    rows = []
+    for line in lines[head + 1 :]:
+        cells = line.split("\t")
+        if len(cells) != len(columns):
+            break
+        rows.append(dict(zip(columns, cells, strict=True)))
+    return rows
+
+
+def test_the_per_session_table_shows_what_each_saved_by_share_of_cost(
+    rendered: dict[str, Any],
+) -> None:
+    rows = _session_table(rendered)
+    report = rendered["report"]
+    assert len(rows) == len(report["sessions"])
+    assert "Per session" in rendered["measured"]["text"]
+    assert "paths under examples/sessions/" in rendered["measured"]["text"]
+    # paths from the folder every session shares, the file name and #N
+    assert "tau_bench_gpt-4o-airline.first3.json#2" in {r["session"] for r in rows}
+    # sessions by the share of the cost they take (of none, under the first profile), largest first
+    shares = [float(r["cost share"].rstrip("%")) for r in rows if r["pipeline"] == "none"]
+    assert shares == sorted(shares, reverse=True) and shares[0] > shares[-1]
+    none = {r["session"]: r for r in rows if r["pipeline"] == "none"}
+    for row in rows:
+        assert row["saved"].endswith("%"), row
+        tokens = int(row["prompt tokens"].replace(",", ""))
+        base = int(none[row["session"]]["prompt tokens"].replace(",", ""))
+        assert row["saved"] == f"{1 - tokens / base:.1%}", row
+    assert any(r["saved"] != "0.0%" for r in rows)
 
 
 def test_no_label_covers_another_or_leaves_its_chart(rendered: dict[str, Any]) -> None:

@@ -324,3 +324,33 @@ def test_bench_workers_load_the_same_plugins_folder(tmp_path: Path) -> None:
         return [(p["name"], p["totals"]["tokens_after"]) for p in data["pipelines"]]
 
     assert tokens(report) == tokens(json.loads(serial.read_text()))
+
+
+def _explained(stdout: str) -> list[str]:
+    """The reasons `--explain` gives (after `message N:` / `messages N-M:`)."""
+    return [
+        line.split(": ", 1)[1]
+        for line in stdout.splitlines()
+        if line.startswith("      ") and ": " in line
+    ]
+
+
+def test_explain_reads_as_a_sentence_with_no_word_said_twice(tmp_path: Path) -> None:
+    """Issue 33: `--explain` printed "elided 4042 characters elided" (the marker's kind, then a
+    label saying it again); cap-output and the plugin template label their markers so."""
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    shutil.copy(CAP_OUTPUT, plugins / "cap.py")
+    code, stdout, err = run(
+        "--plugins-dir", str(plugins), "run", str(sample("sphinx-doc")),
+        "-s", "cap-output:max_tokens=500+observation-mask+sliding-window", "--budget", "20000",
+        "--explain", "-o", str(tmp_path / "o.json"),
+    )  # fmt: skip
+    assert code == 0, err
+    reasons = _explained(stdout)
+    assert "67 lines elided" in reasons
+    assert "omitted: dropped to fit 20,000 tokens" in reasons
+    assert any(r.startswith("masked: ") for r in reasons)
+    for reason in reasons:
+        kind = reason.split(":")[0].split()[-1]
+        assert reason.count(kind) == 1, reason

@@ -174,3 +174,17 @@ def test_run_tokenizes_each_text_of_the_session_once(tmp_path: Path, monkeypatch
     big = {text: n for text, n in encoded.items() if len(text) > 200}
     assert len(big) > 50
     assert max(big.values()) == 1, [n for n in big.values() if n > 1][:5]
+
+
+def test_diff_exit_code_says_whether_the_contexts_differ(tmp_path: Path) -> None:
+    """`diff --exit-code` exits 1 when the files differ, 0 when not, as `git diff` does; without
+    it, 0 either way (as before)."""
+    out = tmp_path / "o.json"
+    run("run", str(SESSION), "-s", "sliding-window:max_tokens=20000", "-o", str(out))
+    copy = tmp_path / "copy.json"
+    compactkit.dump(compactkit.load_one(SESSION), copy)
+    assert run("diff", "--exit-code", str(SESSION), str(out))[0] == 1
+    assert run("diff", "--exit-code", "--json", str(SESSION), str(out))[0] == 1
+    code, stdout, _ = run("diff", "--exit-code", str(SESSION), str(copy))
+    assert (code, stdout.strip()) == (0, "no differences")
+    assert run("diff", str(SESSION), str(out))[0] == 0
