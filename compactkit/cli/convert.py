@@ -11,8 +11,9 @@ import click
 from ..context import AgentContext
 from ..errors import BadInputError, ConfigError
 from ..formats.export import PENDING_CHOICES, Pending, ProviderWriter, WriterOptions
+from ..formats.loading import SessionAddress
 from ..formats.native import write_native
-from ..io import render, split_address
+from ..formats.writing import render
 from ._app import State, command
 from ._input import check_one_stdin, load, load_single, read_entries, sidecar_of
 from ._options import STDIO, format_option, output_option, stash_option, to_option
@@ -152,6 +153,6 @@ def _all_restored(missing: list[str], file: str) -> None:
             f"{len(missing)} marker(s) cannot be restored (etag {', '.join(missing[:3])}"
             f"{' ...' if len(missing) > 3 else ''})",
             path=file,
-            hint=f"keep {sidecar_path(split_address(file)[0])} beside it, or pass --stash "
+            hint=f"keep {sidecar_path(SessionAddress.parse(file).file)} beside it, or pass --stash "
             "with the store or stash written when it was compacted",
         )

@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 
 from ..context import Message, canonical_json, etag_of
 from ..errors import ConfigError, StrategyError, redact
+from ..registry import get_counter, require_subclass
 
 SUMMARY_SECTIONS = (
     "Task",
@@ -94,8 +95,6 @@ class SummaryRequest:
     @cached_property
     def transcript(self) -> str:
         """The window as plain text within `max_input_tokens` (long outputs lose their middle)."""
-        from ..registry import get_counter
-
         counter = get_counter(self.tokenizer)
         return render_transcript(
             self.messages,
@@ -162,6 +161,9 @@ class Summarizer:
 
     def __repr__(self) -> str:
         return f"<Summarizer {self.name}>"
+
+
+require_subclass("summarizer", Summarizer)  # registered backends subclass it
 
 
 # --------------------------------------------------------------------------- the summary cache
