@@ -24,11 +24,11 @@ from starlette.routing import Route
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from compactkit import load  # noqa: E402
 from compactkit.bench.jobs import collect_sessions  # noqa: E402
 from compactkit.bench.pricing import get_profile  # noqa: E402
 from compactkit.bench.replay import run_session  # noqa: E402
 from compactkit.gateway import GatewayConfig, create_app  # noqa: E402
-from compactkit.io import load  # noqa: E402
 from compactkit.pipeline import build_pipeline  # noqa: E402
 from compactkit.registry import get_counter  # noqa: E402
 from tests.gateway.replay import PROFILES, api_for, as_sent, price, replay, requests_of  # noqa: E402

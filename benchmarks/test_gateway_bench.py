@@ -18,9 +18,9 @@ import httpx
 import pytest
 import uvicorn
 
+from compactkit import load_one
 from compactkit.gateway import GatewayConfig, create_app, wire
 from compactkit.gateway.app import Policy, listening_socket
-from compactkit.io import load_one
 from compactkit.serve import SqliteServeStore, serve_key
 from tests.gateway.replay import as_sent, requests_of
 from tests.gateway.upstream import FakeModel

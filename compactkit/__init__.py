@@ -59,8 +59,9 @@ from .events import (
 )
 from .formats.base import Document, Format
 from .formats.export import Export, WriterOptions
+from .formats.loading import load, load_one
+from .formats.writing import dump, export, render
 from .hookspecs import hookimpl
-from .io import dump, export, load, load_one, render
 from .observers import ProgressDisplay, StatsRecorder
 from .pipeline import Pipeline, RunResult, StepReport, build_pipeline, get_strategy
 from .recovery import expand, split_stash, unrecoverable

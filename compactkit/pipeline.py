@@ -42,6 +42,8 @@ from .pins import parse_rule, with_rules
 from .recovery import is_marker, message_marker, verify
 from .registry import Registry, current_registry, get_counter, use_registry
 from .spec import PipelineSpec, one_pipeline
+from .strategies import ARRIVAL_BUILTIN, BUILTIN
+from .strategies.peers import PEERS
 from .strategy import ARRIVAL, Strategy, StrategyOptions
 from .tokens import DEFAULT_TOKENIZER, TokenCounter
 from .validate import validate, validate_arrival
@@ -168,24 +170,13 @@ class RunResult:
 PLUGIN_TIMEOUT = 60.0
 """The command line's default `--timeout`: seconds a plugin strategy may run before it is stopped."""
 
-_builtin_classes: frozenset[type] | None = None
+_BUILTIN_CLASSES = frozenset((*BUILTIN, *ARRIVAL_BUILTIN, *PEERS))
 
 
 def builtin_strategies() -> frozenset[type]:
-    """The strategy classes compactkit's own built-in plugins register (by identity)."""
-    global _builtin_classes
-    if _builtin_classes is None:
-        import importlib
-
-        from .registry import DEFAULT_PLUGINS
-
-        found: list[Any] = []
-        for module_name in DEFAULT_PLUGINS:
-            register = getattr(importlib.import_module(module_name), "register_strategies", None)
-            if register is not None:
-                register(register=found.append)
-        _builtin_classes = frozenset(c for c in found if isinstance(c, type))
-    return _builtin_classes
+    """The strategy classes compactkit's own built-in plugins register (by identity): the same
+    tuples `compactkit.builtins.strategies` and `compactkit.builtins.peers` register."""
+    return _BUILTIN_CLASSES
 
 
 def _trusted(strat: Strategy) -> bool:

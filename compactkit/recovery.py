@@ -3,6 +3,9 @@
 A marker's `etag` is the key of a JSON array in `AgentContext.recovery` (or a stash file): the blocks it
 replaced (block markers) or the messages it replaced (`summary` and `omitted` markers, which stand alone
 in their own message). `expand` puts everything back.
+
+Public for strategy and tool authors: the names in `__all__` (`put` keeps a removal recoverable; see
+docs/strategies.md, "Keeping a removal recoverable"). The rest is compactkit's own and may change.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from .context import (
     MARKER_TYPES,
     AgentContext,
     Block,
+    CollapsedBlock,
     ContentPart,
     Message,
     OmittedBlock,
@@ -523,6 +527,35 @@ class _Overlay(Mapping[str, str]):
         return sum(1 for _ in self)
 
 
+def dangling(ctx: AgentContext, stash: Mapping[str, str] | None = None) -> list[tuple[int, Any]]:
+    """(message index, marker) of every marker of `ctx` whose etag is neither in its recovery
+    store (or `stash`) nor, for a collapsed marker, the etag of a full copy the context holds."""
+    store = ctx.recovery if not stash else {**stash, **ctx.recovery}
+    full_copies: set[str] | None = None
+    out: list[tuple[int, Any]] = []
+    for i, block in markers(ctx):
+        if block.etag in store:
+            continue
+        if isinstance(block, CollapsedBlock):
+            if full_copies is None:
+                full_copies = _full_copies(ctx)
+            if block.etag in full_copies:
+                continue
+        out.append((i, block))
+    return out
+
+
+def _full_copies(ctx: AgentContext) -> set[str]:
+    """Etags of the tool-result payloads the context holds in full (a collapsed marker may point
+    at one of them instead of the store)."""
+    return {
+        result_etag(b)
+        for m in ctx.messages
+        for b in m.tool_results
+        if not any(p.type in ("collapsed", "masked", "elided") for p in b.content)
+    }
+
+
 def unrecoverable(ctx: AgentContext, stash: Mapping[str, str] | None = None) -> list[str]:
     """Etags of markers that `expand` could not restore, markers inside restored content (a
     summary of an older summary, a collapse inside an omitted window) included."""
@@ -897,4 +930,4 @@ def write_stash(entries: Mapping[str, str], handle: TextIO) -> None:
     handle.write("\n }\n}\n" if entries else "}\n}\n")
 
 
-__all__ = ["expand", "put", "split_stash", "unrecoverable"]
+__all__ = ["expand", "payload_etag", "put", "split_stash", "unrecoverable"]

@@ -27,6 +27,7 @@ from . import hookspecs
 from ._exitguard import load_timeout, no_process_exit, stdout_to_stderr, time_limit
 from .context import AgentContext, Message
 from .errors import ConfigError, PluginError
+from .strategy import Strategy
 from .tokens import DEFAULT_TOKENIZER, TokenCounter, Tokenizer
 
 ENTRY_POINT_GROUP = "compactkit"
@@ -141,17 +142,31 @@ def _name_of(obj: Any) -> str:
     return name
 
 
-def _is_class_of(obj: Any, dotted: str) -> bool:
-    module, _, name = dotted.rpartition(".")
-    base = getattr(importlib.import_module(module), name)
-    return isinstance(obj, type) and issubclass(obj, base)
+_BASES: dict[str, type] = {"strategy": Strategy}
+"""The class whose subclasses a `register_*` hook of a kind takes. A kind defined above the
+registry adds its own base when its module is imported (`compactkit.summarize.base` adds
+`Summarizer`): a plugin's class can subclass a base only once its module is loaded."""
+
+
+def require_subclass(kind: str, base: type) -> None:
+    """Make the `register_*` hook of `kind` take subclasses of `base` (`check_registered`).
+
+    Args:
+        kind: the kind shown to users (`"summarizer"`).
+        base: the class registered classes of that kind must subclass."""
+    _BASES[kind] = base
+
+
+def _subclass(kind: str, obj: Any) -> bool:
+    base = _BASES.get(kind)
+    return base is not None and isinstance(obj, type) and issubclass(obj, base)
 
 
 def check_registered(kind: str, obj: Any, name: str) -> None:
     """Raise a `PluginError` saying what to register instead when `obj` is not what a
     `register_*` hook of `kind` takes (a class where an instance belongs, or the reverse)."""
     if kind == "strategy":
-        if _is_class_of(obj, "compactkit.strategy.Strategy"):
+        if _subclass(kind, obj):
             return
         if isinstance(obj, type) or not callable(getattr(obj, "compact", None)):
             problem = "is not a Strategy subclass"
@@ -162,7 +177,7 @@ def check_registered(kind: str, obj: Any, name: str) -> None:
             "decorated with @compactkit.strategy"
         )
     if kind == "summarizer":
-        if _is_class_of(obj, "compactkit.summarize.base.Summarizer"):
+        if _subclass(kind, obj):
             return
         if not isinstance(obj, type) and callable(getattr(obj, "summarize", None)):
             return  # a ready-made backend instance works too

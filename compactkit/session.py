@@ -34,6 +34,7 @@ try:
 except ImportError:  # pragma: no cover - Windows has no flock
     fcntl = None  # type: ignore[assignment]
 
+from .atomic import write_atomic
 from .context import AgentContext, Message
 from .defaults import DEFAULT_TRIGGER
 from .errors import BadInputError, ConfigError, SessionLogBusy, redact_json
@@ -50,7 +51,6 @@ from .formats.session_log import (
     restore_record,
     start_record,
 )
-from .io import write_atomic
 from .pins import with_rules
 from .pipeline import Pipeline, RunResult, build_pipeline, copy_pipeline
 from .policy import CompactionPolicy, PolicyName, prefix_tokens

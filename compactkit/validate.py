@@ -30,11 +30,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from .context import AgentContext, CollapsedBlock, ThinkingBlock, ToolResultBlock
+from .context import AgentContext, ThinkingBlock, ToolResultBlock
 from .pins import broken
-from .recovery import context_copies, markers, result_etag, unrecoverable
+from .recovery import context_copies, dangling, markers, unrecoverable
 from .recovery import verify as verify_entries
 
 RULES: dict[str, str] = {
@@ -156,24 +155,6 @@ def _thinking(ctx: AgentContext, original: AgentContext) -> list[Violation]:
     return out
 
 
-def dangling(ctx: AgentContext, stash: Mapping[str, str] | None = None) -> list[tuple[int, Any]]:
-    """(message index, marker) of every marker of `ctx` whose etag is neither in its recovery
-    store (or `stash`) nor, for a collapsed marker, the etag of a full copy the context holds."""
-    store = ctx.recovery if not stash else {**stash, **ctx.recovery}
-    full_copies: set[str] | None = None
-    out: list[tuple[int, Any]] = []
-    for i, block in markers(ctx):
-        if block.etag in store:
-            continue
-        if isinstance(block, CollapsedBlock):
-            if full_copies is None:
-                full_copies = _full_copies(ctx)
-            if block.etag in full_copies:
-                continue
-        out.append((i, block))
-    return out
-
-
 def _markers(ctx: AgentContext, stash: Mapping[str, str] | None) -> list[Violation]:
     return [
         Violation(
@@ -239,17 +220,6 @@ def validate(
     if verify and not out:
         out.extend(_nested_markers(ctx, stash))
     return out
-
-
-def _full_copies(ctx: AgentContext) -> set[str]:
-    """Etags of the tool-result payloads the context holds in full (a collapsed marker may point
-    at one of them instead of the store)."""
-    return {
-        result_etag(b)
-        for m in ctx.messages
-        for b in m.tool_results
-        if not any(p.type in ("collapsed", "masked", "elided") for p in b.content)
-    }
 
 
 def _nested_markers(ctx: AgentContext, stash: Mapping[str, str] | None) -> list[Violation]:
@@ -335,16 +305,13 @@ def _arrived(out: AgentContext, inp: AgentContext) -> list[Violation]:
     offset = len(out.messages) - len(window.messages)
     found = _pairing(window)
     found.extend(Violation("pin-broken", i, detail) for i, detail in broken(window, given))
-    copies: set[str] | None = None
-    for _, block in markers(window.replace(messages=window.messages[-1:])):
-        if block.etag in out.recovery:
-            continue
-        if isinstance(block, CollapsedBlock):
-            copies = _full_copies(out) if copies is None else copies
-            if block.etag in copies:
-                continue
-        detail = f"{block.type} marker etag {block.etag} is neither in the context nor recoverable"
-        found.append(Violation("dangling-marker", len(window.messages) - 1, detail))
+    last = len(out.messages) - 1
+    for index, block in dangling(out):
+        if index == last:
+            detail = (
+                f"{block.type} marker etag {block.etag} is neither in the context nor recoverable"
+            )
+            found.append(Violation("dangling-marker", len(window.messages) - 1, detail))
     return [
         Violation(v.rule, None if v.message is None else v.message + offset, v.detail)
         for v in found

@@ -103,7 +103,7 @@ def shaped_seeds() -> list[tuple[str, str]]:
     import importlib
     import tempfile
 
-    from compactkit.io import read_session
+    from compactkit.formats.loading import read_session
 
     out: list[tuple[str, str]] = []
     for name in sorted(SHAPED):

@@ -38,9 +38,10 @@ SHARED_READERS = [
     "compactkit.formats._util",
     "compactkit.formats._pairing",
     "compactkit.formats._chat",
+    "compactkit.jsonio",
 ]
 MODULES = {
-    "session": ["compactkit.formats", "compactkit.io"],
+    "session": ["compactkit.formats"],
     "stash": ["compactkit.recovery", "compactkit.cli._input", "compactkit.formats.base"],
     "spec": [
         "compactkit.strategy",

@@ -6,7 +6,7 @@ under atheris (`fuzz/run.py`), hypothesis (`tests/formats/test_fuzz_records.py`)
 every input that ever failed (`tests/test_fuzz_regressions.py`).
 
 Targets: `format:NAME` for every built-in format (`Format.sniff`, then `Format.load` as with
-`--format NAME`), `session` (detection and fallback, `compactkit.io.load_document`), `stash` (the
+`--format NAME`), `session` (detection and fallback, `compactkit.formats.loading.load_document`), `stash` (the
 stash file `expand --stash` reads, then `expand` over a compacted context), `spec` (a `-s` value:
 `compactkit.spec.parse_pipelines`, then `build_pipeline` with the options it gives).
 """
@@ -23,7 +23,7 @@ from compactkit.cli import _input
 from compactkit.context import AgentContext
 from compactkit.errors import CompactkitError
 from compactkit.formats.base import Document, read_document
-from compactkit.io import load_document
+from compactkit.formats.loading import load_document
 from compactkit.pipeline import build_pipeline
 from compactkit.recovery import expand, read_stash
 from compactkit.registry import Registry, make_registry

@@ -89,8 +89,10 @@ PUBLIC_MODULES = {
 
 
 def _private_uses(code: str) -> list[str]:
-    """Imports of compactkit's private modules, and attribute paths into them, in `code`."""
+    """Imports of compactkit's private modules (and of names a public module's `__all__` does
+    not list), and attribute paths into them, in `code`."""
     import ast
+    import importlib
 
     import compactkit
 
@@ -99,6 +101,13 @@ def _private_uses(code: str) -> list[str]:
         if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "compactkit":
             if node.module not in PUBLIC_MODULES:
                 found.append(f"from {node.module} import ...")
+                continue
+            promised = getattr(importlib.import_module(node.module or ""), "__all__", None)
+            found += [
+                f"from {node.module} import {a.name}"
+                for a in node.names
+                if promised is not None and a.name not in promised
+            ]
         elif isinstance(node, ast.Import):
             found += [
                 f"import {a.name}"

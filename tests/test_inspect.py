@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import compactkit
-from compactkit.inspect import INSPECT_SCHEMA, inspect_context
+from compactkit.inspection import INSPECT_SCHEMA, inspect_context
 from compactkit.registry import get_counter
 
 from .conftest import corpus_file, sample

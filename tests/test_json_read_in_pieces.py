@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 import compactkit
 import compactkit.jsonio as jsonio
 from compactkit.errors import BadInputError
-from compactkit.formats._util import interned
 from compactkit.formats.base import MAX_DEPTH, parse_text, read_document
+from compactkit.jsonio import interned
 
 from .conftest import corpus_files, sample_files
 

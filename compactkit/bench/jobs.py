@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import EXIT_PLUGIN, CompactkitError
-from ..io import load_session, pick, split_address
+from ..formats.loading import SessionAddress, load_session, pick
 from ..paths import session_files
 from ..pipeline import Pipeline, build_pipeline
 from ..policy import PolicyName
@@ -24,7 +24,8 @@ def collect_sessions(paths: Iterable[str]) -> list[str]:
     """Session addresses from files, `FILE#N` and folders (every session file under them)."""
     out: list[str] = []
     for raw in paths:
-        file, index = split_address(raw)
+        where = SessionAddress.parse(raw)
+        file, index = where.file, where.index
         p = Path(file)
         if index is None and p.is_dir():
             out.extend(session_files(p))
@@ -100,7 +101,8 @@ def run_job(job: Job, registry: Registry | None = None) -> JobResult:
     registry = registry or get_registry()
     out = JobResult(job.address)
     try:
-        file, index = split_address(job.address)
+        where = SessionAddress.parse(job.address)
+        file, index = where.file, where.index
         _, contexts = load_session(file, None, registry)
         named = (
             [(f"{file}#{index}", pick(contexts, index, file))]

@@ -24,7 +24,7 @@ from typing import Any, Literal
 from ..context import AgentContext, Message, SummaryBlock
 from ..pipeline import Pipeline, builtin_strategies, copy_pipeline
 from ..policy import CompactionPolicy, Ledger, PolicyName, floor, prefix_tokens
-from ..pricing import PricingProfile
+from ..pricing import PricingProfile, get_profile
 from ..recovery import markers
 from ..tokens import TokenCounter
 from ..validate import validate
@@ -323,6 +323,23 @@ def _maybe_compact(
     return out, True, probe.cost
 
 
+def _compact_charged(
+    pipeline: Pipeline,
+    ctx: AgentContext,
+    previous: AgentContext | None,
+    counter: TokenCounter,
+    checker: _Checker,
+    result: SessionResult,
+) -> AgentContext:
+    """The pipeline's output on `ctx`, the summaries a model would have written for it paid."""
+    out = _compact(pipeline, ctx, counter, checker)
+    if out is not ctx:
+        shared = prefix_tokens(previous, ctx, counter)
+        profiles = [get_profile(name) for name in result.summarizer.cost]
+        charge_summaries(pipeline, ctx, out, counter, shared, profiles, result.summarizer)
+    return out
+
+
 def _replay(
     ctx: AgentContext,
     pipeline: Pipeline,
@@ -354,24 +371,14 @@ def _replay(
         summary: dict[str, float] = {}
         if mode == "view":
             seen = ctx.replace(messages=messages[:index])
-            prompt = _compact(pipeline, seen, counter, checker)
+            prompt = _compact_charged(pipeline, seen, previous, counter, checker, result)
             compacted = prompt.messages != messages[:index]
-            if compacted:
-                shared = prefix_tokens(previous, seen, counter)
-                charge_summaries(
-                    pipeline, seen, prompt, counter, shared, profiles, result.summarizer
-                )
         else:
             history = _extend(history, messages[consumed:index], ctx, pipeline)
             consumed = index
             if ledger is None:
-                out = _compact(pipeline, history, counter, checker)
+                out = _compact_charged(pipeline, history, previous, counter, checker, result)
                 compacted = out is not history
-                if compacted:
-                    shared = prefix_tokens(previous, history, counter)
-                    charge_summaries(
-                        pipeline, history, out, counter, shared, profiles, result.summarizer
-                    )
                 history = out
             else:
                 history, compacted, summary = _maybe_compact(

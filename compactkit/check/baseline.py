@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..atomic import write_atomic
 from ..errors import BadInputError, redact_json
 from ..formats.base import loads
-from ..io import write_atomic
 
 BASELINE_SCHEMA = "compactkit.check-baseline/1"
 

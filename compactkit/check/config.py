@@ -30,7 +30,7 @@ from pydantic import (
 
 from ..bench.retention import FACT_KINDS
 from ..errors import ConfigError
-from ..io import split_address
+from ..formats.loading import SessionAddress
 from ..paths import SESSION_SUFFIXES, glob_paths, session_files
 from ..pricing import PROFILES
 
@@ -436,7 +436,8 @@ def expand_sessions(check: CheckConfig, root: Path) -> list[str]:
     silently forever."""
     out: list[str] = []
     for pattern in check.sessions:
-        file, index = split_address(str(root / pattern))
+        where = SessionAddress.parse(root / pattern)
+        file, index = where.file, where.index
         magic = glob.has_magic(file)
         matches = glob_paths(file) if magic else [file]
         found: list[str] = []

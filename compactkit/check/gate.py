@@ -19,7 +19,7 @@ from ..bench.jobs import JobResult
 from ..bench.runner import run_bench
 from ..defaults import DEFAULT_TRIGGER
 from ..errors import EXIT_BAD_INPUT, EXIT_BUDGET, EXIT_PLUGIN, failure_code, redact_json
-from ..io import split_address
+from ..formats.loading import SessionAddress
 from ..registry import Registry, get_registry
 from ..spec import DEFAULT, NONE, PipelineSpec, one_pipeline
 from .baseline import Baseline, CheckBaseline, Figures
@@ -129,7 +129,8 @@ class CheckRun:
 
 def relative(address: str | Path, root: Path) -> str:
     """`address` relative to `root`, with `/` separators (`FILE#N` kept)."""
-    file, index = split_address(str(address))
+    where = SessionAddress.parse(address)
+    file, index = where.file, where.index
     rel = os.path.relpath(file, root).replace(os.sep, "/")
     return rel if index is None else f"{rel}#{index}"
 
@@ -317,16 +318,17 @@ def _collect(
     by_file: dict[str, list[tuple[str, dict[str, Any]]]] = {}
     for (m, t, name, session), row in measured.items():
         if (m, t, name) == (mode, trigger, pipeline):
-            by_file.setdefault(split_address(session)[0], []).append((session, row))
+            by_file.setdefault(SessionAddress.parse(session).file, []).append((session, row))
     broke: dict[str, list[tuple[str, tuple[str, int]]]] = {}
     for (m, t, name, session), error in failed.items():
         if (m, t, name) == (mode, trigger, pipeline):  # the check's pipeline failed on a session
-            broke.setdefault(split_address(session)[0], []).append((session, error))
+            broke.setdefault(SessionAddress.parse(session).file, []).append((session, error))
     for address in addresses:
         if (mode, trigger, "", address) in failed:
             result.errors[relative(address, root)] = failed[(mode, trigger, "", address)]
             continue
-        file, index = split_address(address)
+        where = SessionAddress.parse(address)
+        file, index = where.file, where.index
         for session, error in broke.get(file, []):
             if index is None or session == address:
                 result.errors[relative(session, root)] = error

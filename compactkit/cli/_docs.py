@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import click
 
-from ..io import write_atomic
+from ..atomic import write_atomic
 from ..registry import make_registry
 from . import COMMANDS, make_cli
 from ._app import State

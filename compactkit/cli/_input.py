@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import logging
-import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -14,25 +13,11 @@ import click
 
 from ..context import AgentContext
 from ..errors import BadInputError
-from ..formats.base import parse_text
-from ..io import load_document, load_session, pick, single, split_address
+from ..formats.loading import STDIN_NAME as STDIN_NAME  # where the commands find it
+from ..formats.loading import SessionAddress, load_address, load_one
+from ..formats.loading import read_stdin as read_stdin  # read by the stash options too
 from ._app import State
 from ._options import STDIO
-
-STDIN_NAME = "<stdin>"
-
-
-def read_stdin() -> str:
-    """All of stdin as text, with the same one-line errors as a file."""
-    raw: bytes = sys.stdin.buffer.read()
-    if b"\x00" in raw[:65536]:
-        raise BadInputError("binary data, not a text session file", path=STDIN_NAME)
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise BadInputError(
-            f"not UTF-8 text (bad byte at offset {exc.start})", path=STDIN_NAME
-        ) from None
 
 
 class _WarningLine(logging.Handler):
@@ -54,19 +39,29 @@ def warnings_on_stderr() -> Iterator[None]:
         logger.propagate = propagate
 
 
-def load(state: State, address: str, format: str | None) -> tuple[str, list[AgentContext]]:
-    """(format name, contexts) of `FILE`, `FILE#N` or `-` (stdin, `-#N` for one conversation)."""
-    file, index = split_address(address)
+@contextlib.contextmanager
+def _reading() -> Iterator[None]:
+    """While a session is read: its warnings on stderr; after: the memory of the file as
+    parsed given back (`return_freed_memory`)."""
     with warnings_on_stderr():
-        if file == STDIO:
-            doc = parse_text(read_stdin(), STDIN_NAME)
-            fmt, contexts = load_document(doc, format, state.registry)
-            del doc  # before the heap is trimmed
-        else:
-            fmt, contexts = load_session(file, format, state.registry)
-    return_freed_memory()  # the file as parsed, gone once loaded
-    if index is not None:
-        contexts = [pick(contexts, index, file)]
+        yield
+    return_freed_memory()
+
+
+def load(
+    state: State,
+    address: str | SessionAddress,
+    format: str | None,
+    *,
+    restorable: bool = False,
+) -> tuple[str, list[AgentContext]]:
+    """(format name, contexts) of `FILE`, `FILE#N` or `-` (stdin, `-#N` for one conversation).
+    With `restorable`, read as `run` reads a compacted output: with the recovery store beside it,
+    and refused when a marker's content is in no store (`compactkit.formats.loading.load`)."""
+    with _reading():
+        fmt, contexts = load_address(
+            address, format, state.registry, recovery=restorable, restorable=restorable
+        )
     return fmt.name, contexts
 
 
@@ -82,9 +77,22 @@ def return_freed_memory() -> None:
     trim(0)
 
 
-def load_single(state: State, address: str, format: str | None = None) -> AgentContext:
-    """The one conversation `address` names."""
-    return single(load(state, address, format)[1], address)
+def load_single(
+    state: State,
+    address: str | SessionAddress,
+    format: str | None = None,
+    *,
+    restorable: bool = False,
+) -> AgentContext:
+    """The one conversation `address` names (read as `load` reads it)."""
+    with _reading():
+        return load_one(
+            address,
+            format=format,
+            registry=state.registry,
+            recovery=restorable,
+            restorable=restorable,
+        )
 
 
 def read_stash_text(path: str) -> str:
@@ -100,62 +108,16 @@ def read_stash_text(path: str) -> str:
         raise BadInputError(f"not UTF-8 text (bad byte at offset {exc.start})", path=path) from None
 
 
-def check_one_stdin(*paths: str | None) -> None:
+def check_one_stdin(*paths: str | SessionAddress | None) -> None:
     """Refuse reading stdin twice (a session and a stash both given as `-`)."""
-    if sum(1 for p in paths if p is not None and split_address(p)[0] == STDIO) > 1:
+    if sum(1 for p in paths if p is not None and SessionAddress.parse(p).stdin) > 1:
         raise BadInputError("stdin ('-') can be read only once", path=STDIN_NAME)
 
 
-def sidecar_of(address: str) -> str | None:
+def sidecar_of(address: str | SessionAddress) -> str | None:
     """The recovery store `run -o FILE` wrote beside FILE (`FILE.recovery.jsonl`), if any."""
-    from ..recovery import sidecar_path
-
-    file, _ = split_address(address)
-    if file == STDIO:
-        return None
-    path = sidecar_path(file)
-    return path if Path(path).is_file() else None
-
-
-def with_sidecar(ctx: AgentContext, address: str) -> AgentContext:
-    """`ctx` with the entries of the store beside its file added to its recovery store, so that
-    compacting a compacted output again keeps what the first run removed. Each entry is checked
-    against its etag first (exit 2 naming the store and a tampered etag): a bad entry is never
-    copied into a new output's store. A marker whose content is in no store (the store beside
-    the file missing, empty or not the one written with it) is exit 2 naming that store, before
-    any strategy runs: compacting it again would lose what it stands for."""
-    from ..recovery import read_sidecar, sidecar_path, verify
-    from ..validate import dangling
-
-    path = sidecar_of(address)
-    entries: dict[str, str] = {}
-    if path is not None:
-        entries = read_sidecar(path)
-        try:
-            verify(entries)
-        except BadInputError as exc:
-            raise BadInputError(exc.what, path=path) from None
-        ctx = ctx.replace(recovery={**entries, **ctx.recovery})
-    lost = sorted({marker.etag for _, marker in dangling(ctx)})
-    if not lost:
-        return ctx
-    file, _ = split_address(address)
-    hint = "put back the store written with it, or expand it with --stash first"
-    if file == STDIO:
-        where = "the context's recovery store lacks them"
-        hint = "expand it with --stash first, or compact with --embed-recovery"
-    elif path is None:
-        where = f"its recovery store {sidecar_path(file)} is missing"
-    elif not entries:
-        where = f"its recovery store {path} is empty"
-    else:
-        where = f"its recovery store {path} lacks them"
-    raise BadInputError(
-        f"{len(lost)} marker(s) cannot be restored (etag {', '.join(lost[:3])}"
-        f"{' ...' if len(lost) > 3 else ''}): {where}",
-        path=file,
-        hint=hint,
-    )
+    path = SessionAddress.parse(address).sidecar
+    return path if path is not None and Path(path).is_file() else None
 
 
 def read_entries(

@@ -14,6 +14,7 @@ import click
 from click.shell_completion import CompletionItem
 
 from ..errors import ConfigError
+from ..formats.loading import SessionAddress
 from ..tokens import DEFAULT_TOKENIZER
 from ._app import State
 
@@ -21,6 +22,26 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 STDIO = "-"
 """The path that means stdin where a file is read and stdout where one is written."""
+
+
+class SessionArgument(click.ParamType[SessionAddress]):
+    """A session argument (`FILE`, `FILE#N`, `-`), parsed once into the `SessionAddress` that the
+    command passes down; a bad `#N` is the library's one-line error (exit 2)."""
+
+    name = "session"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> SessionAddress:
+        return SessionAddress.parse(value)
+
+    def shell_complete(
+        self, ctx: click.Context, param: click.Parameter, incomplete: str
+    ) -> list[CompletionItem]:
+        return [CompletionItem(incomplete, type="file")]
+
+
+SESSION = SessionArgument()
 
 
 # ----------------------------------------------------------------------------- shell completion

@@ -26,10 +26,12 @@ from typing import Any, TextIO
 
 import click
 
+from ..atomic import OutputSet
 from ..context import AgentContext
 from ..errors import BadInputError, ConfigError, redact, redact_json, redacted
 from ..formats.export import WriterOptions
-from ..io import OutputSet, export, split_address
+from ..formats.loading import SessionAddress
+from ..formats.writing import export
 from ..registry import Registry
 from ._options import STDIO
 
@@ -83,7 +85,7 @@ class Outputs:
     context manager, `emit` stages each file and the block's normal end renames them all; an
     exception or interrupt removes what was staged."""
 
-    def __init__(self, reads: Iterable[str] = (), **writes: str | None) -> None:
+    def __init__(self, reads: Iterable[str | SessionAddress] = (), **writes: str | None) -> None:
         self.paths = {name: path for name, path in writes.items() if path not in (None, STDIO)}
         check_outputs(list(reads), self.paths)
         self._set = OutputSet()
@@ -150,9 +152,9 @@ def _same_file(a: str, b: str) -> bool:
         return False
 
 
-def check_outputs(reads: Iterable[str], writes: Mapping[str, str]) -> None:
+def check_outputs(reads: Iterable[str | SessionAddress], writes: Mapping[str, str]) -> None:
     """Refuse outputs that would overwrite an input or each other, or cannot be written."""
-    inputs = [file for file, _ in (split_address(r) for r in reads) if file != STDIO]
+    inputs = [a.file for a in map(SessionAddress.parse, reads) if not a.stdin]
     seen: dict[str, str] = {}
     for name, path in writes.items():
         for other, earlier in seen.items():

@@ -19,8 +19,8 @@ from ..formats.export import (
     recorded_max_tokens,
     recorded_model,
 )
+from ..formats.loading import SessionAddress
 from ..formats.native import write_native
-from ..io import split_address
 from ._app import State, command
 from ._input import check_one_stdin, load, load_single, read_entries, sidecar_of
 from ._options import STDIO, format_option, output_option, stash_option, to_option
@@ -210,6 +210,6 @@ def _all_restored(missing: list[str], file: str) -> None:
             f"{len(missing)} marker(s) cannot be restored (etag {', '.join(missing[:3])}"
             f"{' ...' if len(missing) > 3 else ''})",
             path=file,
-            hint=f"keep {sidecar_path(split_address(file)[0])} beside it, or pass --stash "
+            hint=f"keep {sidecar_path(SessionAddress.parse(file).file)} beside it, or pass --stash "
             "with the store or stash written when it was compacted",
         )

@@ -7,8 +7,8 @@ from typing import Any
 
 import click
 
-from ..inspect import inspect_context
-from ..io import split_address
+from ..formats.loading import SessionAddress
+from ..inspection import inspect_context
 from ._app import State, command
 from ._input import STDIN_NAME, load
 from ._options import STDIO, format_option, json_flag, tokenizer_option
@@ -51,7 +51,8 @@ def inspect(
     counter = state.counter(tokenizer)
     for address in files:
         fmt, contexts = load(state, address, format_)
-        file, index = split_address(address)
+        where = SessionAddress.parse(address)
+        file, index = where.file, where.index
         file = STDIN_NAME if file == STDIO else file
         for n, ctx in enumerate(contexts):
             number = index if index is not None else n

@@ -12,10 +12,12 @@ from typing import Any
 import click
 
 from ..errors import EXIT_BUDGET, ConfigError
+from ..formats.loading import SessionAddress
 from ..recovery import sidecar_path
 from ._app import State, command
-from ._input import check_one_stdin, load_single, with_sidecar
+from ._input import load_single
 from ._options import (
+    SESSION,
     SPEC_HELP,
     STDIO,
     check_one_stdout,
@@ -36,7 +38,7 @@ from ._output import Outputs, say, written
     exit_codes="0 ok; 1 the output is still over --budget (it is written all the same); "
     "2 bad input or a bad strategy spec; 3 a plugin failed or a strategy broke its contract"
 )
-@click.argument("file")
+@click.argument("file", type=SESSION)
 @pipeline_option(
     help="The pipeline to run; repeat to add steps (order is pipeline order). " + SPEC_HELP
 )
@@ -73,7 +75,7 @@ from ._output import Outputs, say, written
 @click.pass_obj
 def run(
     state: State,
-    file: str,
+    file: SessionAddress,
     specs: Sequence[str],
     budget: int | None,
     target: int | None,
@@ -108,14 +110,13 @@ def run(
     from ..spec import one_pipeline
 
     check_one_stdout(output=output or STDIO, stash=stash, json=json_out)
-    check_one_stdin(file)
     if embed_recovery and stash:
         raise ConfigError("--embed-recovery and --stash are two places for one store: give one")
     if target is not None and budget is not None and target > budget:
         raise ConfigError(f"--target {target:,} is above --budget {budget:,}: give a lower target")
     sidecar = None if embed_recovery or stash or output in (None, STDIO) else sidecar_path(output)
     with Outputs([file], output=output, stash=stash, json=json_out, sidecar=sidecar) as outputs:
-        ctx = with_sidecar(load_single(state, file, format_), file)
+        ctx = load_single(state, file, format_, restorable=True)
         if not state.registry.formats.get(to).can_write:
             raise ConfigError(f"format {to!r} cannot be written")
         aim = target if target is not None else budget
@@ -135,7 +136,7 @@ def run(
         over = result.tokens_after - limit if limit is not None else 0
         if json_out:
             report = stats.report()
-            report.update({"input": file, "budget": budget, "output": output, "format": to})
+            report.update({"input": file.text, "budget": budget, "output": output, "format": to})
             report["over_budget"] = max(over, 0)
             outputs.emit(report, json_out)
     if sidecar and not result.context.recovery:

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import json
 import re
-import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 from pydantic import JsonValue
 
@@ -186,131 +185,6 @@ def str_or_none(value: Any) -> str | None:
 def nonempty_str(value: Any) -> str | None:
     """`value` when it is a non-empty string, else None."""
     return value if isinstance(value, str) and value else None
-
-
-# --------------------------------------------------------------------------- reading JSON Lines
-
-_BOM = b"\xef\xbb\xbf"
-_SHORT = 40
-
-
-def interned(obj: dict[str, Any]) -> dict[str, Any]:
-    """A decoded JSON object with its keys and short string values (record types, roles, session
-    ids, model names) interned: a long session repeats them in every record, and one shared string
-    instead of one per record saves a fifth of the parsed size."""
-    intern = sys.intern
-    return {
-        intern(k): intern(v) if v.__class__ is str and len(v) <= _SHORT else v
-        for k, v in obj.items()
-    }
-
-
-Loads = Callable[..., Any]
-"""`loads(text, path, line, object_hook=...)`: one JSON value with the reader's one-line errors."""
-
-
-def stream_jsonl(
-    path: Path, display: str, loads: Loads
-) -> tuple[list[Any], list[tuple[int, str, bool]]] | None:
-    """The records of a JSON Lines file, read one line at a time (no copy of the whole file, as
-    bytes, text or lines, is ever held), and its lines that are not JSON (number, reason, whether
-    it is the last non-blank line); None when the file is not JSON Lines, that is when its first
-    line is not one whole JSON object followed by at least one more line (the caller then reads
-    it as one JSON value). Errors are the one-line `BadInputError`s of a whole read: binary data,
-    a byte that is not UTF-8 (its offset in the file).
-    """
-    from ..jsonio import not_utf8
-
-    records: list[Any] = []
-    bad: list[tuple[int, str, bool]] = []
-    last_line = 0
-    offset = 0
-    with path.open("rb") as handle:
-        head = handle.read(65536)
-        if b"\x00" in head or _not_jsonl(head, handle):
-            return None  # the whole read says "binary data", or reads the one JSON value
-        handle.seek(0)
-        for number, raw in enumerate(handle, start=1):
-            start = len(_BOM) if number == 1 and raw.startswith(_BOM) else 0
-            try:
-                line = raw[start:].decode("utf-8")
-            except UnicodeDecodeError as exc:
-                if number == 1:
-                    return None
-                raise not_utf8(offset + start + exc.start, display) from None
-            offset += len(raw)
-            if number == 1:
-                if not line.lstrip().startswith("{"):
-                    return None
-                try:
-                    records.append(loads(line, display, 1, object_hook=interned))
-                except json.JSONDecodeError:
-                    return None  # maybe one JSON value over several lines
-                last_line = 1
-                continue
-            if line.strip():
-                last_line = number
-                try:
-                    records.append(jsonl_record(line, display, number, loads))
-                except BadJsonLine as exc:
-                    bad.append((number, exc.reason, False))
-    if bad and bad[-1][0] == last_line:
-        bad[-1] = (*bad[-1][:2], True)
-    return (records, bad) if len(records) + len(bad) > 1 else None
-
-
-def _not_jsonl(head: bytes, handle: BinaryIO) -> bool:
-    """True when the file whose first bytes are `head` is surely not JSON Lines (its text does not
-    start with `{`, or it holds one line only), told without reading its first line whole: a
-    JSON document written on one line is that line (Cline's, a provider request)."""
-    start = head[len(_BOM) :] if head.startswith(_BOM) else head
-    if start.lstrip()[:1] not in (b"{", b""):
-        return True
-    handle.seek(0)
-    while b"\n" not in (chunk := handle.read(1 << 20)):
-        if not chunk:
-            return True
-    rest = chunk[chunk.index(b"\n") + 1 :]
-    while not rest.strip():  # only ASCII whitespace: blank lines, as `str.strip` says too
-        if not (rest := handle.read(1 << 20)):
-            return True
-    return False
-
-
-class BadJsonLine(ValueError):
-    """A JSONL line that is not JSON (`reason` says why); `error()` is the one-line refusal."""
-
-    def __init__(self, reason: str, path: str, line: int) -> None:
-        super().__init__(reason)
-        self.reason, self.path, self.line = reason, path, line
-
-    def error(self) -> Exception:
-        from ..errors import BadInputError
-
-        return BadInputError(
-            f"invalid or truncated JSONL record: {self.reason}",
-            path=self.path,
-            line=self.line,
-            hint="repair or remove that line",
-        )
-
-
-def jsonl_record(line: str, path: str, number: int, loads: Loads) -> Any:
-    """One JSONL record (its keys interned), or `BadJsonLine` when the line is not JSON (a
-    record nested too deep or a number too long is a one-line `BadInputError`, whatever the
-    format)."""
-    try:
-        return loads(line, path, number, object_hook=interned)
-    except json.JSONDecodeError as exc:
-        raise BadJsonLine(json_error_text(exc), path, number) from None
-
-
-def json_error_text(exc: json.JSONDecodeError, *, line: bool = False) -> str:
-    """What is wrong and where: "Expecting ',' delimiter at column 12"; json's messages for a cut
-    string or a stray control character end in "at" ("Unterminated string starting at column 7",
-    not "... at at column 7")."""
-    where = f"line {exc.lineno} column {exc.colno}" if line else f"column {exc.colno}"
-    return f"{exc.msg} {where}" if exc.msg.endswith(" at") else f"{exc.msg} at {where}"
 
 
 # --------------------------------------------------------------------------- context metadata

@@ -85,7 +85,7 @@ class AiderFormat(Format):
 # --------------------------------------------------------------------------- lines -> turns
 
 
-class _Builder:
+class _AiderRunContextBuilder:
     """Turns the lines of one aider run into turns, as `split_chat_history_markdown` reads them."""
 
     def __init__(self, started: str | None) -> None:
@@ -139,20 +139,20 @@ def _unbreak(line: str) -> str:
     return (body[:-2] if body.endswith("  ") else body) + ("\n" if line.endswith("\n") else "")
 
 
-def _split_runs(lines: Iterator[str]) -> list[_Builder]:
-    runs: list[_Builder] = []
-    current: _Builder | None = None
+def _split_runs(lines: Iterator[str]) -> list[_AiderRunContextBuilder]:
+    runs: list[_AiderRunContextBuilder] = []
+    current: _AiderRunContextBuilder | None = None
     for line in lines:
         if line.startswith(STARTED):
             if current is not None:
                 current.flush()
-            current = _Builder(line[len(STARTED) :].strip() or None)
+            current = _AiderRunContextBuilder(line[len(STARTED) :].strip() or None)
             runs.append(current)
             continue
         if current is None:
             if not line.strip():
                 continue  # aider starts the file with a blank line
-            current = _Builder(None)
+            current = _AiderRunContextBuilder(None)
             runs.append(current)
         if line.startswith("# "):
             current.flush()

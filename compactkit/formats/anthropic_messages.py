@@ -124,7 +124,7 @@ class AnthropicMessagesFormat(ProviderWriter, Format):
                 "not Anthropic messages (no array of {role: user|assistant, content} found)",
                 path=doc.path,
             )
-        return read_conversations(doc, convs, _Builder)
+        return read_conversations(doc, convs, AnthropicMessagesContextBuilder)
 
     def request_body(
         self, ctx: AgentContext, options: WriterOptions | None, notes: ExportNotes
@@ -138,8 +138,10 @@ class AnthropicMessagesFormat(ProviderWriter, Format):
 # --------------------------------------------------------------------------- messages -> turns
 
 
-class _Builder:
-    """Turns one Anthropic messages array into turns."""
+class AnthropicMessagesContextBuilder:
+    """Builds the `AgentContext` of one Anthropic Messages array: `add` each message in order,
+    then `context(index)`. Public: the gateway reads a request's messages with it, as the
+    `anthropic-messages` format reads a file's."""
 
     def __init__(self, container: dict[str, Any]) -> None:
         self.container = container  # the request body holding the messages, or {}

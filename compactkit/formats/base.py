@@ -12,9 +12,15 @@ from typing import Any, ClassVar, Literal
 from ..context import AgentContext
 from ..errors import BadInputError
 from ..jsonio import MAX_DEPTH as MAX_DEPTH  # re-exported: where readers have always found it
+from ..jsonio import (
+    BadJsonLine,
+    interned,
+    json_error_text,
+    jsonl_record,
+    read_value,
+    stream_jsonl,
+)
 from ..jsonio import loads as loads
-from ..jsonio import read_value
-from ._util import BadJsonLine, interned, json_error_text, jsonl_record, stream_jsonl
 
 
 @dataclass(frozen=True)
@@ -39,8 +45,8 @@ class Document:
     skips them says so (`Format.malformed_lines`), every other format refuses the file at the
     first one.
 
-    `reread` is set on a document that loading read for itself alone (`compactkit.io`): it
-    reads the document again, and `take` lets go of each record a loader has converted."""
+    `reread` is set on a document that loading read for itself alone (`formats.loading`): it reads
+    the document again, and `take` lets go of each record a loader has converted."""
 
     path: str
     kind: Literal["json", "jsonl", "text"]
@@ -93,7 +99,7 @@ def parse_text(text: str, path: str) -> Document:
     numbered = [(n, line) for n, line in enumerate(lines, start=1) if line.strip()]
     for number, line in numbered:
         try:
-            records.append(jsonl_record(line, path, number, loads))
+            records.append(jsonl_record(line, path, number))
         except BadJsonLine as exc:
             if number == 1 and len(bad) == 0 and not _mostly_jsonl(numbered, path):
                 raise exc.error() from None  # one JSON value over several lines, broken
@@ -128,7 +134,7 @@ def read_document(path: str | Path) -> Document:
     if p.is_dir():
         raise BadInputError("is a directory, not a session file", path=display)
     try:
-        streamed = stream_jsonl(p, display, loads)
+        streamed = stream_jsonl(p, display)
         if streamed is not None:
             records, bad = streamed
             return Document(
@@ -208,8 +214,9 @@ class Format:
     The built-in adapters share one layout, so that a new format is a copy of an old one: the
     module docstring (upstream sources read, how records map to messages, which records hold the
     user's words and which origins the others get, what is skipped); constants; the `Format`
-    subclass; one `_Builder` class, fed each record by `add` and turning it into `Turn`s, whose
-    `context` method repairs pairing and writes the metadata; then private helpers (and, for
+    subclass; one context builder class named after what it reads (`_ClineTaskContextBuilder`),
+    fed each record by `add` and turning it into `Turn`s, whose `context` method repairs pairing
+    and writes the metadata; then private helpers (and, for
     writers, the writing functions). Nothing private of one adapter is imported by another:
     what two share lives in `_util.py`, `_pairing.py`, `_chat.py` or `_marks.py` (the user's
     words an agent stored outside user messages, pinned: each adapter passes `mark_words` a
@@ -229,7 +236,7 @@ class Format:
     """What this format's agent does with a JSONL line that is not JSON: `"refuse"` the file (the
     default, an error naming the first such line), `"skip"` every such line, or `"skip-last"` only
     a torn last line. A skipped line gets one warning naming file and line and is counted in
-    `skipped_records` as `"malformed line"` (`compactkit.io` does both; `load` never sees it)."""
+    `skipped_records` as `"malformed line"` (`formats.loading` does both; `load` never sees it)."""
     prompt_optional: ClassVar[bool] = False
     """True for a format whose files may hold no word of the user: a headless run's output,
     whose prompt was given on the command line and is not printed. Its conversations then start

@@ -26,7 +26,7 @@ How a file becomes contexts:
   The records of one `agentId` are one conversation (a sidechain without one: each tree), so a
   subagent's own file (`<session>/subagents/agent-<id>.jsonl`, whose first records point into
   the main session file) loads as one; the main conversation is every non-sidechain record.
-* Claude Code skips a line that is not JSON (`parseJSONL`), so does this format (`compactkit.io`
+* Claude Code skips a line that is not JSON (`parseJSONL`), so does this format (`formats.loading`
   warns and counts it). A record whose parent is not in the file (lost on such a line, or in the
   main session file) follows the record before it in its thread, where Claude Code's chain
   would stop: the turns before the gap are kept. A file with
@@ -225,7 +225,7 @@ class ClaudeCodeFormat(NotingWriter, Format):
 # --------------------------------------------------------------------------- records -> turns
 
 
-class _Builder:
+class _ClaudeCodeContextBuilder:
     """Turns the kept records of one conversation, in file order, into turns."""
 
     def __init__(self, absorbed: Counter[str]) -> None:
@@ -604,7 +604,7 @@ class _RecordTree:
             kept, off_path = self.active(group)
             sidechain = self.records[group[0]].get("isSidechain") is True
             owns_file_records = number == owner
-            builder = _Builder(absorbed)
+            builder = _ClaudeCodeContextBuilder(absorbed)
             for i in sorted(kept + queue_ops) if owns_file_records else kept:
                 builder.add(self.records[i])
             builder.close()

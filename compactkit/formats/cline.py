@@ -224,7 +224,7 @@ class ClineFormat(Format):
                 path=doc.path,
                 hint=f"expected a task folder's {HISTORY_FILE}",
             )
-        builder = _Builder()
+        builder = _ClineTaskContextBuilder()
         for raw in doc.take(messages):
             builder.add(raw)
         return [builder.context(doc.path)]
@@ -233,7 +233,7 @@ class ClineFormat(Format):
 # --------------------------------------------------------------------------- messages -> turns
 
 
-class _Builder:
+class _ClineTaskContextBuilder:
     """Turns one task history into turns."""
 
     def __init__(self) -> None:

@@ -147,7 +147,7 @@ class CodexRolloutFormat(NotingWriter, Format):
                 path=doc.path,
                 hint="expected ~/.codex/sessions/.../rollout-*.jsonl",
             )
-        builder = _Builder()
+        builder = CodexRolloutContextBuilder()
         for record in records:
             builder.add(record)
         return [builder.context()]
@@ -156,8 +156,10 @@ class CodexRolloutFormat(NotingWriter, Format):
 # --------------------------------------------------------------------------- records -> turns
 
 
-class _Builder:
-    """Turns the records of one rollout, in file order, into turns."""
+class CodexRolloutContextBuilder:
+    """Builds the `AgentContext` of one Codex rollout: `add` each record in file order (a
+    Responses API item is a rollout's `response_item` payload), then `context()`. Public: the
+    gateway reads a Responses request's items with it, as the `codex` format reads a rollout."""
 
     def __init__(self) -> None:
         self.turns: list[Turn] = []

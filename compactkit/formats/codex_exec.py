@@ -119,13 +119,13 @@ class CodexExecFormat(Format):
                 "not codex exec --json output (thread.started / item.completed events)",
                 path=doc.path,
             )
-        builder = _Builder()
+        builder = _CodexExecContextBuilder()
         for record in _records(doc):
             builder.add(record)
         return [builder.context()]
 
 
-class _Builder:
+class _CodexExecContextBuilder:
     def __init__(self) -> None:
         self.turns: list[Turn] = []
         self.skipped: Counter[str] = Counter()

@@ -123,7 +123,7 @@ class CopilotCliFormat(Format):
                 path=doc.path,
                 hint="expected ~/.copilot/session-state/<id>/events.jsonl",
             )
-        builder = _Builder()
+        builder = _CopilotCliContextBuilder()
         records, rewound = _rewind(records)
         for record in records:
             builder.add(record)
@@ -139,7 +139,7 @@ class CopilotCliFormat(Format):
 # --------------------------------------------------------------------------- events -> turns
 
 
-class _Builder:
+class _CopilotCliContextBuilder:
     """Turns the events of one session, in file order, into turns."""
 
     def __init__(self) -> None:

@@ -134,7 +134,7 @@ class _CrushDatabaseFormat(Format):
                 f"not a {_AGENT[self.name]} database", path=doc.path, hint=self._hint()
             )
         database: _Database = doc.data[_KEY]
-        builders = {s["id"]: _Builder(s, self.name) for s in database.sessions}
+        builders = {s["id"]: _CrushSessionContextBuilder(s, self.name) for s in database.sessions}
         for row in database.messages():  # converted as each is read
             builder = builders.get(row["session_id"])
             if builder is not None:
@@ -240,7 +240,7 @@ class _Database:
 # --------------------------------------------------------------------------- messages -> turns
 
 
-class _Builder:
+class _CrushSessionContextBuilder:
     """Turns the messages of one session, in order, into turns."""
 
     def __init__(self, session: dict[str, Any], lineage: str) -> None:

@@ -81,13 +81,13 @@ class CursorFormat(Format):
             raise BadInputError(
                 "not a Cursor agent transcript (lines of {role, message: {content}})", path=doc.path
             )
-        builder = _Builder()
+        builder = _CursorContextBuilder()
         for number, record in enumerate(_records(doc), start=1):
             builder.add(number, record)
         return [builder.context()]
 
 
-class _Builder:
+class _CursorContextBuilder:
     def __init__(self) -> None:
         self.turns: list[Turn] = []
         self.skipped: Counter[str] = Counter()

@@ -112,7 +112,7 @@ class CursorAgentFormat(Format):
                 hint="give ~/.cursor/chats/*/*/store.db",
             )
         store: _Store = doc.data[_KEY]
-        builder = _Builder()
+        builder = _CursorAgentContextBuilder()
         for message in store.messages(builder.skipped):
             builder.add(message)
         return [builder.context(store.meta)] if builder.turns else []
@@ -278,7 +278,7 @@ def _message_of(data: bytes) -> dict[str, Any] | None:
 # --------------------------------------------------------------------------- messages -> turns
 
 
-class _Builder:
+class _CursorAgentContextBuilder:
     """Turns the messages of a chat, in order, into turns."""
 
     def __init__(self) -> None:

@@ -94,7 +94,7 @@ class CursorTextFormat(Format):
             raise BadInputError(
                 "not a Cursor text transcript (lines user: / assistant:)", path=doc.path
             )
-        builder = _Builder()
+        builder = _CursorTextContextBuilder()
         for number, line in enumerate(doc.data.text.splitlines(), start=1):
             builder.add(number, line)
         ctx = builder.context()
@@ -103,7 +103,7 @@ class CursorTextFormat(Format):
         return [ctx]
 
 
-class _Builder:
+class _CursorTextContextBuilder:
     def __init__(self) -> None:
         self.turns: list[Turn] = []
         self.skipped: Counter[str] = Counter()

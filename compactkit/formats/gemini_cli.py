@@ -98,7 +98,7 @@ class GeminiCliFormat(Format):
         history = _checkpoint_history(doc.data) if doc.kind == "json" else None
         if history is not None:
             return [_checkpoint(history)]
-        builder = _Builder()
+        builder = _GeminiCliContextBuilder()
         if doc.kind == "jsonl" or not isinstance(doc.data.get("messages"), list):
             records = doc.records if doc.kind == "jsonl" else [doc.data]
             data, messages = _replay(records, builder.skipped)
@@ -112,7 +112,7 @@ class GeminiCliFormat(Format):
 # --------------------------------------------------------------------------- records -> turns
 
 
-class _Builder:
+class _GeminiCliContextBuilder:
     """Turns the messages of one session, in order, into turns."""
 
     def __init__(self) -> None:

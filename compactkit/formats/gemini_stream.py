@@ -82,7 +82,7 @@ class GeminiCliStreamFormat(Format):
                 "not Gemini CLI stream-json output (events of type init/message/tool_use/...)",
                 path=doc.path,
             )
-        builder = _Builder()
+        builder = _GeminiStreamContextBuilder()
         if doc.kind == "json" and _is_json_output(doc.data):
             return [builder.json_output(doc.data)]
         for record in _records(doc):
@@ -90,7 +90,7 @@ class GeminiCliStreamFormat(Format):
         return [builder.context()]
 
 
-class _Builder:
+class _GeminiStreamContextBuilder:
     def __init__(self) -> None:
         self.turns: list[Turn] = []
         self.skipped: Counter[str] = Counter()

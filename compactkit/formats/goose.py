@@ -140,8 +140,8 @@ class GooseFormat(Format):
                 "not a Goose session (sessions.db or a legacy .jsonl)", path=doc.path
             )
         infos = [as_dict(i) for i in infos]
-        builders = [_Builder() for _ in infos]
-        of_session: dict[Any, list[_Builder]] = {}
+        builders = [_GooseContextBuilder() for _ in infos]
+        of_session: dict[Any, list[_GooseContextBuilder]] = {}
         for info, builder in zip(infos, builders, strict=True):
             of_session.setdefault(_key(info.get("id")), []).append(builder)
         # the messages that delegated to a sub-agent: the tool calls each holds (see `_run_of`)
@@ -206,7 +206,7 @@ class _Database:
 # --------------------------------------------------------------------------- messages -> turns
 
 
-class _Builder:
+class _GooseContextBuilder:
     """Turns the messages of one session, in order, into turns."""
 
     def __init__(self) -> None:

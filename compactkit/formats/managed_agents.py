@@ -102,13 +102,13 @@ class ManagedAgentsFormat(Format):
                 "not a Claude Managed Agents event log (events with id, type user.* / agent.*)",
                 path=doc.path,
             )
-        builder = _Builder()
+        builder = _ManagedAgentsContextBuilder()
         for event in _events(doc):
             builder.add(event)
         return [builder.context()]
 
 
-class _Builder:
+class _ManagedAgentsContextBuilder:
     def __init__(self) -> None:
         self.turns: list[Turn] = []
         self.skipped: Counter[str] = Counter()

@@ -116,7 +116,7 @@ class MiniSweAgentFormat(Format):
                 "trajectory_format or info.mini_version)",
                 path=doc.path,
             )
-        builder = _Builder(doc.data)
+        builder = _MiniSweAgentContextBuilder(doc.data)
         try:
             for msg in doc.take(doc.data["messages"]):
                 builder.add(msg)
@@ -128,7 +128,7 @@ class MiniSweAgentFormat(Format):
 # --------------------------------------------------------------------------- records -> turns
 
 
-class _Builder:
+class _MiniSweAgentContextBuilder:
     """Turns the `messages` of one trajectory into turns."""
 
     def __init__(self, data: dict[str, Any]) -> None:

@@ -3,7 +3,7 @@ JSONL line.
 
 Upstream: this package (`AgentContext.to_native` / `from_native`; the JSON Schema in
 `docs/context.schema.json`). Each record already is a context, so there is nothing to map, no
-pairing to repair and no `_Builder`: `load(dump(x)) == x` exactly, metadata and recovery store
+pairing to repair and no context builder: `load(dump(x)) == x` exactly, metadata and recovery store
 included.
 """
 

@@ -124,7 +124,7 @@ class OpenAIChatFormat(ProviderWriter, Format):
                 "not OpenAI chat messages (no array of {role, content} messages found)",
                 path=doc.path,
             )
-        return read_conversations(doc, convs, _Builder)
+        return read_conversations(doc, convs, OpenAIChatContextBuilder)
 
     def request_body(
         self, ctx: AgentContext, options: WriterOptions | None, notes: ExportNotes
@@ -138,8 +138,10 @@ class OpenAIChatFormat(ProviderWriter, Format):
 # --------------------------------------------------------------------------- messages -> turns
 
 
-class _Builder:
-    """Turns one OpenAI messages array into turns, counting calls for synthesized ids."""
+class OpenAIChatContextBuilder:
+    """Builds the `AgentContext` of one OpenAI Chat Completions messages array: `add` each
+    message in order, then `context(index)`. Calls are counted for synthesized ids. Public: the
+    gateway reads a request's messages with it, as the `openai-chat` format reads a file's."""
 
     def __init__(self, container: dict[str, Any]) -> None:
         self.container = container  # the request body or log holding the messages, or {}

@@ -108,8 +108,8 @@ class OpenCodeFormat(Format):
         sessions = doc.data.get(_KEY) if isinstance(doc.data, dict) else None
         if isinstance(sessions, _Database):
             infos = sessions.sessions
-            builders = [_Builder() for _ in infos]
-            of_session: dict[Any, list[_Builder]] = {}
+            builders = [_OpenCodeContextBuilder() for _ in infos]
+            of_session: dict[Any, list[_OpenCodeContextBuilder]] = {}
             for info, builder in zip(infos, builders, strict=True):
                 of_session.setdefault(info.get("id"), []).append(builder)
             for session_id, info, parts in sessions.messages():  # converted as each is read
@@ -119,7 +119,7 @@ class OpenCodeFormat(Format):
             infos, builders = [], []
             for session in sessions:
                 session = as_dict(session)
-                builder = _Builder()
+                builder = _OpenCodeContextBuilder()
                 given = session.get("messages")
                 messages = given if isinstance(given, _StoredMessages) else as_list(given)
                 for message in messages:
@@ -141,7 +141,7 @@ class OpenCodeFormat(Format):
 # --------------------------------------------------------------------------- messages -> turns
 
 
-class _Builder:
+class _OpenCodeContextBuilder:
     """Turns the messages of one session, in order, into turns."""
 
     def __init__(self) -> None:

@@ -211,7 +211,7 @@ class OpenHandsEventsFormat(Format):
 # --------------------------------------------------------------------------- events -> turns
 
 
-class _Builder:
+class _OpenHandsContextBuilder:
     """Turns the events of one conversation, in order, into turns: V0 action / observation
     events, or software-agent-sdk events (`kind` names each event's class)."""
 
@@ -672,7 +672,7 @@ def _context(
     number: int | None,
     state: dict[str, Any] | None = None,
 ) -> AgentContext:
-    builder = _Builder(events)
+    builder = _OpenHandsContextBuilder(events)
     live = _active_branch(events, state or {}) if builder.sdk else None
     off_branch: list[JsonValue] = []
     for event in events:

@@ -13,7 +13,7 @@ How a file becomes one context (mirroring pi's `buildSessionContext` and `conver
 
 * Version 2+ files link entries by `id`/`parentId`; like pi we take the last entry as the leaf
   and keep the path from it to the root. Version 1 files (no ids) are one list in file order.
-  pi skips a line that is not JSON (`parseSessionEntries`), so does this format (`compactkit.io`
+  pi skips a line that is not JSON (`parseSessionEntries`), so does this format (`formats.loading`
   warns and counts it); an entry whose parent was on such a line is joined to the entry before it
   in the file, where pi's path would stop, so the turns before the lost line are kept.
 * Assistant messages become assistant messages (thinking, text, tool calls in order); pi drops
@@ -139,7 +139,7 @@ class PiSessionFormat(NotingWriter, Format):
             )
         header: dict[str, Any] = records[0]
         entries = [(i, r) for i, r in enumerate(records) if i > 0 and isinstance(r, dict)]
-        builder = _Builder()
+        builder = _PiContextBuilder()
         builder.skipped["invalid"] = sum(1 for r in records[1:] if not isinstance(r, dict))
         path = _active_path(entries)
         on_path = {id(entry) for _, entry in path}
@@ -156,7 +156,7 @@ class PiSessionFormat(NotingWriter, Format):
 # --------------------------------------------------------------------------- entries -> turns
 
 
-class _Builder:
+class _PiContextBuilder:
     """Turns the entries of the active path, in order, into turns."""
 
     def __init__(self) -> None:

@@ -114,7 +114,7 @@ class Replayed:
 
 
 @dataclass
-class _Builder:
+class _SessionLogContextBuilder:
     """Replays the records of one log, in order."""
 
     path: str
@@ -253,7 +253,7 @@ class _Builder:
 
 def replay(records: Sequence[Any], path: str) -> Replayed:
     """The state and transcript of a log's records (the first one its start record)."""
-    builder = _Builder(path)
+    builder = _SessionLogContextBuilder(path)
     for number, record in enumerate(records, start=1):
         builder.add(number, record)
     return builder.result()

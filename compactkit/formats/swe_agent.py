@@ -105,7 +105,7 @@ class SweAgentFormat(Format):
 # --------------------------------------------------------------------------- records -> turns
 
 
-class _Builder:
+class _SweAgentContextBuilder:
     """Turns the `history` of one run (or attempt) into turns."""
 
     def __init__(self, run: dict[str, Any]) -> None:
@@ -289,7 +289,7 @@ class _Builder:
 
 
 def _context(doc: Document, run: dict[str, Any], conversation: int | None) -> AgentContext:
-    builder = _Builder(run)
+    builder = _SweAgentContextBuilder(run)
     for msg in doc.take(builder.history):
         builder.add(msg)
     return builder.context(conversation)

@@ -21,11 +21,9 @@ from typing import Any, Literal
 from ..context import AgentContext, Message, ThinkingBlock, ToolCallBlock, ToolResultBlock
 from ..formats._chat import block_as_text, repair_chat_pairing, repaired_chat_context
 from ..formats._pairing import Repaired, Turn, repair_pairing
-from ..formats.anthropic_messages import _Builder as AnthropicBuilder
-from ..formats.anthropic_messages import to_anthropic_request
-from ..formats.codex import _Builder as ResponsesBuilder
-from ..formats.openai_chat import _Builder as ChatBuilder
-from ..formats.openai_chat import to_openai_messages
+from ..formats.anthropic_messages import AnthropicMessagesContextBuilder, to_anthropic_request
+from ..formats.codex import CodexRolloutContextBuilder
+from ..formats.openai_chat import OpenAIChatContextBuilder, to_openai_messages
 
 Api = Literal["anthropic", "openai-chat", "openai-responses"]
 SPAN_KEY = "gateway_span"
@@ -145,10 +143,10 @@ class Reader:
 
     def _builder(self, body: dict[str, Any]) -> Any:
         if self.api == "anthropic":
-            return AnthropicBuilder(body)
+            return AnthropicMessagesContextBuilder(body)
         if self.api == "openai-chat":
-            return ChatBuilder(body)
-        return ResponsesBuilder()
+            return OpenAIChatContextBuilder(body)
+        return CodexRolloutContextBuilder()
 
     def read(self, body: Any) -> Request:
         items = _items_of(self.api, body)

@@ -6,7 +6,8 @@ the class). The `llm-summary` strategy looks it up by name in the plugin registr
 
 from __future__ import annotations
 
-from .base import CACHE, SUMMARY_SECTIONS, SYSTEM_PROMPT, Summarizer, SummaryCache, SummaryRequest
+from .base import CACHE, SUMMARY_SECTIONS, Summarizer, SummaryCache, SummaryRequest
+from .prompt import SYSTEM_PROMPT
 
 __all__ = [
     "CACHE",

@@ -22,9 +22,11 @@ from ..conftest import sample
 PI = str(sample("pi-mono_before-compaction"))
 
 
-def _bench(*names: str, registry: Any = None, mode: Any = "persistent") -> dict[str, Any]:
+def _bench(
+    *names: str, registry: Any = None, mode: Any = "persistent", policy: Any = "pays"
+) -> dict[str, Any]:
     specs = [parse_pipeline(n, None, trigger=30_000) for n in names]
-    return run_bench([PI], specs, trigger=30_000, registry=registry, mode=mode)
+    return run_bench([PI], specs, trigger=30_000, registry=registry, mode=mode, policy=policy)
 
 
 def _session(report: dict[str, Any], name: str) -> dict[str, Any]:
@@ -102,7 +104,8 @@ def test_llm_summary_pays_when_a_model_backend_writes_it() -> None:
     plugins = tuple(dict.fromkeys((*DEFAULT_PLUGINS, "compactkit.builtins.summarizers")))
     registry = make_registry(entry_points=False, defaults=plugins, plugins=[_Plugin()])
     model = "llm-summary:max_tokens=30000,backend=echo-model"
-    report = _bench(model, "llm-summary:max_tokens=30000", registry=registry)
+    # compacting to the trigger itself never pays (the policy's `cleared`): measured as written
+    report = _bench(model, "llm-summary:max_tokens=30000", registry=registry, policy="always")
     paid, free = _session(report, model), _session(report, "llm-summary:max_tokens=30000")
     assert paid["summarizer"]["calls"] == paid["compactions"] >= 1
     assert free["summarizer"]["calls"] == 0 and free["summarizer"]["note"]

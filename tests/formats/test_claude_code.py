@@ -13,8 +13,8 @@ import compactkit
 from compactkit import AgentContext
 from compactkit.context import ImageBlock
 from compactkit.errors import BadInputError
+from compactkit.formats.base import read_document
 from compactkit.formats.claude_code import ClaudeCodeFormat
-from compactkit.io import read_document
 from compactkit.recovery import expand
 from compactkit.validate import validate
 

@@ -11,7 +11,7 @@ import pytest
 
 import compactkit
 from compactkit import AgentContext, Document
-from compactkit.io import read_session
+from compactkit.formats.loading import read_session
 from compactkit.registry import Registry, make_registry
 from compactkit.testing import check_format
 

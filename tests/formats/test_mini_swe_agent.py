@@ -12,7 +12,7 @@ import pytest
 from compactkit import load
 from compactkit.errors import BadInputError
 from compactkit.formats.base import read_document
-from compactkit.io import detect_format
+from compactkit.formats.loading import detect_format
 from tests.conftest import corpus_files, sample
 from tests.formats._checks import load_single, pairing_problems, raw_json
 

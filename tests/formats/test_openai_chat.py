@@ -423,7 +423,7 @@ def test_corpus_file_loads_with_every_call_and_result(path: Path) -> None:
 def test_corpus_file_native_json_round_trips_exactly(path: Path, tmp_path: Path) -> None:
     contexts = list(corpus_contexts(path))
     out = tmp_path / "native.json"
-    compactkit.io.dump(contexts, out, format="compactkit")
+    compactkit.dump(contexts, out, format="compactkit")
     assert compactkit.load(out) == contexts
 
 

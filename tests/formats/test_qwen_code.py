@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import compactkit
-from compactkit.io import detect_formats, read_session
+from compactkit.formats.loading import detect_formats, read_session
 from compactkit.registry import make_registry
 from tests.formats._checks import pairing_problems
 from tests.formats._inspect import inspect_output

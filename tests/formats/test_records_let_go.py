@@ -16,7 +16,7 @@ import pytest
 import compactkit
 from compactkit import AgentContext, BadInputError, Document, Format
 from compactkit.formats.base import read_document
-from compactkit.io import detect_format, load_document
+from compactkit.formats.loading import detect_format, load_document
 from compactkit.registry import make_registry
 from tests.formats.test_cline import ROO_TASK, ROO_V2, XML_TASK, big_task
 

@@ -14,9 +14,9 @@ import httpx
 import pytest
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from compactkit import load_one
 from compactkit.formats import session_log
 from compactkit.gateway.app import listening_socket
-from compactkit.io import load_one
 
 from .agents import anthropic_agent, chat_agent
 from .checks import check_conversation

@@ -15,13 +15,12 @@ from typing import Any
 
 import pytest
 
-from compactkit import AgentContext
+from compactkit import AgentContext, load
 from compactkit.bench.jobs import collect_sessions
 from compactkit.bench.replay import call_points
 from compactkit.context import Message, TextBlock, ToolCallBlock, ToolResultBlock
 from compactkit.gateway import GatewayConfig, wire
 from compactkit.gateway.app import Policy
-from compactkit.io import load
 from compactkit.registry import get_counter
 
 from .replay import as_sent

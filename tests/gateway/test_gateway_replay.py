@@ -8,9 +8,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from compactkit import load_one
 from compactkit.bench.pricing import get_profile
 from compactkit.bench.replay import run_session
-from compactkit.io import load_one
 from compactkit.pipeline import build_pipeline
 from compactkit.registry import get_counter
 
