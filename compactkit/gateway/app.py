@@ -12,6 +12,7 @@ import hmac
 import json
 import logging
 import operator
+import secrets
 import socket
 import threading
 from collections import OrderedDict
@@ -175,6 +176,10 @@ class _Tally:
     history: _Counted = field(default_factory=_Counted)
 
 
+MAX_BRANCHES = 8
+"""Conversations held of one shape with no session id (runs of one prompt under one key)."""
+
+
 class Policy:
     """The persistent policy over conversations (thread-safe per conversation: the app holds a
     lock per conversation while it plans)."""
@@ -207,8 +212,11 @@ class Policy:
             config.max_conversations,
             config.ttl,
             config.state,
-            dropped=self.recorder.forget if self.recorder is not None else None,
+            dropped=self._dropped,
         )
+        self._branches: dict[str, list[str]] = {}
+        """The conversations of each shape (`conversation_id`) with no session id, by key."""
+        self._branches_lock = threading.Lock()
         self.served = SqliteServeStore(config.state) if config.state else None
         """The serve states of tool servers sharing `--state`, by session name."""
         self._sessions: OrderedDict[str, str] = OrderedDict()
@@ -230,6 +238,8 @@ class Policy:
         the trigger, else the compacted base plus what is new. Raises `wire.Unreadable`.
         `session` names the serve state that forgets what the model no longer holds (the
         first credential to name a session, `owner`, is the only one whose requests reset it)."""
+        if not session:  # no session id tells runs apart: the history does
+            key = self._branch(key, api, parsed)
         conv = self.conversations.get(key)
         conv.owner = owner
         if conv.reader is None or conv.reader.api != api:
@@ -319,6 +329,47 @@ class Policy:
             tokens = sum(self.counter.messages(messages))
         last.messages, last.tokens = messages, tokens
         return self.counter.preamble(ctx) + tokens
+
+    def _branch(self, shape: str, api: wire.Api, parsed: Any) -> str:
+        """Which conversation of `shape` a request joins: the one whose history (the client's
+        raw items of its last request) it extends, the longest if several; none, a new one (the
+        first is `shape` itself, so a state file resumes it). Two runs of one prompt under one
+        key are then two conversations, and a request never joins one it diverges from."""
+        items = wire.items_of(api, parsed)
+        with self._branches_lock:
+            keys = list(self._branches.setdefault(shape, [shape]))
+        best, seen, length = None, False, -1
+        for key in keys:
+            conv = self.conversations.held(key)
+            reader = conv.reader if conv is not None else None
+            if reader is None or reader.api != api or not reader.items:
+                continue
+            seen = seen or key == shape
+            if len(reader.items) > length and wire.extends(reader.items, items):
+                best, length = key, len(reader.items)
+        if best is not None:
+            return best
+        if not seen:
+            return shape
+        with self._branches_lock:
+            branches = self._branches.setdefault(shape, [shape])
+            key = f"{shape}~{secrets.token_hex(4)}"
+            branches.append(key)
+            while len(branches) > MAX_BRANCHES:
+                branches.pop(1)  # the oldest run after the first
+        return key
+
+    def _dropped(self, key: str) -> None:
+        """Conversation `key` let go of: what else holds something of it lets go too."""
+        if self.recorder is not None:
+            self.recorder.forget(key)
+        shape = key.split("~", 1)[0]
+        with self._branches_lock:
+            branches = self._branches.get(shape)
+            if branches is not None and key in branches:
+                branches.remove(key)
+                if not branches:
+                    del self._branches[shape]
 
     def _owns(self, session: str, owner: str) -> bool:
         """Whether the credential tagged `owner` may reset serve state `session`: the first to

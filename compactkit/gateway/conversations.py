@@ -219,6 +219,11 @@ class Conversations:
         if self._dropped is not None:
             self._dropped(key)
 
+    def held(self, key: str) -> Conversation | None:
+        """Conversation `key` if memory holds it (nothing loaded, nothing touched)."""
+        with self._lock:
+            return self._held.get(key)
+
     def _loaded(self, key: str, row: tuple[Any, Any], now: float) -> Conversation | None:
         """The saved conversation, if it is still alive; a row that cannot be read (an edited or
         damaged file) is forgotten with a warning: the conversation starts afresh."""

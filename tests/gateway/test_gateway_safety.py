@@ -441,3 +441,31 @@ def test_another_key_naming_a_session_does_not_reset_it(tmp_path: Path) -> None:
     assert not _store_read(store, "s1", "conversations.py", text)  # still held
     plan(mine)
     assert _store_read(store, "s1", "conversations.py", text)  # the owner's rewind: full again
+
+
+def test_two_runs_of_one_prompt_under_one_key_are_two_conversations(
+    model: FakeModel, start_gateway
+) -> None:
+    """No session id: two runs with the same system prompt and first message, their requests
+    interleaved, are two conversations (a request joins the one whose history it extends),
+    each compacted as when alone; the client sees each run's requests as when alone."""
+    model.turns = 10
+    solo = start_gateway(trigger=TRIGGER, target=3000)
+    run = chat_agent(solo, TASK)
+    upstream_alone = _bodies(model, "/v1/chat/completions")
+    (alone,) = _stats(solo, KEY)["conversations"].values()
+    assert alone["compactions"] > 0
+    model.received.clear()
+    base = start_gateway(trigger=TRIGGER, target=3000)
+    headers = {"authorization": f"Bearer {KEY}", "content-type": "application/json"}
+    n = len(run.sent)  # the second run one request behind the first
+    order = [("first", 0)] + [(who, i) for i in range(1, n) for who in ("first", "second")]
+    order = [(who, i - 1 if who == "second" else i) for who, i in order] + [("second", n - 1)]
+    with httpx.Client(timeout=60) as client:
+        for _, i in order:
+            client.post(base + "/v1/chat/completions", content=run.sent[i], headers=headers)
+    convs = _stats(base, KEY)["conversations"].values()
+    assert [c["compactions"] for c in convs] == [alone["compactions"]] * 2
+    got = _bodies(model, "/v1/chat/completions")
+    for who in ("first", "second"):
+        assert [body for body, (w, _) in zip(got, order, strict=True) if w == who] == upstream_alone
