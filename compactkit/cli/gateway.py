@@ -125,6 +125,15 @@ def pipeline_specs(text: str) -> list[str]:
     show_default=True,
     help="Seconds to wait for the upstream to connect or send its next bytes.",
 )
+@click.option(
+    "--print-env",
+    type=click.Choice(["claude", "codex", "sdk"]),
+    default=None,
+    help="Print the lines that point Claude Code, Codex or an SDK at this gateway, and exit.",
+)
+@click.option(
+    "-v", "--verbose", is_flag=True, help="Log one line per request too (not only compactions)."
+)
 @strategy_timeout_option
 @pin_option
 @tokenizer_option
@@ -142,6 +151,8 @@ def gateway(
     recall: bool,
     max_conversations: int,
     timeout: float,
+    print_env: str | None,
+    verbose: bool,
     strategy_timeout: float,
     pins: tuple[str, ...],
     tokenizer: str,
@@ -157,6 +168,10 @@ def gateway(
       ANTHROPIC_BASE_URL=http://127.0.0.1:8787 claude
       OPENAI_BASE_URL=http://127.0.0.1:8787/v1 codex
     """
+    host, port = _listen(listen)
+    if print_env is not None:
+        click.echo(agent_env(print_env, _base(host, port)))
+        return
     try:
         import uvicorn
 
@@ -167,7 +182,6 @@ def gateway(
             f"gateway needs starlette, uvicorn and httpx ({exc.name} is missing): "
             "pip install 'compactkit[gateway]'"
         ) from exc
-    host, port = _listen(listen)
     config = GatewayConfig(
         upstream_anthropic=_upstream(upstream_anthropic, "--upstream-anthropic"),
         upstream_openai=_upstream(upstream_openai, "--upstream-openai"),
@@ -187,15 +201,47 @@ def gateway(
     handler = logging.StreamHandler()
     handler.setFormatter(_Redacting("compactkit gateway: %(message)s"))
     logging.basicConfig(level=logging.INFO, handlers=[handler])
+    if not verbose:  # the HTTP client's line per request
+        logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
         sock = listening_socket(host, port)
     except OSError as exc:
         raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
-    bound = sock.getsockname()[1]
-    shown = f"[{host}]" if ":" in host else host
-    click.echo(f"compactkit gateway: listening on http://{shown}:{bound}", err=True)
+    base = _base(host, sock.getsockname()[1])
+    policy = app.state.gateway.policy
+    line = (
+        f"compactkit gateway: listening on {base} (anthropic -> "
+        f"{config.upstream_anthropic or 'none'}, openai -> {config.upstream_openai or 'none'}; "
+        f"pipeline {policy.pipeline.title}; summarizer {policy.summarizer}; "
+        f"trigger {policy.trigger:,}; target {policy.target:,})"
+    )
+    click.echo(redact(line), err=True)  # an upstream URL may hold a password
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
     server.run(sockets=[sock])
+
+
+def _base(host: str, port: int) -> str:
+    return f"http://{f'[{host}]' if ':' in host else host}:{port}"
+
+
+def agent_env(agent: str, base: str) -> str:
+    """The lines that point `agent` (claude, codex, sdk) at the gateway at `base`."""
+    if agent == "claude":
+        return f"export ANTHROPIC_BASE_URL={base}"
+    if agent == "codex":
+        return "\n".join(
+            [
+                "# in ~/.codex/config.toml (Codex sends OPENAI_API_KEY through the gateway):",
+                'model_provider = "compactkit"',
+                "",
+                "[model_providers.compactkit]",
+                'name = "compactkit gateway"',
+                f'base_url = "{base}/v1"',
+                'wire_api = "responses"',
+                'env_key = "OPENAI_API_KEY"',
+            ]
+        )
+    return f"export OPENAI_BASE_URL={base}/v1\nexport ANTHROPIC_BASE_URL={base}"
 
 
 class _Redacting(logging.Formatter):

@@ -24,7 +24,7 @@ import anyio
 import httpx
 from starlette.applications import Starlette
 from starlette.requests import Request as HttpRequest
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from ..context import AgentContext, Message
@@ -39,7 +39,7 @@ from ..serve.reset import held_etags
 from ..serve.store import SqliteServeStore
 from ..session import CompactionSetup
 from ..tokens import DEFAULT_TOKENIZER
-from . import recall, wire
+from . import page, recall, wire
 from .body import Bodies
 from .body import dumps as _dumps
 from .conversations import Conversation, Conversations, Usage
@@ -207,6 +207,9 @@ class Policy:
             pins=(*built.pins, *config.pins),
         )
         self.counter = setup.counter
+        backends = {getattr(getattr(s, "options", None), "backend", None) for s in built.strategies}
+        self.summarizer = "+".join(sorted(b for b in backends if isinstance(b, str))) or "none"
+        """The summarizer backends of the pipeline's strategies ('none': no summary written)."""
         self.recorder = Recorder(config.record) if config.record else None
         self.conversations = Conversations(
             config.max_conversations,
@@ -416,12 +419,17 @@ class Policy:
         profile = get_profile("anthropic" if request.api == "anthropic" else "openai")
         cached = prefix_tokens(conv.last_prompt, before, self.counter)
         saving = profile.cost(tokens_before, cached, 0) - profile.cost(tokens_after, 0, 0)
+        kept = {id(m) for m in after.messages}  # a compaction keeps a message as the same object
+        rewritten = sum(1 for m in before.messages if id(m) not in kept)
         log.info(
-            "compacted conversation %s: %d -> %d tokens (this call %+.4f USD under %s pricing, "
-            "later calls save on %d tokens each)",
-            conv.key,
+            "compacted conversation %s: %d -> %d tokens, %d of %d messages replaced, summary by "
+            "%s (this call %+.4f USD under %s pricing, later calls save on %d tokens each)",
+            conv.key[:24],
             tokens_before,
             tokens_after,
+            rewritten,
+            len(before.messages),
+            self.summarizer,
             -saving,
             profile.name,
             tokens_before - tokens_after,
@@ -488,6 +496,13 @@ class Gateway:
     async def stats(self, request: HttpRequest) -> Response:
         """The figures of the caller's own conversations (those its credential sent), or of
         all with the `--admin-token` as its credential."""
+        return JSONResponse(self.figures(request))
+
+    async def dashboard(self, request: HttpRequest) -> Response:
+        """`stats` as a self-contained HTML page (`page.render`)."""
+        return HTMLResponse(page.render(self.figures(request)))
+
+    def figures(self, request: HttpRequest) -> dict[str, Any]:
         convs = self.policy.conversations.all()
         admin = self.config.admin_token
         given = api_key(request.headers)
@@ -497,18 +512,26 @@ class Gateway:
         total = Usage()
         for conv in convs:
             total.add(conv.usage)
-        data = {
+        shown = {c.key: {**c.figures(), **page.savings(c)} for c in convs}
+        totals = {
+            name: sum(c[name] for c in shown.values())
+            for name in ("requests", "compactions", "failures", "tokens_saved")
+        }
+        for name in ("dollars_paid", "dollars_saved"):
+            totals[name] = round(sum(c[name] for c in shown.values()), 6)
+        return {
             "schema": "compactkit.gateway.stats/1",
             "trigger": self.policy.trigger,
             "target": self.policy.target,
             "pipeline": self.policy.pipeline.title,
+            "summarizer": self.policy.summarizer,
             "counters": self.counters.figures(),
             "usage": total.__dict__,
             "tokens_client": sum(c.tokens_client for c in convs),
             "tokens_sent": sum(c.tokens_sent for c in convs),
-            "conversations": {c.key: c.figures() for c in convs},
+            "totals": totals,
+            "conversations": shown,
         }
-        return JSONResponse(data)
 
     async def api(self, request: HttpRequest) -> Response:
         api = _ROUTES[request.url.path]
@@ -528,6 +551,11 @@ class Gateway:
                     self._planned, api, read, raw, limiter=self._limiter
                 )
         return await self.forward(request, api, plan, read.stream)
+
+    def _upstream_error(self, conv: Conversation | None) -> None:
+        self.counters.add("upstream_errors")
+        if conv is not None:
+            conv.failures += 1
 
     def _failed(self, exc: BaseException) -> None:
         self.counters.add("failed")
@@ -578,7 +606,10 @@ class Gateway:
             return Plan(raw)
         except Exception as exc:  # RecursionError of a deep body, a strategy's failure, ...
             self._failed(exc)
-            return Plan(raw)
+            conv = self.policy.conversations.held(read.key)
+            if conv is not None:
+                conv.failures += 1
+            return Plan(raw, conv)
         self.counters.add("passed_through" if plan.body is raw else "compacted_requests")
         return plan
 
@@ -629,9 +660,9 @@ class Gateway:
             self.counters.add("upstream_errors")
             return _error(api, 502, f"upstream unreachable ({type(exc).__name__})")
         out_headers = [(k, v) for k, v in response.headers.items() if k.lower() not in _HOP_BY_HOP]
-        if response.status_code >= 400:
-            self.counters.add("upstream_errors")
         conv = plan.conversation
+        if response.status_code >= 400:
+            self._upstream_error(conv)
         if stream:
             return StreamingResponse(
                 self._stream(response, api, conv),
@@ -784,6 +815,7 @@ def create_app(config: GatewayConfig, registry: Registry | None = None) -> Starl
     methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
     routes = [
         Route("/compactkit/stats", gateway.stats, methods=["GET"]),
+        Route("/compactkit/", gateway.dashboard, methods=["GET"]),
         *(Route(path, gateway.api, methods=["POST"]) for path in _ROUTES),
         Route("/{path:path}", gateway.relay, methods=methods),
     ]

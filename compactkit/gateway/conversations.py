@@ -65,6 +65,8 @@ class Conversation:
     requests: int = 0
     compactions: int = 0
     passed_through: int = 0
+    failures: int = 0
+    """Requests whose compaction failed (sent as they came) or whose upstream answered an error."""
     tokens_sent: int = 0
     """Tokens of every prompt sent upstream, by compactkit's count."""
     tokens_client: int = 0
@@ -84,6 +86,7 @@ class Conversation:
             "requests": self.requests,
             "compactions": self.compactions,
             "passed_through": self.passed_through,
+            "failures": self.failures,
             "tokens_client": self.tokens_client,
             "tokens_sent": self.tokens_sent,
             "cached_tokens": self.cached_tokens,
@@ -125,6 +128,7 @@ class Conversation:
             "requests",
             "compactions",
             "passed_through",
+            "failures",
             "tokens_client",
             "tokens_sent",
             "cached_tokens",
