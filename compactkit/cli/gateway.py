@@ -126,6 +126,15 @@ def pipeline_specs(text: str) -> list[str]:
     help="Seconds to wait for the upstream to connect or send its next bytes.",
 )
 @click.option(
+    "--summarizer",
+    type=click.Choice(["auto", "upstream", "extractive"]),
+    default="auto",
+    show_default=True,
+    help="Who writes a compaction's summary: the agent's own model through the upstream, with "
+    "the request's credentials ('upstream'; 'auto': when the request carries one), or the "
+    "offline extractive summary.",
+)
+@click.option(
     "--print-env",
     type=click.Choice(["claude", "codex", "sdk"]),
     default=None,
@@ -151,6 +160,7 @@ def gateway(
     recall: bool,
     max_conversations: int,
     timeout: float,
+    summarizer: str,
     print_env: str | None,
     verbose: bool,
     strategy_timeout: float,
@@ -196,6 +206,7 @@ def gateway(
         max_conversations=max_conversations,
         timeout=timeout,
         strategy_timeout=strategy_timeout,
+        summarizer=summarizer,
     )
     app = create_app(config, state.registry)
     handler = logging.StreamHandler()

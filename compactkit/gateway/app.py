@@ -7,6 +7,7 @@ holds a header or any content of a request.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hmac
 import json
@@ -16,7 +17,7 @@ import secrets
 import socket
 import threading
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,7 +40,7 @@ from ..serve.reset import held_etags
 from ..serve.store import SqliteServeStore
 from ..session import CompactionSetup
 from ..tokens import DEFAULT_TOKENIZER
-from . import page, recall, wire
+from . import page, recall, summary, wire
 from .body import Bodies
 from .body import dumps as _dumps
 from .conversations import Conversation, Conversations, Usage
@@ -102,6 +103,10 @@ class GatewayConfig:
     the request goes upstream as the client sent it; 0: no limit, in-process."""
     admin_token: str | None = None
     """A credential that sees every conversation in `/compactkit/stats` (others see their own)."""
+    summarizer: str = "extractive"
+    """Who writes the summary of a compaction: 'extractive' (the pipeline's own, offline),
+    'upstream' (the agent's own model, asked in the background with the client's credentials:
+    `compactkit.gateway.summary`), 'auto' (upstream for requests that carry a credential)."""
     workers: int = 4
     """Worker threads that read and plan requests: a conversation's requests one at a time,
     up to this many conversations at once."""
@@ -158,6 +163,10 @@ class Plan:
     """The body as JSON when it offers `compactkit_recall` (the gateway answers the tool)."""
     store: dict[str, str] | None = None
     """What the recall tool answers from: the conversation's own removed content."""
+    prepare: summary.Prepared | None = None
+    """A summary to prepare in the background from this request's prompt (`body`)."""
+    prompt: AgentContext | None = None
+    """The context `body` holds (what a summary prepared from it covers)."""
 
 
 @dataclass
@@ -209,6 +218,8 @@ class Policy:
         self.counter = setup.counter
         backends = {getattr(getattr(s, "options", None), "backend", None) for s in built.strategies}
         self.summarizer = "+".join(sorted(b for b in backends if isinstance(b, str))) or "none"
+        if config.summarizer != "extractive" and self.summarizer != "none":
+            self.summarizer = f"{config.summarizer} (fallback {self.summarizer})"
         """The summarizer backends of the pipeline's strategies ('none': no summary written)."""
         self.recorder = Recorder(config.record) if config.record else None
         self.conversations = Conversations(
@@ -272,12 +283,22 @@ class Policy:
         conv.base_read = conv.base is not None
         tokens = client_tokens if history is client else self._tokens(history, tally.history)
         uncompacted = history
+        upstream = self._upstream_summary(owner)
+        compacted = False
         if tokens > self.trigger:
             result = self.pipeline.run(history, counter)
             if result.context is not history:
-                self._compacted(conv, request, history, result.context, tokens)
-                history = result.context
+                after, by = result.context, self.summarizer
+                if upstream:
+                    after, why = summary.swap(history, after, conv.prepared, counter)
+                    by = self._summary_used(conv, why)
+                self._compacted(conv, request, history, after, tokens, by)
+                history, compacted = after, True
                 tokens = self._tokens(history, tally.history)
+        prepare = None
+        ready_soon = tokens >= summary.SHARE * self.trigger  # prepared before it is needed
+        if upstream and ready_soon and not compacted and conv.prepared is None:
+            prepare = conv.prepared = summary.Prepared(frozenset())
         if session and self._owns(session, owner):
             self._forget(session, conv.last_prompt, uncompacted, history)
         conv.tokens_sent += tokens
@@ -286,18 +307,41 @@ class Policy:
         if conv.base is None:
             conv.passed_through += 1
             self.conversations.save(conv)
-            return Plan(raw, conv)
+            return Plan(raw, conv, prepare=prepare, prompt=history)
         body = wire.write(request, history)
         self.conversations.save(conv)
         etags = recall.offered_etags(history) if self.config.recall else []
         etags = [(etag, label) for etag, label in etags if etag in history.recovery]
         if not etags:
-            return Plan(self._dumps(body, request.body), conv)
+            return Plan(self._dumps(body, request.body), conv, prepare=prepare, prompt=history)
         given = body.get("tools")
         tools: list[Any] = given if isinstance(given, list) else []
         body["tools"] = [*tools, recall.tool_definition(request.api, etags)]
         store = dict(history.recovery)
         return Plan(self._dumps(body, request.body), conv, recall=body, store=store)
+
+    def _upstream_summary(self, owner: str) -> bool:
+        """Whether the agent's own model writes the summaries of a request of `owner`."""
+        mode = self.config.summarizer
+        return mode == "upstream" or (mode == "auto" and bool(owner))
+
+    @staticmethod
+    def _summary_used(conv: Conversation, why: str) -> str:
+        """Count the summary a compaction of `conv` used (`why` not the model's; '': its), and
+        name it with its cost for the log line."""
+        prepared, conv.prepared = conv.prepared, None  # the next compaction gets its own
+        if why:
+            conv.summary_fallbacks += 1
+            log.info("upstream summary not used (%s): the extractive one instead", why)
+            return "extractive (fallback)"
+        conv.summaries_used += 1
+        usage = prepared.usage
+        prompt, output = page.paid(usage, page.profile_of(conv.key))
+        return (
+            f"upstream ({prompt + output:.4f} USD: {usage.cache_read_tokens} of "
+            f"{usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens} prompt "
+            "tokens read from cache)"
+        )
 
     def conversation_id(self, api: wire.Api, parsed: Any, header: str | None, owner: str) -> str:
         """The conversation a request of the credential tagged `owner` belongs to: its shape
@@ -409,6 +453,7 @@ class Policy:
         before: AgentContext,
         after: AgentContext,
         tokens_before: int,
+        by: str,
     ) -> None:
         conv.base = after
         conv.base_read = True
@@ -429,7 +474,7 @@ class Policy:
             tokens_after,
             rewritten,
             len(before.messages),
-            self.summarizer,
+            by,
             -saving,
             profile.name,
             tokens_before - tokens_after,
@@ -447,6 +492,8 @@ class Gateway:
         """The conversations being planned (or waiting to be): a lock each."""
         self._limiter = anyio.CapacityLimiter(config.workers)
         self._client: httpx.AsyncClient | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        """Summaries being prepared in the background."""
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -456,6 +503,8 @@ class Gateway:
         return self._client
 
     async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
         if self._client is not None:
             await self._client.aclose()
             self._client = None
@@ -550,7 +599,37 @@ class Gateway:
                 plan = await anyio.to_thread.run_sync(
                     self._planned, api, read, raw, limiter=self._limiter
                 )
+        if plan.prepare is not None:
+            self._background(self._prepare(request, api, plan))
         return await self.forward(request, api, plan, read.stream)
+
+    def _background(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _prepare(self, request: HttpRequest, api: wire.Api, plan: Plan) -> None:
+        """Ask the upstream for the summary of `plan`'s prompt (in the background); what it
+        answers, or why not, lands in `plan.prepare` for the compaction to come."""
+        prepared, conv, base = plan.prepare, plan.conversation, self.upstream(api)
+        assert prepared is not None and conv is not None and plan.prompt is not None
+        conv.summary_calls += 1
+        try:
+            if base is None:
+                raise ValueError("no upstream")
+            prepared.covered = await anyio.to_thread.run_sync(
+                summary.covering, plan.prompt, limiter=self._limiter
+            )
+            body = summary.summary_body(api, json.loads(plan.body))
+            response = await self.client.post(
+                self.url(base, request), headers=self._headers(request, api), content=_dumps(body)
+            )
+            summary.read_answer(api, response.status_code, response.content, prepared)
+        except Exception as exc:  # unreachable, late, unreadable: the extractive summary then
+            prepared.failed = type(exc).__name__
+        conv.summary_usage.add(prepared.usage)
+        if prepared.failed:
+            log.info("upstream summary failed (%s)", prepared.failed)
 
     def _upstream_error(self, conv: Conversation | None) -> None:
         self.counters.add("upstream_errors")
@@ -641,14 +720,7 @@ class Gateway:
         if base is None:
             option = "--upstream-anthropic" if provider == "anthropic" else "--upstream-openai"
             return _error(provider, 502, f"no upstream for this API ({option} none)")
-        headers = [
-            (k, v)
-            for k, v in request.headers.items()
-            if k.lower() not in _HOP_BY_HOP and k.lower() != SESSION_HEADER
-        ]
-        if api is not None:  # read usage from the response: ask for it unencoded
-            headers = [(k, v) for k, v in headers if k.lower() != "accept-encoding"]
-            headers.append(("accept-encoding", "identity"))
+        headers = self._headers(request, api)
         if plan.recall is not None and api is not None:
             return await self._recalling(request, api, base, headers, plan, stream)
         upstream_request = self.client.build_request(
@@ -679,6 +751,19 @@ class Gateway:
         if conv is not None and api is not None and response.status_code < 400:
             _add_usage(conv, usage_of_body(api, body))
         return Response(body, status_code=response.status_code, headers=dict(out_headers))
+
+    @staticmethod
+    def _headers(request: HttpRequest, api: wire.Api | None) -> list[tuple[str, str]]:
+        """The client's headers as they go upstream (its credentials among them)."""
+        headers = [
+            (k, v)
+            for k, v in request.headers.items()
+            if k.lower() not in _HOP_BY_HOP and k.lower() != SESSION_HEADER
+        ]
+        if api is not None:  # read usage from the response: ask for it unencoded
+            headers = [(k, v) for k, v in headers if k.lower() != "accept-encoding"]
+            headers.append(("accept-encoding", "identity"))
+        return headers
 
     async def _recalling(
         self,

@@ -67,6 +67,15 @@ class Conversation:
     passed_through: int = 0
     failures: int = 0
     """Requests whose compaction failed (sent as they came) or whose upstream answered an error."""
+    summary_calls: int = 0
+    """Summary requests sent upstream (`--summarizer upstream`, `compactkit.gateway.summary`)."""
+    summaries_used: int = 0
+    summary_fallbacks: int = 0
+    """Compactions that kept the extractive summary (the model's not ready, failed, malformed)."""
+    summary_usage: Usage = field(default_factory=Usage)
+    """What the provider reported for the summary requests."""
+    prepared: Any = field(default=None, repr=False)
+    """The summary being prepared for the next compaction (memory only)."""
     tokens_sent: int = 0
     """Tokens of every prompt sent upstream, by compactkit's count."""
     tokens_client: int = 0
@@ -87,6 +96,10 @@ class Conversation:
             "compactions": self.compactions,
             "passed_through": self.passed_through,
             "failures": self.failures,
+            "summary_calls": self.summary_calls,
+            "summaries_used": self.summaries_used,
+            "summary_fallbacks": self.summary_fallbacks,
+            "summary_usage": dict(self.summary_usage.__dict__),
             "tokens_client": self.tokens_client,
             "tokens_sent": self.tokens_sent,
             "cached_tokens": self.cached_tokens,
@@ -129,12 +142,16 @@ class Conversation:
             "compactions",
             "passed_through",
             "failures",
+            "summary_calls",
+            "summaries_used",
+            "summary_fallbacks",
             "tokens_client",
             "tokens_sent",
             "cached_tokens",
         ):
             setattr(conv, name, int(figures.get(name, 0)))
         conv.usage = Usage(**figures.get("usage", {}))
+        conv.summary_usage = Usage(**figures.get("summary_usage", {}))
         return conv
 
 

@@ -34,13 +34,17 @@ def paid(usage: Usage, profile: PricingProfile) -> tuple[float, float]:
 
 def savings(conv: Conversation) -> dict[str, Any]:
     """What `conv` saved: tokens (client's minus sent, compactkit's count) and dollars (the
-    reported prompt cost scaled to what the client sent, minus the reported prompt cost)."""
-    prompt, output = paid(conv.usage, profile_of(conv.key))
+    reported prompt cost scaled to what the client sent, minus the reported prompt cost and
+    what the summary calls cost)."""
+    profile = profile_of(conv.key)
+    prompt, output = paid(conv.usage, profile)
+    summaries = sum(paid(conv.summary_usage, profile))
     ratio = conv.tokens_client / conv.tokens_sent if conv.tokens_sent else 1.0
+    saved = prompt * ratio - prompt - summaries if conv.usage.responses else 0.0
     return {
         "tokens_saved": conv.tokens_client - conv.tokens_sent,
-        "dollars_paid": round(prompt + output, 6),
-        "dollars_saved": round(prompt * ratio - prompt, 6) if conv.usage.responses else 0.0,
+        "dollars_paid": round(prompt + output + summaries, 6),
+        "dollars_saved": round(saved, 6),
     }
 
 
@@ -74,12 +78,15 @@ form{margin:1rem 0} input{font:inherit;padding:.2rem .4rem;width:18rem}
 <table id="conversations"><thead><tr><th>conversation</th><th>requests</th>
 <th>compactions</th><th>tokens client sent</th><th>tokens sent upstream</th><th>tokens saved</th>
 <th>reported input</th><th>cache reads</th><th>cache writes</th><th>output</th>
-<th>paid ($)</th><th>saved ($)</th><th>failures</th></tr></thead><tbody></tbody></table>
+<th>paid ($)</th><th>saved ($)</th><th>model summaries</th><th>failures</th></tr></thead>
+<tbody></tbody></table>
 <form id="key"><label>Another API key's conversations: <input type="password" name="key"
 autocomplete="off"></label> <button>show</button> <span id="status"></span></form>
 <p class="note">Shown: the conversations of the credential this page was asked with (its salted
 hash; the key itself is never kept). Dollars are priced from the usage the provider reported; saved
-is that prompt cost scaled up to the tokens the client sent, minus what was paid.</p>
+is that prompt cost scaled up to the tokens the client sent, minus what was paid (the model's
+summary calls included). Model summaries: compactions whose summary the agent's own model wrote,
+of the summaries asked for.</p>
 <script id="data" type="application/json">__DATA__</script>
 <script>
 "use strict";
@@ -122,6 +129,7 @@ function draw(data) {
       c.usage.cache_write_tokens, c.usage.output_tokens]) cell(row, fmt(n));
     cell(row, usd(c.dollars_paid));
     cell(row, usd(c.dollars_saved));
+    cell(row, fmt(c.summaries_used) + " of " + fmt(c.summary_calls));
     cell(row, fmt(c.failures), c.failures ? "bad" : "");
     body.appendChild(row);
   }
