@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 import json
 import re
+import socket
 import threading
 import tracemalloc
 from collections.abc import AsyncIterator, Callable
@@ -469,3 +470,49 @@ def test_two_runs_of_one_prompt_under_one_key_are_two_conversations(
     got = _bodies(model, "/v1/chat/completions")
     for who in ("first", "second"):
         assert [body for body, (w, _) in zip(got, order, strict=True) if w == who] == upstream_alone
+
+
+# --------------------------------------------------------------------------- bounded by bytes
+
+
+def test_a_body_over_max_body_is_a_413_in_the_apis_shape(model: FakeModel, start_gateway) -> None:
+    """Declared or streamed (chunked, no length), a body over --max-body is refused with a 413
+    each SDK reads as its API's error; nothing goes upstream."""
+    base = start_gateway(max_body=20_000)
+    big = "x" * 30_000
+    anthropic_client = anthropic.Anthropic(base_url=base, api_key=KEY, max_retries=0)
+    with pytest.raises(anthropic.APIStatusError) as a:
+        anthropic_client.messages.create(
+            model="m", max_tokens=9, messages=[{"role": "user", "content": big}]
+        )
+    openai_client = openai.OpenAI(base_url=base + "/v1", api_key=KEY, max_retries=0)
+    with pytest.raises(openai.APIStatusError) as o:
+        openai_client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": big}]
+        )
+    chunked = httpx.post(
+        base + "/v1/files", content=iter([b"y" * 15_000, b"y" * 15_000]), headers={"x-api-key": KEY}
+    )
+    assert a.value.status_code == o.value.status_code == chunked.status_code == 413
+    assert a.value.body["error"]["type"] == "request_too_large"  # type: ignore[index]
+    assert o.value.body["type"] == "invalid_request_error"  # type: ignore[index]
+    assert "--max-body" in chunked.json()["error"]["message"]
+    assert model.received == []
+    small = anthropic_client.messages.create(
+        model="m", max_tokens=9, messages=[{"role": "user", "content": "hi"}]
+    )
+    assert small.content
+
+
+def test_a_client_too_slow_to_send_its_body_gets_a_408_and_is_closed(start_gateway) -> None:
+    base = start_gateway(read_timeout=0.5)
+    host, port = base.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as conn:
+        head = b"POST /v1/messages HTTP/1.1\r\nhost: x\r\ncontent-length: 100\r\n\r\n"
+        conn.sendall(head + b'{"model":')  # and nothing more
+        answer = b""
+        while chunk := conn.recv(65536):  # until the gateway closes the connection
+            answer += chunk
+    status, _, rest = answer.partition(b"\r\n")
+    assert status == b"HTTP/1.1 408 Request Timeout"
+    assert json.loads(rest.split(b"\r\n\r\n", 1)[1])["error"]["type"] == "timeout_error"
