@@ -99,6 +99,9 @@ class GatewayConfig:
     strategy_timeout: float = PLUGIN_TIMEOUT
     """Seconds a plugin strategy may run (in its worker process) before its compaction fails and
     the request goes upstream as the client sent it; 0: no limit, in-process."""
+    max_memory: int = 1024 * 1024 * 1024
+    """Bytes the conversations held in memory and the recent bodies may take (estimated: a
+    conversation three times its last request, a body twice); least recently used let go."""
     max_body: int = 32 * 1024 * 1024
     """The largest request body taken (bytes); a larger one is answered 413."""
     read_timeout: float = 60.0
@@ -218,6 +221,7 @@ class Policy:
             config.ttl,
             config.state,
             dropped=self._dropped,
+            max_bytes=config.max_memory - config.max_memory // 8,
         )
         self._branches: dict[str, list[str]] = {}
         """The conversations of each shape (`conversation_id`) with no session id, by key."""
@@ -229,7 +233,7 @@ class Policy:
         self._sessions: OrderedDict[str, str] = OrderedDict()
         """Which credential (its tag) owns each session name (least recently used first)."""
         self._sessions_lock = threading.Lock()
-        self.bodies = Bodies()
+        self.bodies = Bodies(max_bytes=config.max_memory // 8)
         """The last request bodies parsed (`parse`), whose text the next ones mostly repeat."""
 
     def plan(
@@ -287,6 +291,8 @@ class Policy:
         conv.tokens_sent += tokens
         conv.cached_tokens += prefix_tokens(conv.last_prompt, history, counter)
         conv.last_prompt = history
+        # what it holds: the client's items (read), the base and the last prompt, about 3x
+        self.conversations.sized(conv, 3 * len(raw))
         if conv.base is None:
             conv.passed_through += 1
             self.conversations.save(conv)

@@ -78,6 +78,8 @@ class Conversation:
     """The `wire.Reader` of this conversation's requests (memory only)."""
     tally: Any = field(default=None, repr=False)
     """What the policy counted last for this conversation (memory only)."""
+    size: int = field(default=0, repr=False)
+    """The bytes it holds in memory, estimated (`Conversations.sized`)."""
 
     def figures(self) -> dict[str, Any]:
         return {
@@ -145,10 +147,13 @@ class Conversations:
         path: str | None = None,
         *,
         dropped: Callable[[str], None] | None = None,
+        max_bytes: int | None = None,
     ):
         """`dropped(key)` is told of each conversation let go from memory (what else holds
-        something of it lets go too)."""
+        something of it lets go too); `max_bytes` bounds the sizes of those held (`sized`)."""
         self.limit = limit
+        self.max_bytes = max_bytes
+        self._bytes = 0
         self.ttl = ttl
         self._dropped = dropped
         self.salt = secrets.token_bytes(32)
@@ -195,8 +200,8 @@ class Conversations:
         with self._lock:
             conv = self._held.pop(key, None)
             if conv is not None and now - conv.touched > self.ttl:
+                self._drop(conv)
                 conv = None
-                self._drop(key)
             if conv is None and self._db is not None:
                 row = self._db.execute(
                     "SELECT touched, state FROM conversations WHERE key = ?", (key,)
@@ -207,17 +212,32 @@ class Conversations:
                 conv = Conversation(key)
             conv.touched = now
             self._held[key] = conv
-            while self._held:  # least recently used first: over the limit, or past their time
-                oldest = next(iter(self._held.values()))
-                if len(self._held) <= self.limit and now - oldest.touched <= self.ttl:
-                    break
-                self._held.popitem(last=False)
-                self._drop(oldest.key)
+            self._evict(now)
             return conv
 
-    def _drop(self, key: str) -> None:
+    def sized(self, conv: Conversation, size: int) -> None:
+        """Conversation `conv` holds about `size` bytes now: past `max_bytes` in all, the least
+        recently used others are let go (the newest is kept, whatever its size)."""
+        with self._lock:
+            if self._held.get(conv.key) is conv:
+                self._bytes += size - conv.size
+            conv.size = size
+            self._evict(time.time())
+
+    def _evict(self, now: float) -> None:
+        """Let go of the least recently used conversations over the limits or past their time."""
+        while len(self._held) > 1:  # the newest stays
+            oldest = next(iter(self._held.values()))
+            over = len(self._held) > self.limit or now - oldest.touched > self.ttl
+            if not over and (self.max_bytes is None or self._bytes <= self.max_bytes):
+                break
+            self._held.popitem(last=False)
+            self._drop(oldest)
+
+    def _drop(self, conv: Conversation) -> None:
+        self._bytes -= conv.size
         if self._dropped is not None:
-            self._dropped(key)
+            self._dropped(conv.key)
 
     def held(self, key: str) -> Conversation | None:
         """Conversation `key` if memory holds it (nothing loaded, nothing touched)."""

@@ -516,3 +516,37 @@ def test_a_client_too_slow_to_send_its_body_gets_a_408_and_is_closed(start_gatew
     status, _, rest = answer.partition(b"\r\n")
     assert status == b"HTTP/1.1 408 Request Timeout"
     assert json.loads(rest.split(b"\r\n\r\n", 1)[1])["error"]["type"] == "timeout_error"
+
+
+def test_memory_is_bounded_in_bytes_not_counts(tmp_path: Path) -> None:
+    """--max-memory bounds the conversations held and the recent bodies by their bytes: past it
+    the least recently used go, whatever --max-conversations allows; twenty more conversations
+    then keep no more than the bound."""
+    bound = 400_000
+    policy = Policy(GatewayConfig(trigger=2000, target=1000, max_memory=bound))
+
+    def converse(n: int) -> None:
+        body = _conversation(n)
+        raw = json.dumps(body).encode()
+        parsed = policy.parse(raw)
+        key = policy.conversation_id("anthropic", parsed, None, "")
+        assert policy.plan("anthropic", parsed, key, raw).body != raw  # compacted
+
+    tracemalloc.start()
+    try:
+        for n in range(5):
+            converse(n)
+        policy.counter._cache.clear()  # the token counter's memo (bounded on its own) aside
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0]
+        for n in range(5, 25):
+            converse(n)
+            assert policy.bodies.held <= bound // 8
+        policy.counter._cache.clear()
+        gc.collect()
+        grown = tracemalloc.get_traced_memory()[0] - held
+    finally:
+        tracemalloc.stop()
+    kept = policy.conversations.all()
+    assert 1 < len(kept) < 25 and sum(c.size for c in kept) <= bound
+    assert grown < bound, f"{grown} bytes more"
