@@ -228,7 +228,7 @@ class Policy:
         self._made: dict[str, int] = {}
         """How many conversations were started of each of those shapes."""
         self._branches_lock = threading.Lock()
-        self.served = SqliteServeStore(config.state) if config.state else None
+        self.served = SqliteServeStore(config.state, timeout=1.0) if config.state else None
         """The serve states of tool servers sharing `--state`, by session name."""
         self._sessions: OrderedDict[str, str] = OrderedDict()
         """Which credential (its tag) owns each session name (least recently used first)."""

@@ -30,6 +30,11 @@ from ..errors import BadInputError
 
 log = logging.getLogger("compactkit.gateway")
 
+DB_WAIT = 0.25
+"""Seconds a request waits for a state database another process holds locked."""
+DB_PAUSE = 30.0
+"""Seconds the gateway leaves a state database alone after it could not use it."""
+
 
 @dataclass
 class Usage:
@@ -162,6 +167,7 @@ class Conversations:
         self._held: OrderedDict[str, Conversation] = OrderedDict()
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
+        self._paused_until = 0.0
         if path is not None:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             try:
@@ -183,6 +189,8 @@ class Conversations:
                 )
                 row = self._db.execute("SELECT salt FROM salt WHERE id = 1").fetchone()
                 self.salt = bytes(row[0])
+                # from now on a locked database costs a request this long, not 5 s
+                self._db.execute(f"PRAGMA busy_timeout = {int(DB_WAIT * 1000)}")
             except sqlite3.DatabaseError as exc:  # not SQLite, or a path SQLite cannot open
                 raise BadInputError(
                     f"not a usable gateway state database ({exc})",
@@ -202,10 +210,13 @@ class Conversations:
             if conv is not None and now - conv.touched > self.ttl:
                 self._drop(conv)
                 conv = None
-            if conv is None and self._db is not None:
-                row = self._db.execute(
-                    "SELECT touched, state FROM conversations WHERE key = ?", (key,)
-                ).fetchone()
+            if conv is None:
+                row = self._use(
+                    "read",
+                    lambda db: db.execute(
+                        "SELECT touched, state FROM conversations WHERE key = ?", (key,)
+                    ).fetchone(),
+                )
                 if row is not None:
                     conv = self._loaded(key, row, now)
             if conv is None:
@@ -257,18 +268,46 @@ class Conversations:
                 key,
                 type(exc).__name__,
             )
-            assert self._db is not None
-            self._db.execute("DELETE FROM conversations WHERE key = ?", (key,))
+            self._use(
+                "write", lambda db: db.execute("DELETE FROM conversations WHERE key = ?", (key,))
+            )
+            return None
+
+    def _use(self, what: str, run: Callable[[sqlite3.Connection], Any]) -> Any:
+        """`run(db)` on the state database (under `_lock`); None without one. A database locked
+        by another process, or damaged, costs this request `DB_WAIT` seconds and a warning: the
+        gateway then keeps conversations in memory only for `DB_PAUSE` seconds, so the requests
+        after it do not wait too."""
+        db = self._db
+        if db is None or time.monotonic() < self._paused_until:
+            return None
+        try:
+            return run(db)
+        except sqlite3.Error as exc:
+            self._paused_until = time.monotonic() + DB_PAUSE
+            log.warning(
+                "the state database could not be %s (%s: %s); conversations are kept in memory "
+                "only for the next %g s",
+                "read" if what == "read" else "written",
+                type(exc).__name__,
+                exc,
+                DB_PAUSE,
+            )
             return None
 
     def save(self, conv: Conversation) -> None:
         if self._db is None:
             return
+        if time.monotonic() < self._paused_until:
+            return
         text = conv.dump()
         with self._lock:
-            self._db.execute(
-                "INSERT OR REPLACE INTO conversations (key, touched, state) VALUES (?, ?, ?)",
-                (conv.key, conv.touched, text),
+            self._use(
+                "write",
+                lambda db: db.execute(
+                    "INSERT OR REPLACE INTO conversations (key, touched, state) VALUES (?, ?, ?)",
+                    (conv.key, conv.touched, text),
+                ),
             )
 
     def all(self) -> list[Conversation]:

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import gc
 import json
+import logging
 import re
 import socket
+import sqlite3
 import threading
 import tracemalloc
 from collections.abc import AsyncIterator, Callable
@@ -550,3 +552,34 @@ def test_memory_is_bounded_in_bytes_not_counts(tmp_path: Path) -> None:
     kept = policy.conversations.all()
     assert 1 < len(kept) < 25 and sum(c.size for c in kept) <= bound
     assert grown < bound, f"{grown} bytes more"
+
+
+# --------------------------------------------------------------------------- a locked state file
+
+
+def test_a_locked_state_database_costs_one_request_a_warning(
+    model: FakeModel, start_gateway, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another process holds the --state file locked: the first request that cannot write it
+    waits a short while and warns; it and the requests after it are answered as usual (kept in
+    memory), none waits its turn behind the lock."""
+    db = tmp_path / "state.db"
+    base = start_gateway(state=str(db))
+    other = sqlite3.connect(db, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # holds the write lock
+    try:
+        with (
+            caplog.at_level(logging.WARNING, logger="compactkit.gateway"),
+            httpx.Client(timeout=60) as client,
+        ):
+            for n in range(5):
+                body = {"model": "m", "max_tokens": 9, "messages": [{"role": "user"}]}
+                body["messages"][0]["content"] = f"conversation {n}"
+                assert client.post(base + "/v1/messages", json=body).status_code == 200
+            stats = client.get(base + "/compactkit/stats").json()
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    warnings = [r for r in caplog.records if "state database" in r.getMessage()]
+    assert len(warnings) == 1 and "memory only" in warnings[0].getMessage()
+    assert stats["counters"]["failed"] == 0 and len(stats["conversations"]) == 5
