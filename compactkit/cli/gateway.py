@@ -143,6 +143,45 @@ def pipeline_specs(text: str) -> list[str]:
 @click.option(
     "-v", "--verbose", is_flag=True, help="Log one line per request too (not only compactions)."
 )
+@click.option(
+    "--max-body",
+    type=click.IntRange(min=1),
+    default=32 * 1024 * 1024,
+    show_default=True,
+    metavar="BYTES",
+    help="The largest request body taken; a larger one is answered 413 and never sent.",
+)
+@click.option(
+    "--max-memory",
+    type=click.IntRange(min=1),
+    default=1024 * 1024 * 1024,
+    show_default=True,
+    metavar="BYTES",
+    help="Bytes the conversations held and the recent bodies may take (estimated); least "
+    "recently used conversations let go first.",
+)
+@click.option(
+    "--read-timeout",
+    type=WAIT_SECONDS,
+    default=60.0,
+    show_default=True,
+    help="Seconds a client has to send its request body; a slower one is answered 408.",
+)
+@click.option(
+    "--admin-token",
+    default=None,
+    metavar="TOKEN",
+    envvar="COMPACTKIT_GATEWAY_ADMIN_TOKEN",
+    help="A credential that sees every conversation in /compactkit/stats (others see their "
+    "own). Also read from $COMPACTKIT_GATEWAY_ADMIN_TOKEN.",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=4,
+    show_default=True,
+    help="Threads that read and plan requests: up to this many conversations at once.",
+)
 @strategy_timeout_option
 @pin_option
 @tokenizer_option
@@ -163,6 +202,11 @@ def gateway(
     summarizer: str,
     print_env: str | None,
     verbose: bool,
+    max_body: int,
+    max_memory: int,
+    read_timeout: float,
+    admin_token: str | None,
+    workers: int,
     strategy_timeout: float,
     pins: tuple[str, ...],
     tokenizer: str,
@@ -207,6 +251,11 @@ def gateway(
         timeout=timeout,
         strategy_timeout=strategy_timeout,
         summarizer=summarizer,
+        max_body=max_body,
+        max_memory=max_memory,
+        read_timeout=read_timeout,
+        admin_token=admin_token or None,
+        workers=workers,
     )
     app = create_app(config, state.registry)
     handler = logging.StreamHandler()

@@ -13,7 +13,6 @@ import hmac
 import json
 import logging
 import operator
-import secrets
 import socket
 import threading
 from collections import OrderedDict
@@ -101,6 +100,13 @@ class GatewayConfig:
     strategy_timeout: float = PLUGIN_TIMEOUT
     """Seconds a plugin strategy may run (in its worker process) before its compaction fails and
     the request goes upstream as the client sent it; 0: no limit, in-process."""
+    max_memory: int = 1024 * 1024 * 1024
+    """Bytes the conversations held in memory and the recent bodies may take (estimated: a
+    conversation three times its last request, a body twice); least recently used let go."""
+    max_body: int = 32 * 1024 * 1024
+    """The largest request body taken (bytes); a larger one is answered 413."""
+    read_timeout: float = 60.0
+    """Seconds a client has to send its request body; a slower one is answered 408."""
     admin_token: str | None = None
     """A credential that sees every conversation in `/compactkit/stats` (others see their own)."""
     summarizer: str = "extractive"
@@ -122,6 +128,8 @@ class Counters:
     failed: int = 0
     upstream_errors: int = 0
     recalls: int = 0
+    refused: int = 0
+    """Requests answered 413 (body over --max-body) or 408 (body too slow)."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add(self, name: str) -> None:
@@ -227,16 +235,19 @@ class Policy:
             config.ttl,
             config.state,
             dropped=self._dropped,
+            max_bytes=config.max_memory - config.max_memory // 8,
         )
         self._branches: dict[str, list[str]] = {}
         """The conversations of each shape (`conversation_id`) with no session id, by key."""
+        self._made: dict[str, int] = {}
+        """How many conversations were started of each of those shapes."""
         self._branches_lock = threading.Lock()
-        self.served = SqliteServeStore(config.state) if config.state else None
+        self.served = SqliteServeStore(config.state, timeout=1.0) if config.state else None
         """The serve states of tool servers sharing `--state`, by session name."""
         self._sessions: OrderedDict[str, str] = OrderedDict()
         """Which credential (its tag) owns each session name (least recently used first)."""
         self._sessions_lock = threading.Lock()
-        self.bodies = Bodies()
+        self.bodies = Bodies(max_bytes=config.max_memory // 8)
         """The last request bodies parsed (`parse`), whose text the next ones mostly repeat."""
 
     def plan(
@@ -304,6 +315,8 @@ class Policy:
         conv.tokens_sent += tokens
         conv.cached_tokens += prefix_tokens(conv.last_prompt, history, counter)
         conv.last_prompt = history
+        # what it holds: the client's items (read), the base and the last prompt, about 3x
+        self.conversations.sized(conv, 3 * len(raw))
         if conv.base is None:
             conv.passed_through += 1
             self.conversations.save(conv)
@@ -400,7 +413,8 @@ class Policy:
             return shape
         with self._branches_lock:
             branches = self._branches.setdefault(shape, [shape])
-            key = f"{shape}~{secrets.token_hex(4)}"
+            made = self._made[shape] = self._made.get(shape, 0) + 1
+            key = f"{shape}~{made}"
             branches.append(key)
             while len(branches) > MAX_BRANCHES:
                 branches.pop(1)  # the oldest run after the first
@@ -417,6 +431,7 @@ class Policy:
                 branches.remove(key)
                 if not branches:
                     del self._branches[shape]
+                    self._made.pop(shape, None)
 
     def _owns(self, session: str, owner: str) -> bool:
         """Whether the credential tagged `owner` may reset serve state `session`: the first to
@@ -584,7 +599,9 @@ class Gateway:
 
     async def api(self, request: HttpRequest) -> Response:
         api = _ROUTES[request.url.path]
-        raw = await request.body()
+        raw = await self._body(request, api)
+        if isinstance(raw, Response):
+            return raw
         self.counters.add("requests")
         header = request.headers.get(SESSION_HEADER)
         owner = self.policy.credential(request.headers)
@@ -709,8 +726,36 @@ class Gateway:
 
     async def relay(self, request: HttpRequest) -> Response:
         self.counters.add("relayed")
-        raw = await request.body()
+        raw = await self._body(request, None)
+        if isinstance(raw, Response):
+            return raw
         return await self.forward(request, None, Plan(raw), stream=True)
+
+    async def _body(self, request: HttpRequest, api: wire.Api | None) -> bytes | Response:
+        """The request's body; over `--max-body` a 413, not sent in `--read-timeout` seconds a
+        408 (in the API's error shape, the connection closed)."""
+        limit = self.config.max_body
+        provider = self.provider(api, request)
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            self.counters.add("refused")
+            return _error(
+                provider, 413, f"request body over {limit} bytes (--max-body)", close=True
+            )
+        chunks, size = [], 0
+        with anyio.move_on_after(self.config.read_timeout) as scope:
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    self.counters.add("refused")
+                    message = f"request body over {limit} bytes (--max-body)"
+                    return _error(provider, 413, message, close=True)
+                chunks.append(chunk)
+        if scope.cancelled_caught:
+            self.counters.add("refused")
+            message = f"request body not received within {self.config.read_timeout:g} s"
+            return _error(provider, 408, message, close=True)
+        return b"".join(chunks)
 
     async def forward(
         self, request: HttpRequest, api: wire.Api | None, plan: Plan, stream: bool
@@ -860,15 +905,23 @@ def _add_usage(conv: Conversation, usage: Usage | None) -> None:
         conv.usage.add(usage)
 
 
-def _error(api: wire.Api | None, status: int, message: str) -> Response:
+_ERROR_TYPES = {
+    408: ("timeout_error", "timeout"),
+    413: ("request_too_large", "invalid_request_error"),
+}
+"""The error type each API gives a status (Anthropic's, OpenAI's); others: a server error."""
+
+
+def _error(api: wire.Api | None, status: int, message: str, *, close: bool = False) -> Response:
+    """An error in the API's own shape; `close`: the connection is closed after it."""
+    anthropic_type, openai_type = _ERROR_TYPES.get(status, ("api_error", "server_error"))
+    text = f"compactkit gateway: {message}"
     if api == "anthropic" or api is None:
-        body: dict[str, Any] = {
-            "type": "error",
-            "error": {"type": "api_error", "message": f"compactkit gateway: {message}"},
-        }
+        body: dict[str, Any] = {"type": "error", "error": {"type": anthropic_type, "message": text}}
     else:
-        body = {"error": {"type": "server_error", "message": f"compactkit gateway: {message}"}}
-    return JSONResponse(body, status_code=status)
+        body = {"error": {"type": openai_type, "message": text}}
+    headers = {"connection": "close"} if close else None
+    return JSONResponse(body, status_code=status, headers=headers)
 
 
 def _stream_error(api: wire.Api | None, message: str) -> bytes:

@@ -30,6 +30,11 @@ from ..errors import BadInputError
 
 log = logging.getLogger("compactkit.gateway")
 
+DB_WAIT = 0.25
+"""Seconds a request waits for a state database another process holds locked."""
+DB_PAUSE = 30.0
+"""Seconds the gateway leaves a state database alone after it could not use it."""
+
 
 @dataclass
 class Usage:
@@ -89,6 +94,8 @@ class Conversation:
     """The `wire.Reader` of this conversation's requests (memory only)."""
     tally: Any = field(default=None, repr=False)
     """What the policy counted last for this conversation (memory only)."""
+    size: int = field(default=0, repr=False)
+    """The bytes it holds in memory, estimated (`Conversations.sized`)."""
 
     def figures(self) -> dict[str, Any]:
         return {
@@ -166,10 +173,13 @@ class Conversations:
         path: str | None = None,
         *,
         dropped: Callable[[str], None] | None = None,
+        max_bytes: int | None = None,
     ):
         """`dropped(key)` is told of each conversation let go from memory (what else holds
-        something of it lets go too)."""
+        something of it lets go too); `max_bytes` bounds the sizes of those held (`sized`)."""
         self.limit = limit
+        self.max_bytes = max_bytes
+        self._bytes = 0
         self.ttl = ttl
         self._dropped = dropped
         self.salt = secrets.token_bytes(32)
@@ -178,6 +188,7 @@ class Conversations:
         self._held: OrderedDict[str, Conversation] = OrderedDict()
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
+        self._paused_until = 0.0
         if path is not None:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             try:
@@ -199,6 +210,8 @@ class Conversations:
                 )
                 row = self._db.execute("SELECT salt FROM salt WHERE id = 1").fetchone()
                 self.salt = bytes(row[0])
+                # from now on a locked database costs a request this long, not 5 s
+                self._db.execute(f"PRAGMA busy_timeout = {int(DB_WAIT * 1000)}")
             except sqlite3.DatabaseError as exc:  # not SQLite, or a path SQLite cannot open
                 raise BadInputError(
                     f"not a usable gateway state database ({exc})",
@@ -216,29 +229,47 @@ class Conversations:
         with self._lock:
             conv = self._held.pop(key, None)
             if conv is not None and now - conv.touched > self.ttl:
+                self._drop(conv)
                 conv = None
-                self._drop(key)
-            if conv is None and self._db is not None:
-                row = self._db.execute(
-                    "SELECT touched, state FROM conversations WHERE key = ?", (key,)
-                ).fetchone()
+            if conv is None:
+                row = self._use(
+                    "read",
+                    lambda db: db.execute(
+                        "SELECT touched, state FROM conversations WHERE key = ?", (key,)
+                    ).fetchone(),
+                )
                 if row is not None:
                     conv = self._loaded(key, row, now)
             if conv is None:
                 conv = Conversation(key)
             conv.touched = now
             self._held[key] = conv
-            while self._held:  # least recently used first: over the limit, or past their time
-                oldest = next(iter(self._held.values()))
-                if len(self._held) <= self.limit and now - oldest.touched <= self.ttl:
-                    break
-                self._held.popitem(last=False)
-                self._drop(oldest.key)
+            self._evict(now)
             return conv
 
-    def _drop(self, key: str) -> None:
+    def sized(self, conv: Conversation, size: int) -> None:
+        """Conversation `conv` holds about `size` bytes now: past `max_bytes` in all, the least
+        recently used others are let go (the newest is kept, whatever its size)."""
+        with self._lock:
+            if self._held.get(conv.key) is conv:
+                self._bytes += size - conv.size
+            conv.size = size
+            self._evict(time.time())
+
+    def _evict(self, now: float) -> None:
+        """Let go of the least recently used conversations over the limits or past their time."""
+        while len(self._held) > 1:  # the newest stays
+            oldest = next(iter(self._held.values()))
+            over = len(self._held) > self.limit or now - oldest.touched > self.ttl
+            if not over and (self.max_bytes is None or self._bytes <= self.max_bytes):
+                break
+            self._held.popitem(last=False)
+            self._drop(oldest)
+
+    def _drop(self, conv: Conversation) -> None:
+        self._bytes -= conv.size
         if self._dropped is not None:
-            self._dropped(key)
+            self._dropped(conv.key)
 
     def held(self, key: str) -> Conversation | None:
         """Conversation `key` if memory holds it (nothing loaded, nothing touched)."""
@@ -258,18 +289,46 @@ class Conversations:
                 key,
                 type(exc).__name__,
             )
-            assert self._db is not None
-            self._db.execute("DELETE FROM conversations WHERE key = ?", (key,))
+            self._use(
+                "write", lambda db: db.execute("DELETE FROM conversations WHERE key = ?", (key,))
+            )
+            return None
+
+    def _use(self, what: str, run: Callable[[sqlite3.Connection], Any]) -> Any:
+        """`run(db)` on the state database (under `_lock`); None without one. A database locked
+        by another process, or damaged, costs this request `DB_WAIT` seconds and a warning: the
+        gateway then keeps conversations in memory only for `DB_PAUSE` seconds, so the requests
+        after it do not wait too."""
+        db = self._db
+        if db is None or time.monotonic() < self._paused_until:
+            return None
+        try:
+            return run(db)
+        except sqlite3.Error as exc:
+            self._paused_until = time.monotonic() + DB_PAUSE
+            log.warning(
+                "the state database could not be %s (%s: %s); conversations are kept in memory "
+                "only for the next %g s",
+                "read" if what == "read" else "written",
+                type(exc).__name__,
+                exc,
+                DB_PAUSE,
+            )
             return None
 
     def save(self, conv: Conversation) -> None:
         if self._db is None:
             return
+        if time.monotonic() < self._paused_until:
+            return
         text = conv.dump()
         with self._lock:
-            self._db.execute(
-                "INSERT OR REPLACE INTO conversations (key, touched, state) VALUES (?, ?, ?)",
-                (conv.key, conv.touched, text),
+            self._use(
+                "write",
+                lambda db: db.execute(
+                    "INSERT OR REPLACE INTO conversations (key, touched, state) VALUES (?, ?, ?)",
+                    (conv.key, conv.touched, text),
+                ),
             )
 
     def all(self) -> list[Conversation]:

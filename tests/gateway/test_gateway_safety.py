@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import gc
 import json
+import logging
 import re
+import socket
+import sqlite3
 import threading
 import tracemalloc
 from collections.abc import AsyncIterator, Callable
@@ -469,3 +472,114 @@ def test_two_runs_of_one_prompt_under_one_key_are_two_conversations(
     got = _bodies(model, "/v1/chat/completions")
     for who in ("first", "second"):
         assert [body for body, (w, _) in zip(got, order, strict=True) if w == who] == upstream_alone
+
+
+# --------------------------------------------------------------------------- bounded by bytes
+
+
+def test_a_body_over_max_body_is_a_413_in_the_apis_shape(model: FakeModel, start_gateway) -> None:
+    """Declared or streamed (chunked, no length), a body over --max-body is refused with a 413
+    each SDK reads as its API's error; nothing goes upstream."""
+    base = start_gateway(max_body=20_000)
+    big = "x" * 30_000
+    anthropic_client = anthropic.Anthropic(base_url=base, api_key=KEY, max_retries=0)
+    with pytest.raises(anthropic.APIStatusError) as a:
+        anthropic_client.messages.create(
+            model="m", max_tokens=9, messages=[{"role": "user", "content": big}]
+        )
+    openai_client = openai.OpenAI(base_url=base + "/v1", api_key=KEY, max_retries=0)
+    with pytest.raises(openai.APIStatusError) as o:
+        openai_client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": big}]
+        )
+    chunked = httpx.post(
+        base + "/v1/files", content=iter([b"y" * 15_000, b"y" * 15_000]), headers={"x-api-key": KEY}
+    )
+    assert a.value.status_code == o.value.status_code == chunked.status_code == 413
+    assert a.value.body["error"]["type"] == "request_too_large"  # type: ignore[index]
+    assert o.value.body["type"] == "invalid_request_error"  # type: ignore[index]
+    assert "--max-body" in chunked.json()["error"]["message"]
+    assert model.received == []
+    small = anthropic_client.messages.create(
+        model="m", max_tokens=9, messages=[{"role": "user", "content": "hi"}]
+    )
+    assert small.content
+
+
+def test_a_client_too_slow_to_send_its_body_gets_a_408_and_is_closed(start_gateway) -> None:
+    base = start_gateway(read_timeout=0.5)
+    host, port = base.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as conn:
+        head = b"POST /v1/messages HTTP/1.1\r\nhost: x\r\ncontent-length: 100\r\n\r\n"
+        conn.sendall(head + b'{"model":')  # and nothing more
+        answer = b""
+        while chunk := conn.recv(65536):  # until the gateway closes the connection
+            answer += chunk
+    status, _, rest = answer.partition(b"\r\n")
+    assert status == b"HTTP/1.1 408 Request Timeout"
+    assert json.loads(rest.split(b"\r\n\r\n", 1)[1])["error"]["type"] == "timeout_error"
+
+
+def test_memory_is_bounded_in_bytes_not_counts(tmp_path: Path) -> None:
+    """--max-memory bounds the conversations held and the recent bodies by their bytes: past it
+    the least recently used go, whatever --max-conversations allows; twenty more conversations
+    then keep no more than the bound."""
+    bound = 400_000
+    policy = Policy(GatewayConfig(trigger=2000, target=1000, max_memory=bound))
+
+    def converse(n: int) -> None:
+        body = _conversation(n)
+        raw = json.dumps(body).encode()
+        parsed = policy.parse(raw)
+        key = policy.conversation_id("anthropic", parsed, None, "")
+        assert policy.plan("anthropic", parsed, key, raw).body != raw  # compacted
+
+    tracemalloc.start()
+    try:
+        for n in range(5):
+            converse(n)
+        policy.counter._cache.clear()  # the token counter's memo (bounded on its own) aside
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0]
+        for n in range(5, 25):
+            converse(n)
+            assert policy.bodies.held <= bound // 8
+        policy.counter._cache.clear()
+        gc.collect()
+        grown = tracemalloc.get_traced_memory()[0] - held
+    finally:
+        tracemalloc.stop()
+    kept = policy.conversations.all()
+    assert 1 < len(kept) < 25 and sum(c.size for c in kept) <= bound
+    assert grown < bound, f"{grown} bytes more"
+
+
+# --------------------------------------------------------------------------- a locked state file
+
+
+def test_a_locked_state_database_costs_one_request_a_warning(
+    model: FakeModel, start_gateway, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another process holds the --state file locked: the first request that cannot write it
+    waits a short while and warns; it and the requests after it are answered as usual (kept in
+    memory), none waits its turn behind the lock."""
+    db = tmp_path / "state.db"
+    base = start_gateway(state=str(db))
+    other = sqlite3.connect(db, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # holds the write lock
+    try:
+        with (
+            caplog.at_level(logging.WARNING, logger="compactkit.gateway"),
+            httpx.Client(timeout=60) as client,
+        ):
+            for n in range(5):
+                body = {"model": "m", "max_tokens": 9, "messages": [{"role": "user"}]}
+                body["messages"][0]["content"] = f"conversation {n}"
+                assert client.post(base + "/v1/messages", json=body).status_code == 200
+            stats = client.get(base + "/compactkit/stats").json()
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    warnings = [r for r in caplog.records if "state database" in r.getMessage()]
+    assert len(warnings) == 1 and "memory only" in warnings[0].getMessage()
+    assert stats["counters"]["failed"] == 0 and len(stats["conversations"]) == 5

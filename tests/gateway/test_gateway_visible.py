@@ -91,11 +91,10 @@ def test_one_log_line_per_compaction_request_lines_only_with_v(
         assert re.search(
             r"compacted conversation \S+: \d+ -> \d+ tokens, \d+ of \d+ messages replaced", line
         )
-        assert "summary by upstream (" in line or "summary by extractive (fallback)" in line
-    # the default: the agent's own model (the fake answers), priced from its usage (a request
-    # that jumps from below 85% of the trigger past it finds none prepared: the extractive one)
-    upstream = r"summary by upstream \(\d+\.\d{4} USD: \d+ of \d+ prompt tokens read from cache"
-    assert re.search(upstream, lines[0]), lines
+        # the default: the agent's own model (the fake answers), priced from its usage; the
+        # extractive summary when the model's is not ready (this agent never pauses)
+        upstream = r"summary by upstream \(\d+\.\d{4} USD: \d+ of \d+ prompt tokens read from"
+        assert re.search(upstream, line) or "summary by extractive (fallback)" in line
     requests = [line for line in err.splitlines() if "HTTP Request: POST" in line]
     calls = sum(c["summary_calls"] for c in stats["conversations"].values())
     assert len(requests) == (stats["totals"]["requests"] + calls if verbose else 0), err
