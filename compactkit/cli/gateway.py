@@ -97,7 +97,8 @@ def pipeline_specs(text: str) -> list[str]:
     metavar="DB",
     type=click.Path(dir_okay=False),
     callback=nonempty_path,
-    help="Keep conversations in this SQLite file, so a restart resumes them.",
+    help="Keep conversations in this SQLite file, so a restart resumes them, or in a Redis "
+    "database (redis://HOST:PORT/N) that several gateways behind a balancer share.",
 )
 @click.option(
     "--record",

@@ -39,7 +39,7 @@ from ..serve.reset import held_etags
 from ..serve.store import SqliteServeStore
 from ..session import CompactionSetup
 from ..tokens import DEFAULT_TOKENIZER
-from . import page, recall, summary, wire
+from . import page, recall, redis_state, summary, wire
 from .body import Bodies
 from .body import dumps as _dumps
 from .conversations import Conversation, Conversations, Usage
@@ -84,9 +84,11 @@ class GatewayConfig:
     target: int | None = None
     tokenizer: str = DEFAULT_TOKENIZER
     state: str | None = None
-    """A sqlite file that keeps conversations across restarts. It holds serve states too: a
-    `compactkit mcp-proxy --state` on the same file forgets what the gateway's compactions take
-    from the model of the same session (`compactkit.serve.reset`)."""
+    """A sqlite file that keeps conversations across restarts, or a Redis database
+    (`redis://HOST:PORT/N`) that gateways behind one balancer share (`redis_state`). A sqlite
+    file holds serve states too: a `compactkit mcp-proxy --state` on the same file forgets what
+    the gateway's compactions take from the model of the same session
+    (`compactkit.serve.reset`)."""
     record: str | None = None
     """A folder where each conversation is written, uncompacted, as a session log."""
     recall: bool = False
@@ -230,19 +232,26 @@ class Policy:
             self.summarizer = f"{config.summarizer} (fallback {self.summarizer})"
         """The summarizer backends of the pipeline's strategies ('none': no summary written)."""
         self.recorder = Recorder(config.record) if config.record else None
-        self.conversations = Conversations(
-            config.max_conversations,
-            config.ttl,
-            config.state,
-            dropped=self._dropped,
-            max_bytes=config.max_memory - config.max_memory // 8,
+        shared = redis_state.is_redis(config.state)
+        limits: dict[str, Any] = {
+            "limit": config.max_conversations,
+            "ttl": config.ttl,
+            "dropped": self._dropped,
+            "max_bytes": config.max_memory - config.max_memory // 8,
+        }
+        self.conversations = (
+            redis_state.RedisConversations(str(config.state), **limits)
+            if shared
+            else Conversations(path=config.state, **limits)
         )
         self._branches: dict[str, list[str]] = {}
         """The conversations of each shape (`conversation_id`) with no session id, by key."""
         self._made: dict[str, int] = {}
         """How many conversations were started of each of those shapes."""
         self._branches_lock = threading.Lock()
-        self.served = SqliteServeStore(config.state, timeout=1.0) if config.state else None
+        self.served = (
+            SqliteServeStore(config.state, timeout=1.0) if config.state and not shared else None
+        )
         """The serve states of tool servers sharing `--state`, by session name."""
         self._sessions: OrderedDict[str, str] = OrderedDict()
         """Which credential (its tag) owns each session name (least recently used first)."""
