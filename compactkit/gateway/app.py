@@ -35,6 +35,7 @@ from ..pipeline import PLUGIN_TIMEOUT, Pipeline
 from ..policy import prefix_tokens
 from ..pricing import get_profile
 from ..registry import Registry
+from ..serve.redis_store import RedisServeStore
 from ..serve.reset import held_etags
 from ..serve.store import SqliteServeStore
 from ..session import CompactionSetup
@@ -85,8 +86,8 @@ class GatewayConfig:
     tokenizer: str = DEFAULT_TOKENIZER
     state: str | None = None
     """A sqlite file that keeps conversations across restarts, or a Redis database
-    (`redis://HOST:PORT/N`) that gateways behind one balancer share (`redis_state`). A sqlite
-    file holds serve states too: a `compactkit mcp-proxy --state` on the same file forgets what
+    (`redis://HOST:PORT/N`) that gateways behind one balancer share (`redis_state`). It holds
+    serve states too: a `compactkit mcp-proxy --state` on the same file or database forgets what
     the gateway's compactions take from the model of the same session
     (`compactkit.serve.reset`)."""
     record: str | None = None
@@ -249,9 +250,13 @@ class Policy:
         self._made: dict[str, int] = {}
         """How many conversations were started of each of those shapes."""
         self._branches_lock = threading.Lock()
-        self.served = (
-            SqliteServeStore(config.state, timeout=1.0) if config.state and not shared else None
-        )
+        self.served: SqliteServeStore | RedisServeStore | None = None
+        if config.state:
+            self.served = (
+                RedisServeStore(config.state)
+                if shared
+                else SqliteServeStore(config.state, timeout=1.0)
+            )
         """The serve states of tool servers sharing `--state`, by session name."""
         self._sessions: OrderedDict[str, str] = OrderedDict()
         """Which credential (its tag) owns each session name (least recently used first)."""

@@ -3,10 +3,12 @@
 
 Each conversation is a Redis hash (`compactkit:gateway:conversation:KEY`: its state, when it was
 last used, a version counted up by every write) that expires after the time to live; the salt of
-every conversation and credential name is one key, set by the first gateway, read by the others, so
-every replica names a conversation alike. A gateway keeps the conversations it served in memory and
-uses its copy while the version in Redis is the one it read or wrote; when another replica wrote
-since, it reads the conversation again (and reads the request whole: its reader starts afresh).
+every conversation and credential name is one key, set by the first gateway, read by the others,
+so every replica names a conversation alike. Serve states live beside them
+(`compactkit.serve.redis_store`), shared with `compactkit mcp-proxy --state redis://...`. A
+gateway keeps the conversations it served in memory and uses its copy while the version in Redis
+is the one it read or wrote; when another replica wrote since, it reads the conversation again
+(and reads the request whole: its reader starts afresh).
 """
 
 from __future__ import annotations
@@ -15,31 +17,15 @@ import logging
 import secrets
 import time
 from collections.abc import Callable
-from typing import Any
-from urllib.parse import urlsplit
 
 from ..errors import ConfigError
+from ..serve.redis_store import client, is_redis
 from .conversations import Conversation, Conversations
 
 log = logging.getLogger("compactkit.gateway")
 
 PREFIX = "compactkit:gateway:"
-
-
-def is_redis(state: str | None) -> bool:
-    """Whether `--state` names a Redis database rather than a SQLite file."""
-    return bool(state) and urlsplit(str(state)).scheme in ("redis", "rediss")
-
-
-def client(url: str) -> Any:
-    """A client of the Redis database at `url` (`ConfigError` without the `redis` package)."""
-    try:
-        import redis
-    except ImportError as exc:
-        raise ConfigError(
-            "--state redis://... needs the redis client: pip install 'compactkit[redis]'"
-        ) from exc
-    return redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
+__all__ = ["RedisConversations", "is_redis"]
 
 
 class RedisConversations(Conversations):

@@ -107,3 +107,33 @@ def test_two_gateways_on_one_redis_serve_a_conversation_as_one(
     (conv,) = figures[1]["conversations"].values()
     assert conv["requests"] == 16 and conv["compactions"] >= 2
     assert list(figures[0]["conversations"]) == list(figures[1]["conversations"])
+
+
+def test_a_gateway_on_redis_resets_the_serve_state_an_mcp_proxy_reads(redis_url: str) -> None:
+    """The client's own compaction through a gateway on Redis forgets, in the serve state of the
+    same session in the same database (what `mcp-proxy --state redis://...` serves from), what
+    the model no longer holds: the next read is sent in full."""
+    from compactkit.gateway import GatewayConfig
+    from compactkit.gateway.app import Policy
+    from compactkit.serve.redis_store import RedisServeStore
+    from tests.serve.test_reset import FILES, TARGET, TOOL, _plan, _store_read
+    from tests.serve.test_reset import TRIGGER as RESET_TRIGGER
+    from tests.serve.test_reset import Conversation as Client
+
+    policy = Policy(GatewayConfig(state=redis_url, trigger=RESET_TRIGGER, target=TARGET))
+    store = RedisServeStore(redis_url)
+    text = FILES["conversations.py"].read_text(encoding="utf-8")
+    assert _store_read(store, "s1", "conversations.py", text)  # type: ignore[arg-type]
+    conv = Client("s1")
+    call = {"type": "tool_use", "id": "t1", "name": TOOL, "input": {"path": "conversations.py"}}
+    result = {"type": "tool_result", "tool_use_id": "t1", "content": text}
+    conv.messages += [
+        {"role": "assistant", "content": [call]},
+        {"role": "user", "content": [result]},
+    ]
+    _plan(policy, "anthropic", conv.body())
+    assert not _store_read(store, "s1", "conversations.py", text)  # type: ignore[arg-type]
+    conv.messages = [{"role": "user", "content": "Summary of the review so far: nothing found."}]
+    _plan(policy, "anthropic", conv.body())
+    assert _store_read(store, "s1", "conversations.py", text)  # type: ignore[arg-type]
+    policy.conversations.close()
