@@ -648,12 +648,15 @@ class Gateway:
         try:
             if base is None:
                 raise ValueError("no upstream")
-            prepared.covered = await anyio.to_thread.run_sync(
-                summary.covering, plan.prompt, limiter=self._limiter
-            )
-            body = summary.summary_body(api, json.loads(plan.body))
+            prompt, sent = plan.prompt, plan.body
+
+            def build() -> bytes:  # off the event loop: a prompt may be megabytes
+                prepared.covered = summary.covering(prompt)
+                return _dumps(summary.summary_body(api, json.loads(sent)))
+
+            body = await anyio.to_thread.run_sync(build, limiter=self._limiter)
             response = await self.client.post(
-                self.url(base, request), headers=self._headers(request, api), content=_dumps(body)
+                self.url(base, request), headers=self._headers(request, api), content=body
             )
             summary.read_answer(api, response.status_code, response.content, prepared)
         except Exception as exc:  # unreachable, late, unreadable: the extractive summary then

@@ -6,12 +6,14 @@ told) and reports as cache reads the prefix a summary request shares with the pr
 
 from __future__ import annotations
 
+import logging
 import statistics
 import time
 from typing import Any
 
 import httpx
 import pytest
+from starlette.responses import JSONResponse, Response
 
 from compactkit.gateway.summary import INSTRUCTION
 
@@ -87,6 +89,29 @@ def test_a_malformed_summary_falls_back_to_the_extractive_one(
     assert conv["summaries_used"] == 0 and conv["summary_fallbacks"] == conv["compactions"]
     last = [r for r in model.received if not is_summary_request(r.json())][-1].body.decode()
     assert "## Task" in last and "cannot summarize" not in last  # the extractive summary
+
+
+def test_a_failed_summary_call_falls_back_and_is_counted(
+    model: FakeModel, start_gateway: Start, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The upstream answers the summary request 500: the compaction keeps the extractive summary,
+    the conversation counts it, the client never sees the error, and no key reaches the log."""
+
+    def refuse(got: Any) -> Response | None:
+        if is_summary_request(got.json()):
+            return JSONResponse({"error": {"message": "overloaded"}}, status_code=500)
+        return None
+
+    model.turns, model.hook = 16, refuse
+    base = start_gateway(trigger=TRIGGER, summarizer="upstream")
+    with caplog.at_level(logging.INFO, logger="compactkit.gateway"):
+        run = anthropic_agent(base, TASK)
+    assert run.answer == "All done."
+    (conv,) = _stats(base)["conversations"].values()
+    assert conv["summary_calls"] >= 1 and conv["summaries_used"] == 0
+    assert conv["summary_fallbacks"] == conv["compactions"] >= 1
+    assert conv["failures"] == 0  # the client's requests all went through
+    assert "upstream summary failed (HTTP 500)" in caplog.text and KEY not in caplog.text
 
 
 def _turn(messages: list[dict[str, Any]], n: int) -> None:
