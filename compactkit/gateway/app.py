@@ -14,6 +14,7 @@ import json
 import logging
 import operator
 import socket
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Coroutine, Sequence
@@ -196,6 +197,10 @@ class _Tally:
     history: _Counted = field(default_factory=_Counted)
 
 
+SWITCH_INTERVAL = 0.0005
+"""Seconds between the interpreter's thread switches while the gateway serves."""
+INLINE_BYTES = 16 * 1024
+"""Bodies up to this size (and the trigger) are planned on the event loop, not in a worker."""
 MAX_BRANCHES = 8
 """Conversations held of one shape with no session id (runs of one prompt under one key)."""
 
@@ -520,6 +525,7 @@ class Gateway:
         self._held: dict[str, _Held] = {}
         """The conversations being planned (or waiting to be): a lock each."""
         self._limiter = anyio.CapacityLimiter(config.workers)
+        self._inline = not (config.state or config.record)
         self._client: httpx.AsyncClient | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         """Summaries being prepared in the background."""
@@ -621,15 +627,25 @@ class Gateway:
         owner = self.policy.credential(request.headers)
         # reading and planning run in the worker pool, off the event loop; a conversation's
         # requests are planned one at a time, other conversations' beside them
-        read = await anyio.to_thread.run_sync(
-            self._read, api, raw, header, owner, limiter=self._limiter
-        )
+        # a body too small to pass the trigger (a token is a byte at least) is read and planned
+        # on the event loop when that touches no file: a trip to a worker thread costs more, and
+        # more while a compaction holds the interpreter
+        small = self._inline and len(raw) <= min(self.policy.trigger, INLINE_BYTES)
+        if small:
+            read = self._read(api, raw, header, owner)
+        else:
+            read = await anyio.to_thread.run_sync(
+                self._read, api, raw, header, owner, limiter=self._limiter
+            )
         plan = read.plan
         if plan is None:
             async with self._conversation(read.key):
-                plan = await anyio.to_thread.run_sync(
-                    self._planned, api, read, raw, limiter=self._limiter
-                )
+                if small:
+                    plan = self._planned(api, read, raw)
+                else:
+                    plan = await anyio.to_thread.run_sync(
+                        self._planned, api, read, raw, limiter=self._limiter
+                    )
         if plan.prepare is not None:
             self._background(self._prepare(request, api, plan))
         return await self.forward(request, api, plan, read.stream)
@@ -979,8 +995,15 @@ def create_app(config: GatewayConfig, registry: Registry | None = None) -> Starl
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         # load the tokenizer now, not during the first request
         await anyio.to_thread.run_sync(gateway.policy.counter.text, "compactkit")
-        yield
-        await gateway.close()
+        # a compaction running in a worker thread holds the interpreter lock for up to this long
+        # each time the event loop wants it: at Python's 5 ms a small request waited ~20 ms
+        switch = sys.getswitchinterval()
+        sys.setswitchinterval(SWITCH_INTERVAL)
+        try:
+            yield
+        finally:
+            sys.setswitchinterval(switch)
+            await gateway.close()
 
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.gateway = gateway
