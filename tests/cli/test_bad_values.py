@@ -130,9 +130,8 @@ def test_a_glob_over_proc_ends_and_matches_no_session(tmp_path: Path) -> None:
     assert "matches no file" in said
 
 
-def test_the_gateway_takes_its_plugin_time_limit_from_the_command_line(monkeypatch: Any) -> None:
-    """`gateway --strategy-timeout` sets how long a plugin strategy in -s may run (the gateway's
-    --timeout is the upstream's); a value that is not a finite number of seconds is exit 2."""
+def _configs(monkeypatch: Any) -> list[Any]:
+    """The `GatewayConfig` each `gateway` command then builds (it stops before listening)."""
     import compactkit.gateway
 
     given: list[Any] = []
@@ -142,6 +141,13 @@ def test_the_gateway_takes_its_plugin_time_limit_from_the_command_line(monkeypat
         raise SystemExit(0)  # stop before listening
 
     monkeypatch.setattr(compactkit.gateway, "create_app", create_app)
+    return given
+
+
+def test_the_gateway_takes_its_plugin_time_limit_from_the_command_line(monkeypatch: Any) -> None:
+    """`gateway --strategy-timeout` sets how long a plugin strategy in -s may run (the gateway's
+    --timeout is the upstream's); a value that is not a finite number of seconds is exit 2."""
+    given = _configs(monkeypatch)
     cli = make_cli()
     result = CliRunner().invoke(cli, ["gateway", "--listen", "127.0.0.1:0", "--timeout", "30"])
     assert result.exit_code == 0 and given[-1].strategy_timeout == 60 and given[-1].timeout == 30
@@ -157,15 +163,7 @@ def test_the_gateway_takes_its_plugin_time_limit_from_the_command_line(monkeypat
 def test_the_gateway_takes_its_bounds_from_the_command_line(monkeypatch: Any) -> None:
     """`gateway --max-body --max-memory --read-timeout --admin-token --workers` reach its
     configuration (the token from the environment too); a bound under 1 is exit 2."""
-    import compactkit.gateway
-
-    given: list[Any] = []
-
-    def create_app(config: Any, registry: Any) -> Any:
-        given.append(config)
-        raise SystemExit(0)  # stop before listening
-
-    monkeypatch.setattr(compactkit.gateway, "create_app", create_app)
+    given = _configs(monkeypatch)
     cli = make_cli()
     args = ["gateway", "--listen", "127.0.0.1:0", "--max-body", "1000", "--max-memory", "5000"]
     args += ["--read-timeout", "2.5", "--admin-token", "ck-admin", "--workers", "2"]
