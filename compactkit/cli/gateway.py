@@ -113,7 +113,8 @@ def pipeline_specs(text: str) -> list[str]:
     metavar="DB",
     type=click.Path(dir_okay=False),
     callback=nonempty_path,
-    help="Keep conversations in this SQLite file, so a restart resumes them.",
+    help="Keep conversations in this SQLite file, so a restart resumes them, or in a Redis "
+    "database (redis://HOST:PORT/N) that several gateways behind a balancer share.",
 )
 @click.option(
     "--record",
@@ -141,6 +142,63 @@ def pipeline_specs(text: str) -> list[str]:
     show_default=True,
     help="Seconds to wait for the upstream to connect or send its next bytes.",
 )
+@click.option(
+    "--summarizer",
+    type=click.Choice(["auto", "upstream", "extractive"]),
+    default="auto",
+    show_default=True,
+    help="Who writes a compaction's summary: the agent's own model through the upstream, with "
+    "the request's credentials ('upstream'; 'auto': when the request carries one), or the "
+    "offline extractive summary.",
+)
+@click.option(
+    "--print-env",
+    type=click.Choice(["claude", "codex", "sdk"]),
+    default=None,
+    help="Print the lines that point Claude Code, Codex or an SDK at this gateway, and exit.",
+)
+@click.option(
+    "-v", "--verbose", is_flag=True, help="Log one line per request too (not only compactions)."
+)
+@click.option(
+    "--max-body",
+    type=click.IntRange(min=1),
+    default=32 * 1024 * 1024,
+    show_default=True,
+    metavar="BYTES",
+    help="The largest request body taken; a larger one is answered 413 and never sent.",
+)
+@click.option(
+    "--max-memory",
+    type=click.IntRange(min=1),
+    default=1024 * 1024 * 1024,
+    show_default=True,
+    metavar="BYTES",
+    help="Bytes the conversations held and the recent bodies may take (estimated); least "
+    "recently used conversations let go first.",
+)
+@click.option(
+    "--read-timeout",
+    type=WAIT_SECONDS,
+    default=60.0,
+    show_default=True,
+    help="Seconds a client has to send its request body; a slower one is answered 408.",
+)
+@click.option(
+    "--admin-token",
+    default=None,
+    metavar="TOKEN",
+    envvar="COMPACTKIT_GATEWAY_ADMIN_TOKEN",
+    help="A credential that sees every conversation in /compactkit/stats (others see their "
+    "own). Also read from $COMPACTKIT_GATEWAY_ADMIN_TOKEN.",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=4,
+    show_default=True,
+    help="Threads that read and plan requests: up to this many conversations at once.",
+)
 @strategy_timeout_option
 @pin_option
 @tokenizer_option
@@ -160,6 +218,14 @@ def gateway(
     recall: bool,
     max_conversations: int,
     timeout: float,
+    summarizer: str,
+    print_env: str | None,
+    verbose: bool,
+    max_body: int,
+    max_memory: int,
+    read_timeout: float,
+    admin_token: str | None,
+    workers: int,
     strategy_timeout: float,
     pins: tuple[str, ...],
     tokenizer: str,
@@ -175,6 +241,10 @@ def gateway(
       ANTHROPIC_BASE_URL=http://127.0.0.1:8787 claude
       OPENAI_BASE_URL=http://127.0.0.1:8787/v1 codex
     """
+    host, port = _listen(listen)
+    if print_env is not None:
+        click.echo(agent_env(print_env, _base(host, port)))
+        return
     try:
         import uvicorn
 
@@ -185,7 +255,6 @@ def gateway(
             f"gateway needs starlette, uvicorn and httpx ({exc.name} is missing): "
             "pip install 'compactkit[gateway]'"
         ) from exc
-    host, port = _listen(listen)
     config = GatewayConfig(
         upstream_anthropic=_upstream(upstream_anthropic, "--upstream-anthropic"),
         upstream_openai=_upstream(upstream_openai, "--upstream-openai"),
@@ -202,20 +271,59 @@ def gateway(
         max_conversations=max_conversations,
         timeout=timeout,
         strategy_timeout=strategy_timeout,
+        summarizer=summarizer,
+        max_body=max_body,
+        max_memory=max_memory,
+        read_timeout=read_timeout,
+        admin_token=admin_token or None,
+        workers=workers,
     )
     app = create_app(config, state.registry)
     handler = logging.StreamHandler()
     handler.setFormatter(_Redacting("compactkit gateway: %(message)s"))
     logging.basicConfig(level=logging.INFO, handlers=[handler])
+    if not verbose:  # the HTTP client's line per request
+        logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
         sock = listening_socket(host, port)
     except OSError as exc:
         raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
-    bound = sock.getsockname()[1]
-    shown = f"[{host}]" if ":" in host else host
-    click.echo(f"compactkit gateway: listening on http://{shown}:{bound}", err=True)
+    base = _base(host, sock.getsockname()[1])
+    planner = app.state.gateway.policy
+    line = (
+        f"compactkit gateway: listening on {base} (anthropic -> "
+        f"{config.upstream_anthropic or 'none'}, openai -> {config.upstream_openai or 'none'}; "
+        f"pipeline {planner.pipeline.title}; summarizer {planner.summarizer}; "
+        f"trigger {planner.trigger:,}; target {planner.target:,}; "
+        f"compaction: {'when it pays' if config.policy == 'pays' else 'always'})"
+    )
+    click.echo(redact(line), err=True)  # an upstream URL may hold a password
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
     server.run(sockets=[sock])
+
+
+def _base(host: str, port: int) -> str:
+    return f"http://{f'[{host}]' if ':' in host else host}:{port}"
+
+
+def agent_env(agent: str, base: str) -> str:
+    """The lines that point `agent` (claude, codex, sdk) at the gateway at `base`."""
+    if agent == "claude":
+        return f"export ANTHROPIC_BASE_URL={base}"
+    if agent == "codex":
+        return "\n".join(
+            [
+                "# in ~/.codex/config.toml (Codex sends OPENAI_API_KEY through the gateway):",
+                'model_provider = "compactkit"',
+                "",
+                "[model_providers.compactkit]",
+                'name = "compactkit gateway"',
+                f'base_url = "{base}/v1"',
+                'wire_api = "responses"',
+                'env_key = "OPENAI_API_KEY"',
+            ]
+        )
+    return f"export OPENAI_BASE_URL={base}/v1\nexport ANTHROPIC_BASE_URL={base}"
 
 
 class _Redacting(logging.Formatter):

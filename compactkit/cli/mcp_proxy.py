@@ -26,8 +26,9 @@ from ._options import WAIT_SECONDS, nonempty_path
     metavar="DB",
     type=click.Path(dir_okay=False),
     callback=nonempty_path,
-    help="Keep serve state in this SQLite file (shared by proxies that name the same --session); "
-    "default: in memory.",
+    help="Keep serve state in this SQLite file, or a Redis database (redis://HOST:PORT/N), shared "
+    "by proxies that name the same --session and by gateways on the same --state; default: in "
+    "memory.",
 )
 @click.option(
     "--session",
@@ -98,7 +99,13 @@ def mcp_proxy(
     if url is not None and not url.startswith(("http://", "https://")):
         raise ConfigError(f"--url {url!r}: not an http:// or https:// URL")
     host, port = _listen(listen) if listen else ("", 0)
-    store: ServeStore = SqliteServeStore(state_db) if state_db else MemoryServeStore()
+    from ..serve.redis_store import RedisServeStore, is_redis
+
+    store: ServeStore = MemoryServeStore()
+    if is_redis(state_db):
+        store = RedisServeStore(str(state_db))
+    elif state_db:
+        store = SqliteServeStore(state_db)
     # Claude Code (2.1.154+) gives a stdio MCP server its session id: the id the gateway names a
     # conversation by (`metadata.user_id`), so a shared --state follows the same conversation
     named = (

@@ -7,15 +7,17 @@ holds a header or any content of a request.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hmac
 import json
 import logging
 import operator
 import socket
+import sys
 import threading
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +25,7 @@ import anyio
 import httpx
 from starlette.applications import Starlette
 from starlette.requests import Request as HttpRequest
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from ..context import AgentContext, Message
@@ -35,11 +37,12 @@ from ..policy import CompactionPolicy, Ledger, prefix_tokens
 from ..policy import floor as policy_floor
 from ..pricing import get_profile
 from ..registry import Registry
+from ..serve.redis_store import RedisServeStore
 from ..serve.reset import held_etags
 from ..serve.store import SqliteServeStore
 from ..session import CompactionSetup
 from ..tokens import DEFAULT_TOKENIZER
-from . import recall, wire
+from . import page, recall, redis_state, summary, wire
 from .body import Bodies
 from .body import dumps as _dumps
 from .conversations import Conversation, Conversations, Usage
@@ -84,9 +87,11 @@ class GatewayConfig:
     target: int | None = None
     tokenizer: str = DEFAULT_TOKENIZER
     state: str | None = None
-    """A sqlite file that keeps conversations across restarts. It holds serve states too: a
-    `compactkit mcp-proxy --state` on the same file forgets what the gateway's compactions take
-    from the model of the same session (`compactkit.serve.reset`)."""
+    """A sqlite file that keeps conversations across restarts, or a Redis database
+    (`redis://HOST:PORT/N`) that gateways behind one balancer share (`redis_state`). It holds
+    serve states too: a `compactkit mcp-proxy --state` on the same file or database forgets what
+    the gateway's compactions take from the model of the same session
+    (`compactkit.serve.reset`)."""
     record: str | None = None
     """A folder where each conversation is written, uncompacted, as a session log."""
     recall: bool = False
@@ -105,8 +110,19 @@ class GatewayConfig:
     policy: str = "pays"
     """`pays` (keep a compaction only when it pays for itself) or `always` (whenever over the
     trigger)."""
+    max_memory: int = 1024 * 1024 * 1024
+    """Bytes the conversations held in memory and the recent bodies may take (estimated: a
+    conversation three times its last request, a body twice); least recently used let go."""
+    max_body: int = 32 * 1024 * 1024
+    """The largest request body taken (bytes); a larger one is answered 413."""
+    read_timeout: float = 60.0
+    """Seconds a client has to send its request body; a slower one is answered 408."""
     admin_token: str | None = None
     """A credential that sees every conversation in `/compactkit/stats` (others see their own)."""
+    summarizer: str = "extractive"
+    """Who writes the summary of a compaction: 'extractive' (the pipeline's own, offline),
+    'upstream' (the agent's own model, asked in the background with the client's credentials:
+    `compactkit.gateway.summary`), 'auto' (upstream for requests that carry a credential)."""
     workers: int = 4
     """Worker threads that read and plan requests: a conversation's requests one at a time,
     up to this many conversations at once."""
@@ -122,6 +138,8 @@ class Counters:
     failed: int = 0
     upstream_errors: int = 0
     recalls: int = 0
+    refused: int = 0
+    """Requests answered 413 (body over --max-body) or 408 (body too slow)."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add(self, name: str) -> None:
@@ -163,6 +181,10 @@ class Plan:
     """The body as JSON when it offers `compactkit_recall` (the gateway answers the tool)."""
     store: dict[str, str] | None = None
     """What the recall tool answers from: the conversation's own removed content."""
+    prepare: summary.Prepared | None = None
+    """A summary to prepare in the background from this request's prompt (`body`)."""
+    prompt: AgentContext | None = None
+    """The context `body` holds (what a summary prepared from it covers)."""
 
 
 @dataclass
@@ -179,6 +201,14 @@ class _Tally:
 
     client: _Counted = field(default_factory=_Counted)
     history: _Counted = field(default_factory=_Counted)
+
+
+SWITCH_INTERVAL = 0.0005
+"""Seconds between the interpreter's thread switches while the gateway serves."""
+INLINE_BYTES = 16 * 1024
+"""Bodies up to this size (and the trigger) are planned on the event loop, not in a worker."""
+MAX_BRANCHES = 8
+"""Conversations held of one shape with no session id (runs of one prompt under one key)."""
 
 
 class Policy:
@@ -215,19 +245,41 @@ class Policy:
             pins=(*built.pins, *config.pins),
         )
         self.counter = setup.counter
+        backends = {getattr(getattr(s, "options", None), "backend", None) for s in built.strategies}
+        self.summarizer = "+".join(sorted(b for b in backends if isinstance(b, str))) or "none"
+        if config.summarizer != "extractive" and self.summarizer != "none":
+            self.summarizer = f"{config.summarizer} (fallback {self.summarizer})"
+        """The summarizer backends of the pipeline's strategies ('none': no summary written)."""
         self.recorder = Recorder(config.record) if config.record else None
-        self.conversations = Conversations(
-            config.max_conversations,
-            config.ttl,
-            config.state,
-            dropped=self.recorder.forget if self.recorder is not None else None,
+        shared = redis_state.is_redis(config.state)
+        limits: dict[str, Any] = {
+            "limit": config.max_conversations,
+            "ttl": config.ttl,
+            "dropped": self._dropped,
+            "max_bytes": config.max_memory - config.max_memory // 8,
+        }
+        self.conversations = (
+            redis_state.RedisConversations(str(config.state), **limits)
+            if shared
+            else Conversations(path=config.state, **limits)
         )
-        self.served = SqliteServeStore(config.state) if config.state else None
+        self._branches: dict[str, list[str]] = {}
+        """The conversations of each shape (`conversation_id`) with no session id, by key."""
+        self._made: dict[str, int] = {}
+        """How many conversations were started of each of those shapes."""
+        self._branches_lock = threading.Lock()
+        self.served: SqliteServeStore | RedisServeStore | None = None
+        if config.state:
+            self.served = (
+                RedisServeStore(config.state)
+                if shared
+                else SqliteServeStore(config.state, timeout=1.0)
+            )
         """The serve states of tool servers sharing `--state`, by session name."""
         self._sessions: OrderedDict[str, str] = OrderedDict()
         """Which credential (its tag) owns each session name (least recently used first)."""
         self._sessions_lock = threading.Lock()
-        self.bodies = Bodies()
+        self.bodies = Bodies(max_bytes=config.max_memory // 8)
         """The last request bodies parsed (`parse`), whose text the next ones mostly repeat."""
 
     def plan(
@@ -243,6 +295,8 @@ class Policy:
         the trigger, else the compacted base plus what is new. Raises `wire.Unreadable`.
         `session` names the serve state that forgets what the model no longer holds (the
         first credential to name a session, `owner`, is the only one whose requests reset it)."""
+        if not session:  # no session id tells runs apart: the history does
+            key = self._branch(key, api, parsed)
         conv = self.conversations.get(key)
         conv.owner = owner
         if conv.reader is None or conv.reader.api != api:
@@ -273,15 +327,26 @@ class Policy:
         tokens = client_tokens if history is client else self._tokens(history, tally.history)
         uncompacted = history
         ledger = self._ledger(conv, client)
+        upstream = self._upstream_summary(owner)
         compacted = False
         if ledger.due(tokens):
             result = self.pipeline.run(history, counter)
             if result.context is history:
                 ledger.unchanged(tokens)
-            elif self._pays(ledger, conv, history, result.context, tokens, client_tokens):
-                self._compacted(conv, request, history, result.context, tokens)
-                history, compacted = result.context, True
-                tokens = self._tokens(history, tally.history)
+            else:
+                after, by, why = result.context, self.summarizer, ""
+                if upstream:
+                    after, why = summary.swap(history, after, conv.prepared, counter)
+                if self._pays(ledger, conv, history, after, tokens, client_tokens):
+                    if upstream:
+                        by = self._summary_used(conv, why)
+                    self._compacted(conv, request, history, after, tokens, by)
+                    history, compacted = after, True
+                    tokens = self._tokens(history, tally.history)
+        prepare = None
+        ready_soon = tokens >= summary.SHARE * self.trigger  # prepared before it is needed
+        if upstream and ready_soon and not compacted and conv.prepared is None:
+            prepare = conv.prepared = summary.Prepared(frozenset())
         if session and self._owns(session, owner):
             self._forget(session, conv.last_prompt, uncompacted, history)
         cached = prefix_tokens(conv.last_prompt, history, counter)
@@ -289,16 +354,18 @@ class Policy:
         conv.tokens_sent += tokens
         conv.cached_tokens += cached
         conv.last_prompt = history
+        # what it holds: the client's items (read), the base and the last prompt, about 3x
+        self.conversations.sized(conv, 3 * len(raw))
         if conv.base is None:
             conv.passed_through += 1
             self.conversations.save(conv)
-            return Plan(raw, conv)
+            return Plan(raw, conv, prepare=prepare, prompt=history)
         body = wire.write(request, history)
         self.conversations.save(conv)
         etags = recall.offered_etags(history) if self.config.recall else []
         etags = [(etag, label) for etag, label in etags if etag in history.recovery]
         if not etags:
-            return Plan(self._dumps(body, request.body), conv)
+            return Plan(self._dumps(body, request.body), conv, prepare=prepare, prompt=history)
         given = body.get("tools")
         tools: list[Any] = given if isinstance(given, list) else []
         body["tools"] = [*tools, recall.tool_definition(request.api, etags)]
@@ -338,6 +405,29 @@ class Policy:
         )
         return held is None
 
+    def _upstream_summary(self, owner: str) -> bool:
+        """Whether the agent's own model writes the summaries of a request of `owner`."""
+        mode = self.config.summarizer
+        return mode == "upstream" or (mode == "auto" and bool(owner))
+
+    @staticmethod
+    def _summary_used(conv: Conversation, why: str) -> str:
+        """Count the summary a compaction of `conv` used (`why` not the model's; '': its), and
+        name it with its cost for the log line."""
+        prepared, conv.prepared = conv.prepared, None  # the next compaction gets its own
+        if why:
+            conv.summary_fallbacks += 1
+            log.info("upstream summary not used (%s): the extractive one instead", why)
+            return "extractive (fallback)"
+        conv.summaries_used += 1
+        usage = prepared.usage
+        prompt, output = page.paid(usage, page.profile_of(conv.key))
+        return (
+            f"upstream ({prompt + output:.4f} USD: {usage.cache_read_tokens} of "
+            f"{usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens} prompt "
+            "tokens read from cache)"
+        )
+
     def conversation_id(self, api: wire.Api, parsed: Any, header: str | None, owner: str) -> str:
         """The conversation a request of the credential tagged `owner` belongs to: its shape
         (`wire.conversation_key`) under that credential, as a salted hash. Raises
@@ -371,6 +461,49 @@ class Policy:
             tokens = sum(self.counter.messages(messages))
         last.messages, last.tokens = messages, tokens
         return self.counter.preamble(ctx) + tokens
+
+    def _branch(self, shape: str, api: wire.Api, parsed: Any) -> str:
+        """Which conversation of `shape` a request joins: the one whose history (the client's
+        raw items of its last request) it extends, the longest if several; none, a new one (the
+        first is `shape` itself, so a state file resumes it). Two runs of one prompt under one
+        key are then two conversations, and a request never joins one it diverges from."""
+        items = wire.items_of(api, parsed)
+        with self._branches_lock:
+            keys = list(self._branches.setdefault(shape, [shape]))
+        best, seen, length = None, False, -1
+        for key in keys:
+            conv = self.conversations.held(key)
+            reader = conv.reader if conv is not None else None
+            if reader is None or reader.api != api or not reader.items:
+                continue
+            seen = seen or key == shape
+            if len(reader.items) > length and wire.extends(reader.items, items):
+                best, length = key, len(reader.items)
+        if best is not None:
+            return best
+        if not seen:
+            return shape
+        with self._branches_lock:
+            branches = self._branches.setdefault(shape, [shape])
+            made = self._made[shape] = self._made.get(shape, 0) + 1
+            key = f"{shape}~{made}"
+            branches.append(key)
+            while len(branches) > MAX_BRANCHES:
+                branches.pop(1)  # the oldest run after the first
+        return key
+
+    def _dropped(self, key: str) -> None:
+        """Conversation `key` let go of: what else holds something of it lets go too."""
+        if self.recorder is not None:
+            self.recorder.forget(key)
+        shape = key.split("~", 1)[0]
+        with self._branches_lock:
+            branches = self._branches.get(shape)
+            if branches is not None and key in branches:
+                branches.remove(key)
+                if not branches:
+                    del self._branches[shape]
+                    self._made.pop(shape, None)
 
     def _owns(self, session: str, owner: str) -> bool:
         """Whether the credential tagged `owner` may reset serve state `session`: the first to
@@ -407,6 +540,7 @@ class Policy:
         before: AgentContext,
         after: AgentContext,
         tokens_before: int,
+        by: str,
     ) -> None:
         conv.base = after
         conv.base_read = True
@@ -417,12 +551,17 @@ class Policy:
         profile = get_profile("anthropic" if request.api == "anthropic" else "openai")
         cached = prefix_tokens(conv.last_prompt, before, self.counter)
         saving = profile.cost(tokens_before, cached, 0) - profile.cost(tokens_after, 0, 0)
+        kept = {id(m) for m in after.messages}  # a compaction keeps a message as the same object
+        rewritten = sum(1 for m in before.messages if id(m) not in kept)
         log.info(
-            "compacted conversation %s: %d -> %d tokens (this call %+.4f USD under %s pricing, "
-            "later calls save on %d tokens each)",
-            conv.key,
+            "compacted conversation %s: %d -> %d tokens, %d of %d messages replaced, summary by "
+            "%s (this call %+.4f USD under %s pricing, later calls save on %d tokens each)",
+            conv.key[:24],
             tokens_before,
             tokens_after,
+            rewritten,
+            len(before.messages),
+            by,
             -saving,
             profile.name,
             tokens_before - tokens_after,
@@ -439,7 +578,10 @@ class Gateway:
         self._held: dict[str, _Held] = {}
         """The conversations being planned (or waiting to be): a lock each."""
         self._limiter = anyio.CapacityLimiter(config.workers)
+        self._inline = not (config.state or config.record)
         self._client: httpx.AsyncClient | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        """Summaries being prepared in the background."""
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -449,6 +591,8 @@ class Gateway:
         return self._client
 
     async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
         if self._client is not None:
             await self._client.aclose()
             self._client = None
@@ -489,6 +633,13 @@ class Gateway:
     async def stats(self, request: HttpRequest) -> Response:
         """The figures of the caller's own conversations (those its credential sent), or of
         all with the `--admin-token` as its credential."""
+        return JSONResponse(self.figures(request))
+
+    async def dashboard(self, request: HttpRequest) -> Response:
+        """`stats` as a self-contained HTML page (`page.render`)."""
+        return HTMLResponse(page.render(self.figures(request)))
+
+    def figures(self, request: HttpRequest) -> dict[str, Any]:
         convs = self.policy.conversations.all()
         admin = self.config.admin_token
         given = api_key(request.headers)
@@ -498,37 +649,95 @@ class Gateway:
         total = Usage()
         for conv in convs:
             total.add(conv.usage)
-        data = {
+        shown = {c.key: {**c.figures(), **page.savings(c)} for c in convs}
+        totals = {
+            name: sum(c[name] for c in shown.values())
+            for name in ("requests", "compactions", "failures", "tokens_saved")
+        }
+        for name in ("dollars_paid", "dollars_saved"):
+            totals[name] = round(sum(c[name] for c in shown.values()), 6)
+        return {
             "schema": "compactkit.gateway.stats/1",
             "trigger": self.policy.trigger,
             "target": self.policy.target,
             "pipeline": self.policy.pipeline.title,
+            "summarizer": self.policy.summarizer,
             "counters": self.counters.figures(),
             "usage": total.__dict__,
             "tokens_client": sum(c.tokens_client for c in convs),
             "tokens_sent": sum(c.tokens_sent for c in convs),
-            "conversations": {c.key: c.figures() for c in convs},
+            "totals": totals,
+            "conversations": shown,
         }
-        return JSONResponse(data)
 
     async def api(self, request: HttpRequest) -> Response:
         api = _ROUTES[request.url.path]
-        raw = await request.body()
+        raw = await self._body(request, api)
+        if isinstance(raw, Response):
+            return raw
         self.counters.add("requests")
         header = request.headers.get(SESSION_HEADER)
         owner = self.policy.credential(request.headers)
         # reading and planning run in the worker pool, off the event loop; a conversation's
         # requests are planned one at a time, other conversations' beside them
-        read = await anyio.to_thread.run_sync(
-            self._read, api, raw, header, owner, limiter=self._limiter
-        )
+        # a body too small to pass the trigger (a token is a byte at least) is read and planned
+        # on the event loop when that touches no file: a trip to a worker thread costs more, and
+        # more while a compaction holds the interpreter
+        small = self._inline and len(raw) <= min(self.policy.trigger, INLINE_BYTES)
+        if small:
+            read = self._read(api, raw, header, owner)
+        else:
+            read = await anyio.to_thread.run_sync(
+                self._read, api, raw, header, owner, limiter=self._limiter
+            )
         plan = read.plan
         if plan is None:
             async with self._conversation(read.key):
-                plan = await anyio.to_thread.run_sync(
-                    self._planned, api, read, raw, limiter=self._limiter
-                )
+                if small:
+                    plan = self._planned(api, read, raw)
+                else:
+                    plan = await anyio.to_thread.run_sync(
+                        self._planned, api, read, raw, limiter=self._limiter
+                    )
+        if plan.prepare is not None:
+            self._background(self._prepare(request, api, plan))
         return await self.forward(request, api, plan, read.stream)
+
+    def _background(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _prepare(self, request: HttpRequest, api: wire.Api, plan: Plan) -> None:
+        """Ask the upstream for the summary of `plan`'s prompt (in the background); what it
+        answers, or why not, lands in `plan.prepare` for the compaction to come."""
+        prepared, conv, base = plan.prepare, plan.conversation, self.upstream(api)
+        assert prepared is not None and conv is not None and plan.prompt is not None
+        conv.summary_calls += 1
+        try:
+            if base is None:
+                raise ValueError("no upstream")
+            prompt, sent = plan.prompt, plan.body
+
+            def build() -> bytes:  # off the event loop: a prompt may be megabytes
+                prepared.covered = summary.covering(prompt)
+                return _dumps(summary.summary_body(api, json.loads(sent)))
+
+            body = await anyio.to_thread.run_sync(build, limiter=self._limiter)
+            response = await self.client.post(
+                self.url(base, request), headers=self._headers(request, api), content=body
+            )
+            summary.read_answer(api, response.status_code, response.content, prepared)
+        except Exception as exc:  # unreachable, late, unreadable: the extractive summary then
+            prepared.failed = type(exc).__name__
+        conv.summary_usage.add(prepared.usage)
+        if prepared.failed:
+            log.info("upstream summary failed (%s)", prepared.failed)
+
+    def _upstream_error(self, conv: Conversation | None) -> None:
+        self.counters.add("upstream_errors")
+        if conv is not None:
+            conv.failures += 1
 
     def _failed(self, exc: BaseException) -> None:
         self.counters.add("failed")
@@ -579,7 +788,10 @@ class Gateway:
             return Plan(raw)
         except Exception as exc:  # RecursionError of a deep body, a strategy's failure, ...
             self._failed(exc)
-            return Plan(raw)
+            conv = self.policy.conversations.held(read.key)
+            if conv is not None:
+                conv.failures += 1
+            return Plan(raw, conv)
         self.counters.add("passed_through" if plan.body is raw else "compacted_requests")
         return plan
 
@@ -600,8 +812,36 @@ class Gateway:
 
     async def relay(self, request: HttpRequest) -> Response:
         self.counters.add("relayed")
-        raw = await request.body()
+        raw = await self._body(request, None)
+        if isinstance(raw, Response):
+            return raw
         return await self.forward(request, None, Plan(raw), stream=True)
+
+    async def _body(self, request: HttpRequest, api: wire.Api | None) -> bytes | Response:
+        """The request's body; over `--max-body` a 413, not sent in `--read-timeout` seconds a
+        408 (in the API's error shape, the connection closed)."""
+        limit = self.config.max_body
+        provider = self.provider(api, request)
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            self.counters.add("refused")
+            return _error(
+                provider, 413, f"request body over {limit} bytes (--max-body)", close=True
+            )
+        chunks, size = [], 0
+        with anyio.move_on_after(self.config.read_timeout) as scope:
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    self.counters.add("refused")
+                    message = f"request body over {limit} bytes (--max-body)"
+                    return _error(provider, 413, message, close=True)
+                chunks.append(chunk)
+        if scope.cancelled_caught:
+            self.counters.add("refused")
+            message = f"request body not received within {self.config.read_timeout:g} s"
+            return _error(provider, 408, message, close=True)
+        return b"".join(chunks)
 
     async def forward(
         self, request: HttpRequest, api: wire.Api | None, plan: Plan, stream: bool
@@ -611,14 +851,7 @@ class Gateway:
         if base is None:
             option = "--upstream-anthropic" if provider == "anthropic" else "--upstream-openai"
             return _error(provider, 502, f"no upstream for this API ({option} none)")
-        headers = [
-            (k, v)
-            for k, v in request.headers.items()
-            if k.lower() not in _HOP_BY_HOP and k.lower() != SESSION_HEADER
-        ]
-        if api is not None:  # read usage from the response: ask for it unencoded
-            headers = [(k, v) for k, v in headers if k.lower() != "accept-encoding"]
-            headers.append(("accept-encoding", "identity"))
+        headers = self._headers(request, api)
         if plan.recall is not None and api is not None:
             return await self._recalling(request, api, base, headers, plan, stream)
         upstream_request = self.client.build_request(
@@ -630,9 +863,9 @@ class Gateway:
             self.counters.add("upstream_errors")
             return _error(api, 502, f"upstream unreachable ({type(exc).__name__})")
         out_headers = [(k, v) for k, v in response.headers.items() if k.lower() not in _HOP_BY_HOP]
-        if response.status_code >= 400:
-            self.counters.add("upstream_errors")
         conv = plan.conversation
+        if response.status_code >= 400:
+            self._upstream_error(conv)
         if stream:
             return StreamingResponse(
                 self._stream(response, api, conv),
@@ -649,6 +882,19 @@ class Gateway:
         if conv is not None and api is not None and response.status_code < 400:
             _add_usage(conv, usage_of_body(api, body))
         return Response(body, status_code=response.status_code, headers=dict(out_headers))
+
+    @staticmethod
+    def _headers(request: HttpRequest, api: wire.Api | None) -> list[tuple[str, str]]:
+        """The client's headers as they go upstream (its credentials among them)."""
+        headers = [
+            (k, v)
+            for k, v in request.headers.items()
+            if k.lower() not in _HOP_BY_HOP and k.lower() != SESSION_HEADER
+        ]
+        if api is not None:  # read usage from the response: ask for it unencoded
+            headers = [(k, v) for k, v in headers if k.lower() != "accept-encoding"]
+            headers.append(("accept-encoding", "identity"))
+        return headers
 
     async def _recalling(
         self,
@@ -745,15 +991,23 @@ def _add_usage(conv: Conversation, usage: Usage | None) -> None:
         conv.usage.add(usage)
 
 
-def _error(api: wire.Api | None, status: int, message: str) -> Response:
+_ERROR_TYPES = {
+    408: ("timeout_error", "timeout"),
+    413: ("request_too_large", "invalid_request_error"),
+}
+"""The error type each API gives a status (Anthropic's, OpenAI's); others: a server error."""
+
+
+def _error(api: wire.Api | None, status: int, message: str, *, close: bool = False) -> Response:
+    """An error in the API's own shape; `close`: the connection is closed after it."""
+    anthropic_type, openai_type = _ERROR_TYPES.get(status, ("api_error", "server_error"))
+    text = f"compactkit gateway: {message}"
     if api == "anthropic" or api is None:
-        body: dict[str, Any] = {
-            "type": "error",
-            "error": {"type": "api_error", "message": f"compactkit gateway: {message}"},
-        }
+        body: dict[str, Any] = {"type": "error", "error": {"type": anthropic_type, "message": text}}
     else:
-        body = {"error": {"type": "server_error", "message": f"compactkit gateway: {message}"}}
-    return JSONResponse(body, status_code=status)
+        body = {"error": {"type": openai_type, "message": text}}
+    headers = {"connection": "close"} if close else None
+    return JSONResponse(body, status_code=status, headers=headers)
 
 
 def _stream_error(api: wire.Api | None, message: str) -> bytes:
@@ -785,6 +1039,7 @@ def create_app(config: GatewayConfig, registry: Registry | None = None) -> Starl
     methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
     routes = [
         Route("/compactkit/stats", gateway.stats, methods=["GET"]),
+        Route("/compactkit/", gateway.dashboard, methods=["GET"]),
         *(Route(path, gateway.api, methods=["POST"]) for path in _ROUTES),
         Route("/{path:path}", gateway.relay, methods=methods),
     ]
@@ -793,8 +1048,15 @@ def create_app(config: GatewayConfig, registry: Registry | None = None) -> Starl
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         # load the tokenizer now, not during the first request
         await anyio.to_thread.run_sync(gateway.policy.counter.text, "compactkit")
-        yield
-        await gateway.close()
+        # a compaction running in a worker thread holds the interpreter lock for up to this long
+        # each time the event loop wants it: at Python's 5 ms a small request waited ~20 ms
+        switch = sys.getswitchinterval()
+        sys.setswitchinterval(SWITCH_INTERVAL)
+        try:
+            yield
+        finally:
+            sys.setswitchinterval(switch)
+            await gateway.close()
 
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.gateway = gateway

@@ -49,9 +49,13 @@ class _Parsed:
 class Bodies:
     """The last bodies parsed (at most `limit`, least recently used dropped)."""
 
-    def __init__(self, limit: int = 32) -> None:
+    def __init__(self, limit: int = 32, max_bytes: int | None = None) -> None:
+        """At most `limit` bodies, of at most `max_bytes` in all (each counted twice its size:
+        its text and what it parsed to)."""
         self._recent: OrderedDict[bytes, _Parsed] = OrderedDict()
         self._limit = limit
+        self._max_bytes = max_bytes
+        self._bytes = 0
         self._lock = threading.Lock()
 
     def loads(self, raw: bytes) -> Any | None:
@@ -68,11 +72,21 @@ class Bodies:
         if parsed is None:
             return None
         with self._lock:
+            old = self._recent.pop(key, None)
+            self._bytes += 2 * len(parsed.text) - (2 * len(old.text) if old is not None else 0)
             self._recent[key] = parsed
-            self._recent.move_to_end(key)
-            while len(self._recent) > self._limit:
-                self._recent.popitem(last=False)
+            while len(self._recent) > self._limit or (
+                self._max_bytes is not None and self._bytes > self._max_bytes and self._recent
+            ):
+                _, gone = self._recent.popitem(last=False)
+                self._bytes -= 2 * len(gone.text)
         return parsed.body
+
+    @property
+    def held(self) -> int:
+        """The bytes held (the bodies' text, twice)."""
+        with self._lock:
+            return self._bytes
 
     def dumps(self, body: dict[str, Any], source: Any) -> bytes:
         """`dumps(body)` for a body written from `source` (a body `loads` returned): values and

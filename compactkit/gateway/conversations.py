@@ -30,6 +30,11 @@ from ..errors import BadInputError
 
 log = logging.getLogger("compactkit.gateway")
 
+DB_WAIT = 0.25
+"""Seconds a request waits for a state database another process holds locked."""
+DB_PAUSE = 30.0
+"""Seconds the gateway leaves a state database alone after it could not use it."""
+
 
 @dataclass
 class Usage:
@@ -65,6 +70,17 @@ class Conversation:
     requests: int = 0
     compactions: int = 0
     passed_through: int = 0
+    failures: int = 0
+    """Requests whose compaction failed (sent as they came) or whose upstream answered an error."""
+    summary_calls: int = 0
+    """Summary requests sent upstream (`--summarizer upstream`, `compactkit.gateway.summary`)."""
+    summaries_used: int = 0
+    summary_fallbacks: int = 0
+    """Compactions that kept the extractive summary (the model's not ready, failed, malformed)."""
+    summary_usage: Usage = field(default_factory=Usage)
+    """What the provider reported for the summary requests."""
+    prepared: Any = field(default=None, repr=False)
+    """The summary being prepared for the next compaction (memory only)."""
     tokens_sent: int = 0
     """Tokens of every prompt sent upstream, by compactkit's count."""
     tokens_client: int = 0
@@ -84,12 +100,19 @@ class Conversation:
     answered: int = 0
     """Messages of the client's last request: what came after them in the next one holds the
     model's answer to it (memory only)."""
+    size: int = field(default=0, repr=False)
+    """The bytes it holds in memory, estimated (`Conversations.sized`)."""
 
     def figures(self) -> dict[str, Any]:
         return {
             "requests": self.requests,
             "compactions": self.compactions,
             "passed_through": self.passed_through,
+            "failures": self.failures,
+            "summary_calls": self.summary_calls,
+            "summaries_used": self.summaries_used,
+            "summary_fallbacks": self.summary_fallbacks,
+            "summary_usage": dict(self.summary_usage.__dict__),
             "tokens_client": self.tokens_client,
             "tokens_sent": self.tokens_sent,
             "cached_tokens": self.cached_tokens,
@@ -131,12 +154,17 @@ class Conversation:
             "requests",
             "compactions",
             "passed_through",
+            "failures",
+            "summary_calls",
+            "summaries_used",
+            "summary_fallbacks",
             "tokens_client",
             "tokens_sent",
             "cached_tokens",
         ):
             setattr(conv, name, int(figures.get(name, 0)))
         conv.usage = Usage(**figures.get("usage", {}))
+        conv.summary_usage = Usage(**figures.get("summary_usage", {}))
         return conv
 
 
@@ -151,10 +179,13 @@ class Conversations:
         path: str | None = None,
         *,
         dropped: Callable[[str], None] | None = None,
+        max_bytes: int | None = None,
     ):
         """`dropped(key)` is told of each conversation let go from memory (what else holds
-        something of it lets go too)."""
+        something of it lets go too); `max_bytes` bounds the sizes of those held (`sized`)."""
         self.limit = limit
+        self.max_bytes = max_bytes
+        self._bytes = 0
         self.ttl = ttl
         self._dropped = dropped
         self.salt = secrets.token_bytes(32)
@@ -163,6 +194,7 @@ class Conversations:
         self._held: OrderedDict[str, Conversation] = OrderedDict()
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
+        self._paused_until = 0.0
         if path is not None:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             try:
@@ -184,6 +216,8 @@ class Conversations:
                 )
                 row = self._db.execute("SELECT salt FROM salt WHERE id = 1").fetchone()
                 self.salt = bytes(row[0])
+                # from now on a locked database costs a request this long, not 5 s
+                self._db.execute(f"PRAGMA busy_timeout = {int(DB_WAIT * 1000)}")
             except sqlite3.DatabaseError as exc:  # not SQLite, or a path SQLite cannot open
                 raise BadInputError(
                     f"not a usable gateway state database ({exc})",
@@ -201,29 +235,52 @@ class Conversations:
         with self._lock:
             conv = self._held.pop(key, None)
             if conv is not None and now - conv.touched > self.ttl:
+                self._drop(conv)
                 conv = None
-                self._drop(key)
-            if conv is None and self._db is not None:
-                row = self._db.execute(
-                    "SELECT touched, state FROM conversations WHERE key = ?", (key,)
-                ).fetchone()
+            if conv is None:
+                row = self._use(
+                    "read",
+                    lambda db: db.execute(
+                        "SELECT touched, state FROM conversations WHERE key = ?", (key,)
+                    ).fetchone(),
+                )
                 if row is not None:
                     conv = self._loaded(key, row, now)
             if conv is None:
                 conv = Conversation(key)
             conv.touched = now
             self._held[key] = conv
-            while self._held:  # least recently used first: over the limit, or past their time
-                oldest = next(iter(self._held.values()))
-                if len(self._held) <= self.limit and now - oldest.touched <= self.ttl:
-                    break
-                self._held.popitem(last=False)
-                self._drop(oldest.key)
+            self._evict(now)
             return conv
 
-    def _drop(self, key: str) -> None:
+    def sized(self, conv: Conversation, size: int) -> None:
+        """Conversation `conv` holds about `size` bytes now: past `max_bytes` in all, the least
+        recently used others are let go (the newest is kept, whatever its size)."""
+        with self._lock:
+            if self._held.get(conv.key) is conv:
+                self._bytes += size - conv.size
+            conv.size = size
+            self._evict(time.time())
+
+    def _evict(self, now: float) -> None:
+        """Let go of the least recently used conversations over the limits or past their time."""
+        while len(self._held) > 1:  # the newest stays
+            oldest = next(iter(self._held.values()))
+            over = len(self._held) > self.limit or now - oldest.touched > self.ttl
+            if not over and (self.max_bytes is None or self._bytes <= self.max_bytes):
+                break
+            self._held.popitem(last=False)
+            self._drop(oldest)
+
+    def _drop(self, conv: Conversation) -> None:
+        self._bytes -= conv.size
         if self._dropped is not None:
-            self._dropped(key)
+            self._dropped(conv.key)
+
+    def held(self, key: str) -> Conversation | None:
+        """Conversation `key` if memory holds it (nothing loaded, nothing touched)."""
+        with self._lock:
+            return self._held.get(key)
 
     def _loaded(self, key: str, row: tuple[Any, Any], now: float) -> Conversation | None:
         """The saved conversation, if it is still alive; a row that cannot be read (an edited or
@@ -238,18 +295,46 @@ class Conversations:
                 key,
                 type(exc).__name__,
             )
-            assert self._db is not None
-            self._db.execute("DELETE FROM conversations WHERE key = ?", (key,))
+            self._use(
+                "write", lambda db: db.execute("DELETE FROM conversations WHERE key = ?", (key,))
+            )
+            return None
+
+    def _use(self, what: str, run: Callable[[sqlite3.Connection], Any]) -> Any:
+        """`run(db)` on the state database (under `_lock`); None without one. A database locked
+        by another process, or damaged, costs this request `DB_WAIT` seconds and a warning: the
+        gateway then keeps conversations in memory only for `DB_PAUSE` seconds, so the requests
+        after it do not wait too."""
+        db = self._db
+        if db is None or time.monotonic() < self._paused_until:
+            return None
+        try:
+            return run(db)
+        except sqlite3.Error as exc:
+            self._paused_until = time.monotonic() + DB_PAUSE
+            log.warning(
+                "the state database could not be %s (%s: %s); conversations are kept in memory "
+                "only for the next %g s",
+                "read" if what == "read" else "written",
+                type(exc).__name__,
+                exc,
+                DB_PAUSE,
+            )
             return None
 
     def save(self, conv: Conversation) -> None:
         if self._db is None:
             return
+        if time.monotonic() < self._paused_until:
+            return
         text = conv.dump()
         with self._lock:
-            self._db.execute(
-                "INSERT OR REPLACE INTO conversations (key, touched, state) VALUES (?, ?, ?)",
-                (conv.key, conv.touched, text),
+            self._use(
+                "write",
+                lambda db: db.execute(
+                    "INSERT OR REPLACE INTO conversations (key, touched, state) VALUES (?, ?, ?)",
+                    (conv.key, conv.touched, text),
+                ),
             )
 
     def all(self) -> list[Conversation]:

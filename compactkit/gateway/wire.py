@@ -101,7 +101,8 @@ def read(api: Api, body: Any) -> Request:
     return Reader(api).read(body)
 
 
-def _items_of(api: Api, body: Any) -> list[Any]:
+def items_of(api: Api, body: Any) -> list[Any]:
+    """The raw items of a request (`messages`, or a Responses `input`); raises `Unreadable`."""
     if not isinstance(body, dict):
         raise Unreadable("the body is not a JSON object")
     key = "input" if api == "openai-responses" else "messages"
@@ -113,7 +114,7 @@ def _items_of(api: Api, body: Any) -> list[Any]:
     return items
 
 
-def _same_prefix(before: list[Any], now: list[Any]) -> bool:
+def extends(before: list[Any], now: list[Any]) -> bool:
     """Whether `now` starts with `before`'s items (a moved `cache_control` aside)."""
     if len(now) < len(before):
         return False
@@ -149,8 +150,8 @@ class Reader:
         return CodexRolloutContextBuilder()
 
     def read(self, body: Any) -> Request:
-        items = _items_of(self.api, body)
-        self.extended = self.builder is not None and _same_prefix(self.items, items)
+        items = items_of(self.api, body)
+        self.extended = self.builder is not None and extends(self.items, items)
         mark, self._mark = self._mark, None
         if not self.extended:
             self.builder = self._builder(body)
@@ -569,7 +570,7 @@ def conversation_key(api: Api, body: Any, header: str | None) -> str:
     is qualified by the system prompt and tool names, so a client's side requests under the
     same session (a title request: another system prompt, no tools) are conversations of their
     own and never disturb the main one; without an id, the first message joins them."""
-    items = _items_of(api, body)
+    items = items_of(api, body)
     sid = session_name(api, body, header)
     system = body.get("instructions") if api == "openai-responses" else body.get("system")
     if api == "openai-chat" and items[0].get("role") in ("system", "developer"):
@@ -591,6 +592,8 @@ __all__ = [
     "Request",
     "Unreadable",
     "conversation_key",
+    "extends",
+    "items_of",
     "read",
     "session_name",
     "write",

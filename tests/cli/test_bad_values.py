@@ -130,9 +130,8 @@ def test_a_glob_over_proc_ends_and_matches_no_session(tmp_path: Path) -> None:
     assert "matches no file" in said
 
 
-def test_the_gateway_takes_its_plugin_time_limit_from_the_command_line(monkeypatch: Any) -> None:
-    """`gateway --strategy-timeout` sets how long a plugin strategy in -s may run (the gateway's
-    --timeout is the upstream's); a value that is not a finite number of seconds is exit 2."""
+def _configs(monkeypatch: Any) -> list[Any]:
+    """The `GatewayConfig` each `gateway` command then builds (it stops before listening)."""
     import compactkit.gateway
 
     given: list[Any] = []
@@ -142,6 +141,13 @@ def test_the_gateway_takes_its_plugin_time_limit_from_the_command_line(monkeypat
         raise SystemExit(0)  # stop before listening
 
     monkeypatch.setattr(compactkit.gateway, "create_app", create_app)
+    return given
+
+
+def test_the_gateway_takes_its_plugin_time_limit_from_the_command_line(monkeypatch: Any) -> None:
+    """`gateway --strategy-timeout` sets how long a plugin strategy in -s may run (the gateway's
+    --timeout is the upstream's); a value that is not a finite number of seconds is exit 2."""
+    given = _configs(monkeypatch)
     cli = make_cli()
     result = CliRunner().invoke(cli, ["gateway", "--listen", "127.0.0.1:0", "--timeout", "30"])
     assert result.exit_code == 0 and given[-1].strategy_timeout == 60 and given[-1].timeout == 30
@@ -152,3 +158,20 @@ def test_the_gateway_takes_its_plugin_time_limit_from_the_command_line(monkeypat
     for bad in ("nan", "-1", "soon"):
         result = CliRunner().invoke(cli, ["gateway", "--strategy-timeout", bad])
         assert result.exit_code == 2 and "--strategy-timeout" in result.output
+
+
+def test_the_gateway_takes_its_bounds_from_the_command_line(monkeypatch: Any) -> None:
+    """`gateway --max-body --max-memory --read-timeout --admin-token --workers` reach its
+    configuration (the token from the environment too); a bound under 1 is exit 2."""
+    given = _configs(monkeypatch)
+    cli = make_cli()
+    args = ["gateway", "--listen", "127.0.0.1:0", "--max-body", "1000", "--max-memory", "5000"]
+    args += ["--read-timeout", "2.5", "--admin-token", "ck-admin", "--workers", "2"]
+    assert CliRunner().invoke(cli, args).exit_code == 0
+    config = given[-1]
+    assert (config.max_body, config.max_memory, config.read_timeout) == (1000, 5000, 2.5)
+    assert (config.admin_token, config.workers) == ("ck-admin", 2)
+    env = {"COMPACTKIT_GATEWAY_ADMIN_TOKEN": "from-env"}
+    assert CliRunner().invoke(cli, ["gateway", "--listen", "x:0"], env=env).exit_code == 0
+    assert given[-1].admin_token == "from-env" and given[-1].max_body == 32 * 1024 * 1024
+    assert "--max-body" in _one_line_exit_2(["gateway", "--max-body", "0", "--listen", "x:0"])

@@ -260,7 +260,7 @@ def _replay_both(
                 assert _json(parsed) == _json(json.loads(raw)), f"{name} request {number}"
             key = wire.conversation_key(api, parsed, name)
             try:
-                plan = policy.plan(api, parsed, key, raw)
+                plan = policy.plan(api, parsed, key, raw, session=name)
             except Exception as exc:  # the app forwards such a request as the client sent it
                 conv = policy.conversations.get(key)
                 seen.append((type(exc).__name__, str(exc), conv.figures(), conv.base_items))

@@ -22,7 +22,7 @@ def test_keys_in_a_query_or_the_upstream_url_never_reach_the_log(model: FakeMode
     with serving(model.app()) as upstream:
         with_password = upstream.replace("http://", "http://alice:hunter2password@")
         command = [sys.executable, "-m", "compactkit", "gateway", "--listen", "127.0.0.1:0"]
-        command += ["--upstream-anthropic", with_password]
+        command += ["--upstream-anthropic", with_password, "-v"]  # -v: a line per request
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         proc = subprocess.Popen(command, cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
         assert proc.stderr is not None

@@ -3,6 +3,7 @@ records every request it receives, and a helper that serves an ASGI app on a fre
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import threading
@@ -18,6 +19,9 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from compactkit.gateway.app import listening_socket
+
+SUMMARY_ASK = "Stop here and do not call any tool."
+"""How the gateway's summary instruction starts (`compactkit.gateway.summary.INSTRUCTION`)."""
 
 
 @contextlib.contextmanager
@@ -81,6 +85,58 @@ def _well_formed(body: Any) -> bool:
     return isinstance(items, list) and all(isinstance(i, dict) for i in items)
 
 
+def is_summary_request(body: Any) -> bool:
+    return isinstance(body, dict) and _asks_summary(body)
+
+
+def _asks_summary(body: dict[str, Any]) -> bool:
+    items = body.get("messages", body.get("input")) or [{}]
+    content = items[-1].get("content")
+    return isinstance(content, str) and content.startswith(SUMMARY_ASK)
+
+
+def _parts(body: dict[str, Any]) -> list[str]:
+    """A prompt as a cache sees it: system, tools, then each message, as text."""
+    items = body.get("messages", body.get("input")) or []
+    head = [body.get("system"), body.get("instructions"), body.get("tools")]
+    return [json.dumps(p, sort_keys=True) for p in (*head, *items)]
+
+
+def _tokens(parts: list[str]) -> int:
+    return sum(len(p) // 4 for p in parts)
+
+
+def _common(parts: list[str], seen: list[str]) -> int:
+    """Tokens of the prefix `parts` shares with a prompt seen before (whole parts)."""
+    n = 0
+    while n < min(len(parts), len(seen)) and parts[n] == seen[n]:
+        n += 1
+    return _tokens(parts[:n])
+
+
+def _summary_answer(path: str, text: str, parts: list[str], cached: int) -> Response:
+    """The summary, its usage reporting the prompt's cached prefix as cache reads."""
+    fresh = _tokens(parts) - cached
+    if path == "/v1/messages":
+        usage = {"input_tokens": fresh, "cache_read_input_tokens": cached, "output_tokens": 50}
+        content = [{"type": "text", "text": text}]
+        return JSONResponse({"id": "msg_sum", "type": "message", "role": "assistant",
+                             "content": content, "stop_reason": "end_turn", "usage": usage})  # fmt: skip
+    details = {"cached_tokens": cached}
+    if path == "/v1/chat/completions":
+        usage = {"prompt_tokens": fresh + cached, "completion_tokens": 50,
+                 "prompt_tokens_details": details}  # fmt: skip
+        message = {"role": "assistant", "content": text}
+        choice = {"index": 0, "message": message, "finish_reason": "stop"}
+        return JSONResponse({"id": "chatcmpl-sum", "object": "chat.completion",
+                             "choices": [choice], "usage": usage})  # fmt: skip
+    usage = {"input_tokens": fresh + cached, "output_tokens": 50, "input_tokens_details": details}
+    out = [{"type": "message", "role": "assistant", "status": "completed",
+            "content": [{"type": "output_text", "text": text, "annotations": []}]}]  # fmt: skip
+    return JSONResponse({"id": "resp_sum", "object": "response", "status": "completed",
+                         "output": out, "usage": usage})  # fmt: skip
+
+
 def _sse(event: str | None, data: Any) -> bytes:
     head = f"event: {event}\n" if event else ""
     return (head + "data: " + json.dumps(data) + "\n\n").encode()
@@ -101,6 +157,12 @@ class FakeModel:
     )
     """Decides a turn before the default behaviour: a call, the answer's text, or None."""
     lock: threading.Lock = field(default_factory=threading.Lock)
+    summary: str = "## Task\n- the task\n## Files read\n- chunk0\n## Open items\n- none"
+    """What it answers the gateway's summary request (`compactkit.gateway.summary`)."""
+    summary_delay: float = 0.0
+    """Seconds it takes to answer a summary request."""
+    prompts: list[list[str]] = field(default_factory=list)
+    """The last prompts received, as their parts (system, tools, each message): its cache."""
 
     def app(self) -> Starlette:
         return Starlette(
@@ -130,13 +192,22 @@ class FakeModel:
         return f"call_{n}", "read_file", {"path": f"chunk{n}"}
 
     async def _start(self, request: Request) -> tuple[Received, Any, Response | None]:
-        """The request recorded; the hook's answer, or a 400 for a body no API takes."""
+        """The request recorded; the hook's answer, or a 400 for a body no API takes, or the
+        answer to a summary request."""
         got = await self._receive(request)
         if self.hook and (answer := self.hook(got)):
             return got, None, answer
         body = got.json()
         if not _well_formed(body):
             return got, body, JSONResponse({"error": "invalid request"}, status_code=400)
+        parts = _parts(body)
+        with self.lock:
+            seen = list(self.prompts)
+            self.prompts = [*seen[-7:], parts]
+        if _asks_summary(body):
+            cached = max((_common(parts, prompt) for prompt in seen), default=0)
+            await asyncio.sleep(self.summary_delay)
+            return got, body, _summary_answer(got.path, self.summary, parts, cached)
         return got, body, None
 
     async def other(self, request: Request) -> Response:
