@@ -191,6 +191,6 @@ def test_default_names_the_default_pipeline_in_the_python_api_too() -> None:
 
     assert (
         build_pipeline(["default"], budget=8000).label
-        == build_pipeline(compactkit.default_pipeline(8000)).label
+        == build_pipeline(compactkit.default_pipeline(8000, fill=True)).label
     )
-    assert parse_pipeline("default").strategies == tuple(compactkit.default_pipeline(30_000))
+    assert parse_pipeline("default").strategies == tuple(compactkit.default_pipeline(15_000))

@@ -52,6 +52,9 @@ def start_gateway(upstream: str) -> Iterator[Start]:
     stack: list[Any] = []
 
     def start(**options: Any) -> str:
+        # these tests drive short conversations through the gateway's mechanics, where a
+        # compaction never pays for itself; the policy is the replay test's (equal to the bench)
+        options.setdefault("policy", "always")
         config = GatewayConfig(upstream_anthropic=upstream, upstream_openai=upstream, **options)
         cm = serving(create_app(config))
         url = cm.__enter__()

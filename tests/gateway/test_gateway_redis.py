@@ -84,7 +84,8 @@ def _converse(bases: list[str], turns: int) -> None:
 def test_two_gateways_on_one_redis_serve_a_conversation_as_one(
     model: FakeModel, upstream: str, start_gateway: Start, redis_url: str
 ) -> None:
-    options = ("--trigger", str(TRIGGER), "--summarizer", "extractive", "--state", redis_url)
+    options = ("--trigger", str(TRIGGER), "--policy", "always", "--summarizer", "extractive")
+    options = (*options, "--state", redis_url)
     one, base_one, _ = _gateway(upstream, *options)
     two, base_two, _ = _gateway(upstream, *options)
     try:

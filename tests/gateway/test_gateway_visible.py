@@ -70,14 +70,15 @@ def test_start_up_line_names_upstreams_pipeline_summarizer_trigger_target(upstre
         and "llm-summary:" in line
         and "; summarizer auto (fallback extractive);" in line
     )
-    assert "; trigger 3,000; target 1,500)" in line
+    assert "; trigger 3,000; target 1,500; compaction: when it pays)" in line
 
 
 @pytest.mark.parametrize("verbose", [False, True])
 def test_one_log_line_per_compaction_request_lines_only_with_v(
     upstream: str, verbose: bool
 ) -> None:
-    proc, base, _ = _gateway(upstream, "--trigger", "2500", "--target", "1200", *(["-v"] * verbose))
+    options = ("--trigger", "2500", "--target", "1200", "--policy", "always")
+    proc, base, _ = _gateway(upstream, *options, *(["-v"] * verbose))
     try:
         anthropic_agent(base, "Fix the failing test in the parser.")
         stats = httpx.get(base + "/compactkit/stats", headers={"x-api-key": KEY}).json()

@@ -71,6 +71,7 @@ def running_gateway(upstream: FakeUpstream, db: Path, trigger: int, target: int)
     command = [sys.executable, "-m", "compactkit", "gateway", "--listen", "127.0.0.1:0"]
     command += ["--upstream-anthropic", upstream.url, "--upstream-openai", upstream.url]
     command += ["--trigger", str(trigger), "--target", str(target), "--state", str(db)]
+    command += ["--policy", "always", "--summarizer", "extractive"]  # short conversations
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(command, cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
     try:
