@@ -73,6 +73,7 @@ def _gateway(upstream: str) -> Any:
         pipeline=build_specs(TARGET),
         trigger=TRIGGER,
         target=TARGET,
+        policy="always",  # what a compaction adds to a request is measured, on every crossing
     )
     return create_app(config)
 
@@ -137,7 +138,11 @@ def test_memory_one_conversation_holds(benchmark: Any, name: str) -> None:
     api = SESSIONS[name][1]
 
     def run() -> dict[str, Any]:
-        policy = Policy(GatewayConfig(pipeline=build_specs(TARGET), trigger=TRIGGER, target=TARGET))
+        policy = Policy(
+            GatewayConfig(
+                pipeline=build_specs(TARGET), trigger=TRIGGER, target=TARGET, policy="always"
+            )
+        )
         policy.counter.text("warm")
         tracemalloc.start()
         for raw in requests:
@@ -163,7 +168,13 @@ def _plan_seconds(name: str, db: Path, session: str | None) -> tuple[float, int,
     _, requests = _requests(name)
     api = SESSIONS[name][1]
     policy = Policy(
-        GatewayConfig(pipeline=build_specs(TARGET), trigger=TRIGGER, target=TARGET, state=str(db))
+        GatewayConfig(
+            pipeline=build_specs(TARGET),
+            trigger=TRIGGER,
+            target=TARGET,
+            state=str(db),
+            policy="always",
+        )
     )
     policy.counter.text("warm")
     store = SqliteServeStore(db)
