@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import click
 
@@ -246,10 +247,9 @@ def gateway(
         click.echo(agent_env(print_env, _base(host, port)))
         return
     try:
-        import uvicorn
+        import uvicorn  # noqa: F401  (the gateway extra is checked here, before anything starts)
 
         from ..gateway import GatewayConfig, create_app
-        from ..gateway.app import listening_socket
     except ImportError as exc:
         raise ConfigError(
             f"gateway needs starlette, uvicorn and httpx ({exc.name} is missing): "
@@ -278,28 +278,7 @@ def gateway(
         admin_token=admin_token or None,
         workers=workers,
     )
-    app = create_app(config, state.registry)
-    handler = logging.StreamHandler()
-    handler.setFormatter(_Redacting("compactkit gateway: %(message)s"))
-    logging.basicConfig(level=logging.INFO, handlers=[handler])
-    if not verbose:  # the HTTP client's line per request
-        logging.getLogger("httpx").setLevel(logging.WARNING)
-    try:
-        sock = listening_socket(host, port)
-    except OSError as exc:
-        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
-    base = _base(host, sock.getsockname()[1])
-    planner = app.state.gateway.policy
-    line = (
-        f"compactkit gateway: listening on {base} (anthropic -> "
-        f"{config.upstream_anthropic or 'none'}, openai -> {config.upstream_openai or 'none'}; "
-        f"pipeline {planner.pipeline.title}; summarizer {planner.summarizer}; "
-        f"trigger {planner.trigger:,}; target {planner.target:,}; "
-        f"compaction: {'when it pays' if config.policy == 'pays' else 'always'})"
-    )
-    click.echo(redact(line), err=True)  # an upstream URL may hold a password
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
-    server.run(sockets=[sock])
+    _serve(create_app(config, state.registry), config, host, port, verbose)
 
 
 def _base(host: str, port: int) -> str:
@@ -332,3 +311,32 @@ class _Redacting(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         return redact(super().format(record), one_line=False)
+
+
+def _serve(app: Any, config: Any, host: str, port: int, verbose: bool) -> None:
+    """Log as the gateway logs, listen, say so in one line that names what runs, and serve."""
+    import uvicorn
+
+    from ..gateway.app import listening_socket
+
+    handler = logging.StreamHandler()
+    handler.setFormatter(_Redacting("compactkit gateway: %(message)s"))
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
+    if not verbose:  # the HTTP client's line per request
+        logging.getLogger("httpx").setLevel(logging.WARNING)
+    try:
+        sock = listening_socket(host, port)
+    except OSError as exc:
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    base = _base(host, sock.getsockname()[1])
+    planner = app.state.gateway.policy
+    line = (
+        f"compactkit gateway: listening on {base} (anthropic -> "
+        f"{config.upstream_anthropic or 'none'}, openai -> {config.upstream_openai or 'none'}; "
+        f"pipeline {planner.pipeline.title}; summarizer {planner.summarizer}; "
+        f"trigger {planner.trigger:,}; target {planner.target:,}; "
+        f"compaction: {'when it pays' if config.policy == 'pays' else 'always'})"
+    )
+    click.echo(redact(line), err=True)  # an upstream URL may hold a password
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+    server.run(sockets=[sock])

@@ -328,21 +328,10 @@ class Policy:
         uncompacted = history
         ledger = self._ledger(conv, client)
         upstream = self._upstream_summary(owner)
-        compacted = False
-        if ledger.due(tokens):
-            result = self.pipeline.run(history, counter)
-            if result.context is history:
-                ledger.unchanged(tokens)
-            else:
-                after, by, why = result.context, self.summarizer, ""
-                if upstream:
-                    after, why = summary.swap(history, after, conv.prepared, counter)
-                if self._pays(ledger, conv, history, after, tokens, client_tokens):
-                    if upstream:
-                        by = self._summary_used(conv, why)
-                    self._compacted(conv, request, history, after, tokens, by)
-                    history, compacted = after, True
-                    tokens = self._tokens(history, tally.history)
+        history = self._compact(conv, request, history, tokens, client_tokens, upstream)
+        compacted = history is not uncompacted
+        if compacted:
+            tokens = self._tokens(history, tally.history)
         prepare = None
         ready_soon = tokens >= summary.SHARE * self.trigger  # prepared before it is needed
         if upstream and ready_soon and not compacted and conv.prepared is None:
@@ -371,6 +360,34 @@ class Policy:
         body["tools"] = [*tools, recall.tool_definition(request.api, etags)]
         store = dict(history.recovery)
         return Plan(self._dumps(body, request.body), conv, recall=body, store=store)
+
+    def _compact(
+        self,
+        conv: Conversation,
+        request: wire.Request,
+        history: AgentContext,
+        tokens: int,
+        client_tokens: int,
+        upstream: bool,
+    ) -> AgentContext:
+        """`history` compacted when the policy says a compaction is due and keeps it (with the
+        agent's own model's summary swapped in when `upstream`), else `history` itself."""
+        ledger: Ledger = conv.ledger
+        if not ledger.due(tokens):
+            return history
+        result = self.pipeline.run(history, self.counter)
+        if result.context is history:
+            ledger.unchanged(tokens)
+            return history
+        after, by, why = result.context, self.summarizer, ""
+        if upstream:
+            after, why = summary.swap(history, after, conv.prepared, self.counter)
+        if not self._pays(ledger, conv, history, after, tokens, client_tokens):
+            return history
+        if upstream:
+            by = self._summary_used(conv, why)
+        self._compacted(conv, request, history, after, tokens, by)
+        return after
 
     def _ledger(self, conv: Conversation, client: AgentContext) -> Ledger:
         """The conversation's ledger, told the model's answer to the last request (the

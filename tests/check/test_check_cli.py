@@ -33,8 +33,8 @@ def test_the_gate_fails_on_a_worse_pipeline_naming_session_metric_values_delta_l
     code, out, err = run("check", "--config", str(path))
     assert code == 1, out + err
     assert (
-        f"FAIL: default-pipeline: {SPHINX}: prompt_tokens 2,387,822 vs baseline 2,332,011 "
-        "(+55,811 (+2.4%)), limit <= baseline +0"
+        f"FAIL: default-pipeline: {SPHINX}: prompt_tokens 2,387,822 vs baseline 2,270,414 "
+        "(+117,408 (+5.2%)), limit <= baseline +0"
     ) in " ".join(out.split())
     assert "run `make check-baseline`" in out  # the check's message
     assert "1 of 1 checks failed" in err
