@@ -130,7 +130,7 @@ class Strategy:
             return None
         instruction = self.summary_instruction_tokens
         if instruction is None:
-            from .summarize.prompt import SYSTEM_PROMPT
+            from .prompts import SYSTEM_PROMPT
 
             instruction = counter.text(SYSTEM_PROMPT)
         output = counter.text(block.text)

@@ -6,8 +6,8 @@ the class). The `llm-summary` strategy looks it up by name in the plugin registr
 
 from __future__ import annotations
 
+from ..prompts import SYSTEM_PROMPT
 from .base import CACHE, SUMMARY_SECTIONS, Summarizer, SummaryCache, SummaryRequest
-from .prompt import SYSTEM_PROMPT
 
 __all__ = [
     "CACHE",

@@ -21,8 +21,8 @@ from typing import Any, ClassVar
 
 from ..context import Message, canonical_json, etag_of
 from ..errors import ConfigError, StrategyError, redact
+from ..prompts import SYSTEM_PROMPT
 from ..registry import get_counter, require_subclass
-from .prompt import SYSTEM_PROMPT
 
 SUMMARY_SECTIONS = (
     "Task",

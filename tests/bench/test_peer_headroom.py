@@ -13,11 +13,11 @@ import pytest
 
 import compactkit
 from compactkit import AgentContext, ElidedBlock, Message, TextBlock, ToolCallBlock, message
-from compactkit.bench.peer_headroom import ENCODINGS, VERSION, driver, home, python, setup
 from compactkit.bench.pricing import PROFILES
 from compactkit.bench.replay import run_session
 from compactkit.recovery import expand
 from compactkit.registry import get_counter
+from compactkit.strategies.peers.headroom_env import ENCODINGS, VERSION, driver, home, python, setup
 from compactkit.tokens import vocabulary_bytes
 
 pytestmark = pytest.mark.peer

@@ -1,5 +1,6 @@
-"""peer-headroom: headroom-ai itself (PyPI `headroom-ai`, `VERSION` in `compactkit.bench.peer_headroom`),
-run in its own environment, as the bench's reference of compression on arrival.
+"""peer-headroom: headroom-ai itself (PyPI `headroom-ai`, `VERSION` in
+`compactkit.strategies.peers.headroom_env`), run in its own environment, as the bench's reference
+of compression on arrival.
 
 headroom never shortens the history: it compresses each tool output by content type (JSON arrays,
 logs, search results, code) and keeps the original retrievable by a hash it names in the output.
@@ -12,7 +13,7 @@ newest outputs alone and compresses them once older, which rewrites that part of
 once, as headroom does). Its compressed text is what the model is shown (an `ElidedBlock`;
 compactkit keeps the original under the block's etag, as headroom keeps it under its hash).
 
-Set up once with `python -m compactkit.bench.peer_headroom setup` (its own virtual environment; it
+Set up once with `python -m compactkit.strategies.peers.headroom_env setup` (its own virtual environment; it
 must never share compactkit's, see that module). Measured as shipped: its losses of the user's
 words count in retention, not as violations (`keeps_pins = False`).
 """
@@ -100,7 +101,7 @@ class PeerHeadroom(Strategy):
         ]
         if not open_outputs:
             return ctx
-        from ...bench.peer_headroom import driver
+        from .headroom_env import driver
 
         answer = driver().compress(openai_messages(ctx), self.options.model)
         compressed = {

