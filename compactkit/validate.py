@@ -305,13 +305,16 @@ def _arrived(out: AgentContext, inp: AgentContext) -> list[Violation]:
     offset = len(out.messages) - len(window.messages)
     found = _pairing(window)
     found.extend(Violation("pin-broken", i, detail) for i, detail in broken(window, given))
-    last = len(out.messages) - 1
-    for index, block in dangling(out):
-        if index == last:
-            detail = (
-                f"{block.type} marker etag {block.etag} is neither in the context nor recoverable"
-            )
-            found.append(Violation("dangling-marker", len(window.messages) - 1, detail))
+    copies: dict[str, str] | None = None
+    for _, block in markers(window.replace(messages=window.messages[-1:])):
+        if block.etag in out.recovery:
+            continue
+        if block.type == "collapsed":  # it may stand for a full copy the context holds
+            copies = context_copies(out) if copies is None else copies
+            if block.etag in copies:
+                continue
+        detail = f"{block.type} marker etag {block.etag} is neither in the context nor recoverable"
+        found.append(Violation("dangling-marker", len(window.messages) - 1, detail))
     return [
         Violation(v.rule, None if v.message is None else v.message + offset, v.detail)
         for v in found
