@@ -57,7 +57,7 @@ from ..context import (
     ToolCallBlock,
     ToolResultBlock,
 )
-from ..errors import BadInputError
+from ._events import built
 from ._pairing import Turn, repair_pairing
 from ._util import (
     as_dict,
@@ -114,15 +114,8 @@ class CodexExecFormat(Format):
             return False
 
     def load(self, doc: Document) -> list[AgentContext]:
-        if not self.sniff(doc):
-            raise BadInputError(
-                "not codex exec --json output (thread.started / item.completed events)",
-                path=doc.path,
-            )
-        builder = _CodexExecContextBuilder()
-        for record in _records(doc):
-            builder.add(record)
-        return [builder.context()]
+        what = "codex exec --json output (thread.started / item.completed events)"
+        return built(self, doc, what, _records, _CodexExecContextBuilder())
 
 
 class _CodexExecContextBuilder:

@@ -35,7 +35,7 @@ from typing import Any
 from pydantic import JsonValue
 
 from ..context import ORIGIN_KEY, AgentContext, Block, TextBlock, ToolCallBlock, ToolResultBlock
-from ..errors import BadInputError
+from ._events import built, refuse_unless
 from ._pairing import Turn, repair_pairing
 from ._util import (
     as_dict,
@@ -77,17 +77,11 @@ class GeminiCliStreamFormat(Format):
             return False
 
     def load(self, doc: Document) -> list[AgentContext]:
-        if not self.sniff(doc):
-            raise BadInputError(
-                "not Gemini CLI stream-json output (events of type init/message/tool_use/...)",
-                path=doc.path,
-            )
-        builder = _GeminiStreamContextBuilder()
+        what = "Gemini CLI stream-json output (events of type init/message/tool_use/...)"
         if doc.kind == "json" and _is_json_output(doc.data):
-            return [builder.json_output(doc.data)]
-        for record in _records(doc):
-            builder.add(record)
-        return [builder.context()]
+            refuse_unless(self, doc, what)
+            return [_GeminiStreamContextBuilder().json_output(doc.data)]
+        return built(self, doc, what, _records, _GeminiStreamContextBuilder())
 
 
 class _GeminiStreamContextBuilder:

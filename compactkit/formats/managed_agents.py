@@ -50,8 +50,8 @@ from ..context import (
     ToolCallBlock,
     ToolResultBlock,
 )
-from ..errors import BadInputError
 from ._chat import anthropic_block
+from ._events import built
 from ._marks import Span, Where, mark_words
 from ._pairing import Turn, repair_pairing
 from ._util import (
@@ -97,15 +97,8 @@ class ManagedAgentsFormat(Format):
             return False
 
     def load(self, doc: Document) -> list[AgentContext]:
-        if not self.sniff(doc):
-            raise BadInputError(
-                "not a Claude Managed Agents event log (events with id, type user.* / agent.*)",
-                path=doc.path,
-            )
-        builder = _ManagedAgentsContextBuilder()
-        for event in _events(doc):
-            builder.add(event)
-        return [builder.context()]
+        what = "a Claude Managed Agents event log (events with id, type user.* / agent.*)"
+        return built(self, doc, what, _events, _ManagedAgentsContextBuilder())
 
 
 class _ManagedAgentsContextBuilder:

@@ -37,7 +37,7 @@ from typing import Any
 from pydantic import JsonValue
 
 from ..context import ORIGIN_KEY, AgentContext
-from ..errors import BadInputError
+from ._events import refuse_unless
 from ._marks import Span, Where, find_after, mark_words
 from ._pairing import repair_pairing
 from ._util import (
@@ -73,11 +73,9 @@ class QwenCodeFormat(Format):
             return False
 
     def load(self, doc: Document) -> list[AgentContext]:
-        if not self.sniff(doc):
-            raise BadInputError(
-                "not a Qwen Code chat (records with uuid, sessionId and message.parts)",
-                path=doc.path,
-            )
+        refuse_unless(
+            self, doc, "a Qwen Code chat (records with uuid, sessionId and message.parts)"
+        )
         records = [r for r in _records(doc) if isinstance(r, dict)]
         skipped: Counter[str] = Counter()
         path = _path(records, skipped)
