@@ -311,3 +311,19 @@ def check_one_stdout(**paths: str | None) -> None:
     if len(on_stdout) > 1:
         names = " and ".join(f"--{n.replace('_', '-')}" for n in on_stdout)
         raise ConfigError(f"{names} would both go to stdout: give one of them a file")
+
+
+def policy_option(*, help: str) -> Callable[[F], F]:
+    """`--policy pays|always`: when a compaction past the trigger is kept (`compactkit.policy`)."""
+    return click.option(
+        "--policy",
+        type=click.Choice(["pays", "always"]),
+        default="pays",
+        show_default=True,
+        help=help,
+    )
+
+
+def pricing_option(*, help: str) -> Callable[[F], F]:
+    """`--pricing NAME`, repeatable: the pricing profiles (anthropic, openai, nocache)."""
+    return click.option("--pricing", "pricing", multiple=True, metavar="NAME", help=help)

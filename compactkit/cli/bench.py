@@ -20,6 +20,8 @@ from ._options import (
     json_file_option,
     pin_option,
     pipeline_option,
+    policy_option,
+    pricing_option,
     timeout_option,
     tokenizer_option,
     workers_option,
@@ -44,13 +46,7 @@ from ._output import Outputs, say
     show_default=True,
     help="replay = persistent compaction; view = pipeline before every call.",
 )
-@click.option(
-    "--pricing",
-    "pricing",
-    multiple=True,
-    metavar="NAME",
-    help="Pricing profile (anthropic, openai, nocache); repeatable.",
-)
+@pricing_option(help="Pricing profile (anthropic, openai, nocache); repeatable.")
 @click.option(
     "--trigger",
     "triggers",
@@ -61,13 +57,9 @@ from ._output import Outputs, say
     help="Compact when the history exceeds this (every pipeline, the peers too); several, "
     "comma-separated, run each and report the cost-retention frontier.",
 )
-@click.option(
-    "--policy",
-    type=click.Choice(["pays", "always"]),
-    default="pays",
-    show_default=True,
+@policy_option(
     help="Persistent mode: keep a compaction only when it pays for itself under the pricing "
-    "(pays; what Session and the gateway do), or whenever over the trigger (always).",
+    "(pays; what Session and the gateway do), or whenever over the trigger (always)."
 )
 @json_file_option(help="Write the report (compactkit.bench/1) to FILE ('-': stdout).")
 @click.option("--markdown", "md_out", default=None, metavar="FILE|-", help="Write markdown.")

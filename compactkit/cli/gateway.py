@@ -15,6 +15,8 @@ from ._options import (
     WAIT_SECONDS,
     nonempty_path,
     pin_option,
+    policy_option,
+    pricing_option,
     strategy_timeout_option,
     tokenizer_option,
 )
@@ -91,21 +93,13 @@ def pipeline_specs(text: str) -> list[str]:
     default=None,
     help="Compact down to this many tokens [default: half the trigger].",
 )
-@click.option(
-    "--policy",
-    type=click.Choice(["pays", "always"]),
-    default="pays",
-    show_default=True,
+@policy_option(
     help="Keep a compaction only when it pays for itself under --pricing (pays), or whenever "
-    "over the trigger (always).",
+    "over the trigger (always)."
 )
-@click.option(
-    "--pricing",
-    "pricing",
-    multiple=True,
-    metavar="NAME",
+@pricing_option(
     help="Pricing profile a compaction must pay under (anthropic, openai, nocache); repeatable "
-    "[default: anthropic and openai].",
+    "[default: anthropic and openai]."
 )
 @click.option(
     "--state",

@@ -230,8 +230,7 @@ class LlmSummary(Strategy):
         one) as leave room for a summary within `budget`, by the raw message sizes."""
         messages = ctx.messages
         sizes = counter.messages(messages)
-        probe = self._marker(SummaryBlock(text="", etag="0" * 16, summarized_messages=end - start))
-        fixed = counter.preamble(ctx) + sum(sizes[:start]) + counter.message(probe) + reserve
+        fixed = self._head_tokens(ctx, start, end, sizes, counter) + reserve
         tail = units(messages[end:])
         used = 0
         for kept, unit in enumerate(reversed(tail)):
@@ -241,6 +240,13 @@ class LlmSummary(Strategy):
                 cut = unit.end if kept else unit.start
                 return _past_results(messages, end + cut)
         return end
+
+    def _head_tokens(
+        self, ctx: AgentContext, start: int, end: int, sizes: list[int], counter: TokenCounter
+    ) -> int:
+        """Tokens before the window's kept turns: the preamble, the head, an empty summary."""
+        probe = self._marker(SummaryBlock(text="", etag="0" * 16, summarized_messages=end - start))
+        return counter.preamble(ctx) + sum(sizes[:start]) + counter.message(probe)
 
     def _filled_end(
         self,
@@ -256,8 +262,7 @@ class LlmSummary(Strategy):
         messages = ctx.messages
         sizes = counter.messages(messages)
         carried = sum(counter.text(b.text) for b in pinned(ctx).carry(messages[start:end]))
-        probe = self._marker(SummaryBlock(text="", etag="0" * 16, summarized_messages=end - start))
-        used = counter.preamble(ctx) + sum(sizes[:start]) + counter.message(probe)
+        used = self._head_tokens(ctx, start, end, sizes, counter)
         used += reserve + carried + sum(sizes[end:])
         best = end
         for unit in reversed(units(messages[start:end])):
