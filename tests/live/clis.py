@@ -13,13 +13,14 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -597,3 +598,30 @@ def _json_or_none(text: str) -> Any:
         return json.loads(text)
     except ValueError:
         return None
+
+
+FIRST_TASK = "Write the numbers 1 to 3000 to f.txt, then read it back."
+"""The first run's task in the resume tests: a file written and read back (a long tool output)."""
+
+
+def first_session(
+    run: Callable[..., CliRun],
+    folder: Path,
+    upstream: FakeUpstream,
+    script: Script | Sequence[Turn],
+    executable: Path,
+) -> CliRun:
+    """An agent's first run of `FIRST_TASK` in a new sandbox under `folder`, checked to have
+    ended well and written its session file."""
+    done = run(
+        FIRST_TASK, Sandbox.create(folder), upstream=upstream, script=script, executable=executable
+    )
+    assert done.returncode == 0 and done.session_file is not None, done.describe()
+    return done
+
+
+def claude_project(sandbox: Sandbox) -> Path:
+    """Where Claude Code keeps the sessions of the sandbox's workspace: a folder named after its
+    cwd, every character but a letter or digit made "-"."""
+    slug = re.sub(r"[^A-Za-z0-9]", "-", str(sandbox.workspace))
+    return sandbox.home / ".claude" / "projects" / slug

@@ -7,7 +7,6 @@ from a first real run, gets a system prompt and a failed result, and goes back t
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,15 @@ import compactkit
 from compactkit import AgentContext
 from compactkit.cli import make_cli
 from compactkit.registry import make_registry
-from tests.live.clis import Sandbox, pi_session_dir, run_claude, run_codex, run_pi
+from tests.live.clis import (
+    Sandbox,
+    claude_project,
+    first_session,
+    pi_session_dir,
+    run_claude,
+    run_codex,
+    run_pi,
+)
 from tests.live.test_resume import (
     CODEX_SCRIPT,
     PI_SCRIPT,
@@ -69,20 +76,10 @@ def first_user_text(message: dict[str, Any]) -> str:
 def test_claude_code_sends_the_system_prompt_written_into_its_session(
     claude_cli: Path, fake_upstream: FakeUpstream, tmp_path: Path
 ) -> None:
-    first = Sandbox.create(tmp_path / "first")
-    run = run_claude(
-        "Write the numbers 1 to 3000 to f.txt, then read it back.",
-        first,
-        upstream=fake_upstream,
-        script=SCRIPT,
-        executable=claude_cli,
-    )
-    assert run.returncode == 0 and run.session_file is not None, run.describe()
+    run = first_session(run_claude, tmp_path / "first", fake_upstream, SCRIPT, claude_cli)
     ctx = with_prompt_and_a_failure(run.session_file)
     second = Sandbox.create(tmp_path / "second")
-    project = (
-        second.home / ".claude" / "projects" / re.sub(r"[^A-Za-z0-9]", "-", str(second.workspace))
-    )
+    project = claude_project(second)
     project.mkdir(parents=True)
     stderr = convert_into(ctx, "claude-code", project / f"{run.session_id}.jsonl")
     assert "1 system prompt written as a user message" in stderr
@@ -114,15 +111,7 @@ def test_claude_code_sends_the_system_prompt_written_into_its_session(
 def test_pi_sends_the_system_prompt_written_into_its_session(
     pi_cli: Path, fake_upstream: FakeUpstream, tmp_path: Path
 ) -> None:
-    first = Sandbox.create(tmp_path / "first")
-    run = run_pi(
-        "Write the numbers 1 to 3000 to f.txt, then read it back.",
-        first,
-        upstream=fake_upstream,
-        script=PI_SCRIPT,
-        executable=pi_cli,
-    )
-    assert run.returncode == 0 and run.session_file is not None, run.describe()
+    run = first_session(run_pi, tmp_path / "first", fake_upstream, PI_SCRIPT, pi_cli)
     ctx = with_prompt_and_a_failure(run.session_file)
     second = Sandbox.create(tmp_path / "second")
     folder = pi_session_dir(second)
@@ -151,15 +140,7 @@ def test_pi_sends_the_system_prompt_written_into_its_session(
 def test_codex_resumes_a_rollout_that_keeps_an_error_flag(
     codex_cli: Path, fake_upstream: FakeUpstream, tmp_path: Path
 ) -> None:
-    first = Sandbox.create(tmp_path / "first")
-    run = run_codex(
-        "Write the numbers 1 to 3000 to f.txt, then read it back.",
-        first,
-        upstream=fake_upstream,
-        script=CODEX_SCRIPT,
-        executable=codex_cli,
-    )
-    assert run.returncode == 0 and run.session_file is not None, run.describe()
+    run = first_session(run_codex, tmp_path / "first", fake_upstream, CODEX_SCRIPT, codex_cli)
     ctx = with_prompt_and_a_failure(run.session_file)
     second = Sandbox.create(tmp_path / "second")
     day = second.codex_home / "sessions" / "2026" / "01" / "01"

@@ -6,7 +6,6 @@ it then sends the (fake) model holds exactly the compacted history, in order, th
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,15 @@ import compactkit
 from compactkit.cli import make_cli
 from compactkit.context import Message
 from compactkit.registry import make_registry
-from tests.live.clis import Sandbox, pi_session_dir, run_claude, run_codex, run_pi
+from tests.live.clis import (
+    Sandbox,
+    claude_project,
+    first_session,
+    pi_session_dir,
+    run_claude,
+    run_codex,
+    run_pi,
+)
 from tests.live.upstream import FakeUpstream, RecordedRequest, answer, call, last_tool_result
 
 pytestmark = pytest.mark.live
@@ -93,21 +100,11 @@ def turn_request(requests: list[RecordedRequest]) -> dict[str, Any]:
 def test_claude_code_resumes_a_compacted_session_with_exactly_that_history(
     claude_cli: Path, fake_upstream: FakeUpstream, tmp_path: Path
 ) -> None:
-    first = Sandbox.create(tmp_path / "first")
-    run = run_claude(
-        "Write the numbers 1 to 3000 to f.txt, then read it back.",
-        first,
-        upstream=fake_upstream,
-        script=SCRIPT,
-        executable=claude_cli,
-    )
-    assert run.returncode == 0 and run.session_file is not None, run.describe()
+    run = first_session(run_claude, tmp_path / "first", fake_upstream, SCRIPT, claude_cli)
 
     # compact it and write it back in Claude Code's format, into a fresh HOME's project folder
     second = Sandbox.create(tmp_path / "second")
-    # Claude Code names a project's folder after its cwd, every non-alphanumeric made "-"
-    slug = re.sub(r"[^A-Za-z0-9]", "-", str(second.workspace))
-    project = second.home / ".claude" / "projects" / slug
+    project = claude_project(second)
     project.mkdir(parents=True)
     target = project / f"{run.session_id}.jsonl"
     compacted = compact_into(run.session_file, "claude-code", target)
@@ -176,15 +173,7 @@ def shape_of_codex_message(message: Message) -> list[tuple[str, ...]]:
 def test_codex_resumes_a_compacted_rollout_with_exactly_that_history(
     codex_cli: Path, fake_upstream: FakeUpstream, tmp_path: Path
 ) -> None:
-    first = Sandbox.create(tmp_path / "first")
-    run = run_codex(
-        "Write the numbers 1 to 3000 to f.txt, then read it back.",
-        first,
-        upstream=fake_upstream,
-        script=CODEX_SCRIPT,
-        executable=codex_cli,
-    )
-    assert run.returncode == 0 and run.session_file is not None, run.describe()
+    run = first_session(run_codex, tmp_path / "first", fake_upstream, CODEX_SCRIPT, codex_cli)
 
     second = Sandbox.create(tmp_path / "second")
     day = second.codex_home / "sessions" / "2026" / "01" / "01"
@@ -222,15 +211,7 @@ PI_SCRIPT = [
 def test_pi_resumes_a_compacted_session_with_exactly_that_history(
     pi_cli: Path, fake_upstream: FakeUpstream, tmp_path: Path
 ) -> None:
-    first = Sandbox.create(tmp_path / "first")
-    run = run_pi(
-        "Write the numbers 1 to 3000 to f.txt, then read it back.",
-        first,
-        upstream=fake_upstream,
-        script=PI_SCRIPT,
-        executable=pi_cli,
-    )
-    assert run.returncode == 0 and run.session_file is not None, run.describe()
+    run = first_session(run_pi, tmp_path / "first", fake_upstream, PI_SCRIPT, pi_cli)
     assert run.session_id is not None
 
     # compact it and write it back as a pi session among a fresh HOME's sessions of the workspace
