@@ -14,6 +14,7 @@ results, assistant text, and turns in the user's own words. The shapes:
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 from compactkit import AgentContext, Message, TextBlock, ToolCallBlock, ToolResultBlock
 
@@ -98,35 +99,51 @@ def agent(seed: int = 1, calls: int = 160, lines: int = 30) -> AgentContext:
     )
 
 
+def _working(
+    rng: random.Random,
+    first: Message,
+    calls: int,
+    lines: int,
+    every: int,
+    user_turn: Callable[[int], Message],
+    done: str,
+) -> AgentContext:
+    """A session that opens with `first`, then `calls` tool turns with a turn in the user's words
+    (`user_turn(n)`) before every `every`th, closing with the answer `done`."""
+    messages = [first]
+    for n in range(calls):
+        if n and n % every == 0:
+            messages.append(user_turn(n))
+        turn = _tool_turn(rng, n, lines)
+        turn[0] = _output(turn[0], rng.randint(80, 300))
+        messages.extend(turn)
+    messages.append(_output(_assistant(done + " " + _prose(rng, 30)), 150))
+    return AgentContext(messages=tuple(messages), metadata={"source_format": "generated"})
+
+
 def templates(seed: int = 2, calls: int = 103, template_words: int = 3_000) -> AgentContext:
     """User turns that expand one ~4k-token prompt template (re-sent several times)."""
     rng = random.Random(seed)
     template = "<custom prompt: review>\n" + _prose(rng, template_words) + "\n</custom prompt>"
-    messages: list[Message] = [_user(template + "\nReview the parser module.")]
-    for n in range(calls):
-        if n and n % 12 == 0:  # the template re-sent as is, with this turn's request after it
-            request = TextBlock(text=f"Now review part {n // 12}.")
-            messages.append(Message(role="user", content=(TextBlock(text=template), request)))
-        turn = _tool_turn(rng, n, 14)
-        turn[0] = _output(turn[0], rng.randint(80, 300))
-        messages.extend(turn)
-    messages.append(_output(_assistant("Review finished. " + _prose(rng, 30)), 150))
-    return AgentContext(messages=tuple(messages), metadata={"source_format": "generated"})
+
+    def resent(n: int) -> Message:  # the template as is, with this turn's request after it
+        request = TextBlock(text=f"Now review part {n // 12}.")
+        return Message(role="user", content=(TextBlock(text=template), request))
+
+    first = _user(template + "\nReview the parser module.")
+    return _working(rng, first, calls, 14, 12, resent, "Review finished.")
 
 
 def pinned(seed: int = 6, calls: int = 110, words: int = 1_200) -> AgentContext:
     """A new long message in the user's own words every few calls (specs, reviews pasted in):
     the user's words alone grow past the target, and none repeats."""
     rng = random.Random(seed)
-    messages: list[Message] = [_user("Implement the spec below.\n" + _prose(rng, words))]
-    for n in range(calls):
-        if n and n % 6 == 0:
-            messages.append(_user(f"Spec part {n // 6}:\n" + _prose(rng, words)))
-        turn = _tool_turn(rng, n, 12)
-        turn[0] = _output(turn[0], rng.randint(80, 300))
-        messages.extend(turn)
-    messages.append(_output(_assistant("Implemented. " + _prose(rng, 30)), 150))
-    return AgentContext(messages=tuple(messages), metadata={"source_format": "generated"})
+    first = _user("Implement the spec below.\n" + _prose(rng, words))
+
+    def spec(n: int) -> Message:
+        return _user(f"Spec part {n // 6}:\n" + _prose(rng, words))
+
+    return _working(rng, first, calls, 12, 6, spec, "Implemented.")
 
 
 def chat(seed: int = 3, turns: int = 90) -> AgentContext:
@@ -143,17 +160,14 @@ def paste(seed: int = 4, calls: int = 80) -> AgentContext:
     """Large pasted logs in the user's turns."""
     rng = random.Random(seed)
     log = "\n".join(f"2026-01-0{k % 9 + 1} ERROR worker {k}: {_prose(rng, 12)}" for k in range(400))
-    ask = TextBlock(text="Why does the worker crash? Log:")
-    messages: list[Message] = [Message(role="user", content=(ask, TextBlock(text=log)))]
-    for n in range(calls):
-        if n and n % 20 == 0:
-            again = TextBlock(text="It crashed again, the same log:")
-            messages.append(Message(role="user", content=(again, TextBlock(text=log))))
-        turn = _tool_turn(rng, n, 20)
-        turn[0] = _output(turn[0], rng.randint(80, 300))
-        messages.extend(turn)
-    messages.append(_output(_assistant("Found it. " + _prose(rng, 30)), 150))
-    return AgentContext(messages=tuple(messages), metadata={"source_format": "generated"})
+
+    def pasted(text: str) -> Message:
+        return Message(role="user", content=(TextBlock(text=text), TextBlock(text=log)))
+
+    first = pasted("Why does the worker crash? Log:")
+    return _working(
+        rng, first, calls, 20, 20, lambda _: pasted("It crashed again, the same log:"), "Found it."
+    )
 
 
 def short_end(seed: int = 5, trigger: int = 30_000) -> AgentContext:
