@@ -45,7 +45,7 @@ from ..tokens import DEFAULT_TOKENIZER
 from . import page, recall, redis_state, summary, wire
 from .body import Bodies
 from .body import dumps as _dumps
-from .conversations import Conversation, Conversations, Usage
+from .conversations import Arrived, Conversation, Conversations, Usage
 from .record import Recorder
 from .sse import usage_of_body, usage_of_events
 
@@ -243,6 +243,7 @@ class Policy:
             name=built.title,
             timeout=config.strategy_timeout or None,
             pins=(*built.pins, *config.pins),
+            arrival=built.arrival,
         )
         self.counter = setup.counter
         backends = {getattr(getattr(s, "options", None), "backend", None) for s in built.strategies}
@@ -302,6 +303,7 @@ class Policy:
         if conv.reader is None or conv.reader.api != api:
             conv.reader = wire.Reader(api, incremental=self.incremental)
             conv.tally = _Tally()
+        arrived, conv.arrived = conv.arrived, None  # set again once this request is planned
         request = conv.reader.read(parsed)
         conv.requests += 1
         if self.recorder is not None:
@@ -312,6 +314,7 @@ class Policy:
         client_tokens = self._tokens(client, tally.client)
         conv.tokens_client += client_tokens
         history: AgentContext | None = None
+        new: tuple[Message, ...] | None = None
         stands = conv.base is not None and conv.base_items <= len(request.items)
         if stands and (
             (conv.reader.extended and conv.base_read)
@@ -324,6 +327,8 @@ class Policy:
             conv.base = None
             history = client
         conv.base_read = conv.base is not None
+        if self.pipeline.arrival:
+            history = self._arrival(conv, request, history, new, arrived)
         tokens = client_tokens if history is client else self._tokens(history, tally.history)
         uncompacted = history
         ledger = self._ledger(conv, client)
@@ -345,7 +350,9 @@ class Policy:
         conv.last_prompt = history
         # what it holds: the client's items (read), the base and the last prompt, about 3x
         self.conversations.sized(conv, 3 * len(raw))
-        if conv.base is None:
+        if self.pipeline.arrival:
+            conv.arrived = Arrived(history, len(request.items), conv.base)
+        if history is client:
             conv.passed_through += 1
             self.conversations.save(conv)
             return Plan(raw, conv, prepare=prepare, prompt=history)
@@ -360,6 +367,42 @@ class Policy:
         body["tools"] = [*tools, recall.tool_definition(request.api, etags)]
         store = dict(history.recovery)
         return Plan(self._dumps(body, request.body), conv, recall=body, store=store)
+
+    def _arrival(
+        self,
+        conv: Conversation,
+        request: wire.Request,
+        history: AgentContext,
+        new: tuple[Message, ...] | None,
+        arrived: Arrived | None,
+    ) -> AgentContext:
+        """`history` with each message the client added since the last request passed through
+        the arrival stage once (`Pipeline.arrive`): appended to what the last request was sent
+        as when this request extends it, else to the compacted base (`new`: what came after
+        it), else from the first message. Arrival is a pure function of a message and what came
+        before it, so what it folded is folded the same way again (the prompt stays byte-stable)
+        when the conversation is read anew, after a restart or on another replica. The client's
+        own `history` while arrival has folded nothing of the conversation (sent as it came)."""
+        client = request.context
+        start: AgentContext | None = None
+        if (
+            arrived is not None
+            and arrived.base is conv.base
+            and conv.reader.extended
+            and arrived.items <= len(request.items)
+        ):
+            since = request.messages_from(arrived.items)
+            if since is not None:
+                start, new = arrived.context, since
+        if start is None or new is None:
+            if history is client or new is None or conv.base is None:
+                start, new = client.replace(messages=()), client.messages
+            else:
+                start = conv.base
+        out = self.pipeline.arrive(start, new)
+        grown = out.messages[len(start.messages) :]
+        conv.folded = conv.folded or any(a is not b for a, b in zip(grown, new, strict=True))
+        return out if conv.folded or history is not client else client
 
     def _compact(
         self,

@@ -36,6 +36,17 @@ DB_PAUSE = 30.0
 """Seconds the gateway leaves a state database alone after it could not use it."""
 
 
+@dataclass(frozen=True)
+class Arrived:
+    """A prompt the arrival stage made: `context` (messages through the arrival strategies) for
+    the first `items` raw items of the client's request, on top of the compacted `base` it was
+    made from (None: from the first message)."""
+
+    context: AgentContext
+    items: int
+    base: AgentContext | None
+
+
 @dataclass
 class Usage:
     """What the provider reported, summed over a conversation's responses."""
@@ -100,6 +111,12 @@ class Conversation:
     answered: int = 0
     """Messages of the client's last request: what came after them in the next one holds the
     model's answer to it (memory only)."""
+    arrived: Arrived | None = field(default=None, repr=False)
+    """The last prompt the arrival stage made (memory only: arrival runs again after a
+    restart)."""
+    folded: bool = False
+    """Whether arrival changed a message of the conversation (memory only): until it does,
+    requests go as they came."""
     size: int = field(default=0, repr=False)
     """The bytes it holds in memory, estimated (`Conversations.sized`)."""
 

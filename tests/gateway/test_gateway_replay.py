@@ -3,6 +3,7 @@ what `compactkit bench --mode persistent` says for the same pipeline and trigger
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import httpx
@@ -26,16 +27,23 @@ SESSIONS = [
 ]
 
 
-def specs(target: int) -> list[str]:
+ARRIVAL = ["fold-json", "fold-listings", "fold-logs", "fold-repeats"]
+
+
+def specs(target: int, arrival: bool = False) -> list[str]:
     return [
+        *(ARRIVAL if arrival else ()),
         "etag-collapse",
         f"llm-summary:max_tokens={target},summary_max_tokens={target // 4}",
         f"sliding-window:max_tokens={target}",
     ]
 
 
+@pytest.mark.parametrize("arrival", [False, True], ids=["", "arrival"])
 @pytest.mark.parametrize("path", SESSIONS, ids=lambda p: p.name[:40])
-def test_gateway_replay_equals_the_persistent_bench(path: Path, start_gateway) -> None:
+def test_gateway_replay_equals_the_persistent_bench(path: Path, arrival: bool) -> None:
+    """With an arrival stage too: the gateway folds each new tool output once, as the bench's
+    replay does for each appended message, and sends the same prompts."""
     model = FakeModel(turns=0)
     api = api_for(path)
     body, ctx = as_sent(load_one(path), api)
@@ -49,7 +57,7 @@ def test_gateway_replay_equals_the_persistent_bench(path: Path, start_gateway) -
         config = GatewayConfig(
             upstream_anthropic=upstream,
             upstream_openai=upstream,
-            pipeline=specs(target),
+            pipeline=specs(target, arrival),
             trigger=trigger,
             target=target,
         )
@@ -57,10 +65,12 @@ def test_gateway_replay_equals_the_persistent_bench(path: Path, start_gateway) -
             points = replay(base, api, body, ctx, session=path.name)
             stats = httpx.get(base + "/compactkit/stats").json()
     got = price(api, [r.body for r in model.received], ctx, points)
+    folded = sum(b"[folded: " in r.body for r in model.received)
+    assert folded == 0 if not arrival else folded > 0 or "sphinx" not in path.name
     bench = run_session(
         path.name,
         ctx,
-        build_pipeline(specs(target), budget=target),
+        build_pipeline(specs(target, arrival), budget=target),
         "persistent",
         get_counter(),
         [get_profile(p) for p in PROFILES],
@@ -88,3 +98,46 @@ def test_gateway_replay_equals_the_persistent_bench(path: Path, start_gateway) -
         # task's user turn, one message where the bench counts two (less overhead, and the
         # bench's whole-message prefix ends at that turn)
         assert got.prompt_tokens <= bench.prompt_tokens
+
+
+def test_arrival_prompts_are_the_same_after_a_restart(tmp_path: Path) -> None:
+    """Arrival runs again on a conversation read anew (a restart keeps only the compacted base):
+    the prompts a second gateway on the same state file sends are byte for byte those one
+    gateway would have sent, so the provider's cache holds across the restart."""
+    from compactkit.gateway import GatewayConfig, create_app
+
+    from .replay import requests_of
+    from .upstream import serving
+
+    path = SESSIONS[2]  # a SWE-agent run whose re-read files fold-repeats folds
+    api = api_for(path)
+    body, ctx = as_sent(load_one(path), api)
+    trigger = get_counter().context(ctx) // 3
+    requests = [json.dumps(r).encode() for _, r in requests_of(body, ctx)]
+    headers = {"x-compactkit-session": "s", "content-type": "application/json"}
+
+    def sent(groups: list[list[bytes]], state: Path) -> list[bytes]:
+        model = FakeModel(turns=0)
+        with serving(model.app()) as upstream:
+            config = GatewayConfig(
+                upstream_anthropic=upstream,
+                upstream_openai=upstream,
+                pipeline=specs(trigger // 2, arrival=True),
+                trigger=trigger,
+                target=trigger // 2,
+                state=str(state),
+            )
+            for group in groups:  # a gateway per group, one after another
+                with serving(create_app(config)) as base, httpx.Client(timeout=120) as client:
+                    for request in group:
+                        answer = client.post(
+                            base + "/v1/chat/completions", content=request, headers=headers
+                        )
+                        assert answer.status_code == 200, answer.text[:200]
+        return [r.body for r in model.received]
+
+    half = len(requests) * 2 // 3  # after the first compactions
+    once = sent([requests], tmp_path / "one.sqlite")
+    restarted = sent([requests[:half], requests[half:]], tmp_path / "two.sqlite")
+    assert sum(b"[folded: " in b for b in once[half:]) > 0
+    assert restarted == once
