@@ -313,20 +313,7 @@ class Policy:
         tally: _Tally = conv.tally
         client_tokens = self._tokens(client, tally.client)
         conv.tokens_client += client_tokens
-        history: AgentContext | None = None
-        new: tuple[Message, ...] | None = None
-        stands = conv.base is not None and conv.base_items <= len(request.items)
-        if stands and (
-            (conv.reader.extended and conv.base_read)
-            or request.digest(conv.base_items) == conv.base_digest
-        ):
-            new = request.messages_from(conv.base_items)
-            if new is not None and conv.base is not None:
-                history = appended(conv.base, new)
-        if history is None:  # first request, or the client rewrote what the base stands for
-            conv.base = None
-            history = client
-        conv.base_read = conv.base is not None
+        history, new = self._on_base(conv, request)
         if self.pipeline.arrival:
             history = self._arrival(conv, request, history, new, arrived)
         tokens = client_tokens if history is client else self._tokens(history, tally.history)
@@ -367,6 +354,26 @@ class Policy:
         body["tools"] = [*tools, recall.tool_definition(request.api, etags)]
         store = dict(history.recovery)
         return Plan(self._dumps(body, request.body), conv, recall=body, store=store)
+
+    @staticmethod
+    def _on_base(
+        conv: Conversation, request: wire.Request
+    ) -> tuple[AgentContext, tuple[Message, ...] | None]:
+        """The history of `request`: the compacted base plus the messages after it (returned
+        too) while the client's history still extends what the base stands for, else the
+        client's own context (the base dropped)."""
+        stands = conv.base is not None and conv.base_items <= len(request.items)
+        if stands and (
+            (conv.reader.extended and conv.base_read)
+            or request.digest(conv.base_items) == conv.base_digest
+        ):
+            new = request.messages_from(conv.base_items)
+            if new is not None and conv.base is not None:
+                conv.base_read = True
+                return appended(conv.base, new), new
+        conv.base = None  # first request, or the client rewrote what the base stands for
+        conv.base_read = False
+        return request.context, None
 
     def _arrival(
         self,
