@@ -141,6 +141,7 @@ SHAPED += (
     "codex-exec",
     "gemini-cli-stream",
     "qwen-code",
+    "continue",
 )
 
 TEXT_FORMATS = ("aider", "cursor-text")

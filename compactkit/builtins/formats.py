@@ -12,6 +12,7 @@ from ..formats.claude_stream import ClaudeCodeStreamFormat
 from ..formats.cline import ClineFormat
 from ..formats.codex import CodexRolloutFormat
 from ..formats.codex_exec import CodexExecFormat
+from ..formats.continue_dev import ContinueFormat
 from ..formats.copilot_cli import CopilotCliFormat
 from ..formats.crush import CrushFormat, OpenCodeGoFormat
 from ..formats.cursor import CursorFormat
@@ -66,5 +67,6 @@ def register_formats(register: Callable[[Any], None]) -> None:
         QwenCodeFormat(),
         CursorTextFormat(),
         KiloCodeFormat(),
+        ContinueFormat(),
     ):
         register(fmt)

@@ -21,6 +21,7 @@ from . import (
     test_claude_code_stream,
     test_claude_managed_agents,
     test_codex_exec,
+    test_continue,
     test_copilot_cli,
     test_cursor,
     test_cursor_text,
@@ -69,6 +70,7 @@ SHAPED = {
     "qwen-code": test_qwen_code.samples,
     "cursor-text": test_cursor_text.samples,
     "kilo-code": test_kilo_code.samples,
+    "continue": test_continue.samples,
 }
 """Formats with no session in the corpus, whose files their tests write after the upstream schema
 (each test module names the upstream source its records follow)."""
