@@ -142,6 +142,7 @@ SHAPED += (
     "gemini-cli-stream",
     "qwen-code",
     "continue",
+    "vscode-chat",
 )
 
 TEXT_FORMATS = ("aider", "cursor-text")

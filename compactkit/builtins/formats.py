@@ -32,6 +32,7 @@ from ..formats.pi import PiSessionFormat
 from ..formats.qwen_code import QwenCodeFormat
 from ..formats.session_log import SessionLogFormat
 from ..formats.swe_agent import SweAgentFormat
+from ..formats.vscode_chat import VSCodeChatFormat
 from ..hookspecs import hookimpl
 
 
@@ -68,5 +69,6 @@ def register_formats(register: Callable[[Any], None]) -> None:
         CursorTextFormat(),
         KiloCodeFormat(),
         ContinueFormat(),
+        VSCodeChatFormat(),
     ):
         register(fmt)

@@ -48,17 +48,15 @@ from ..context import (
     ToolResultBlock,
 )
 from ..errors import BadInputError
-from ._pairing import Turn, repair_pairing
+from ._pairing import Turn
 from ._util import (
     as_dict,
     as_list,
     as_text,
-    context_metadata,
     image_from_url,
-    note_repairs,
-    note_skipped,
     parse_arguments,
     str_or_none,
+    turns_context,
 )
 from .base import Document, Format
 
@@ -207,23 +205,16 @@ class _ContinueSessionContextBuilder:
     def context(self, session: dict[str, Any]) -> AgentContext:
         if self.thinking:  # thinking with no answer after it
             self.turns.append(Turn("assistant", self.thinking))
-        repaired = repair_pairing(
-            [t.freeze() for t in self.turns],
-            close="unless_answered",
-            keep_pending="last_assistant",
-            orphan_results="user_message_each",
-        )
-        meta = context_metadata(
+        return turns_context(
             ContinueFormat.name,
+            self.turns,
+            self.skipped,
             session_id=str_or_none(session.get("sessionId")),
             cwd=str_or_none(session.get("workspaceDirectory")) or None,
             model=str_or_none(session.get("chatModelTitle")),
             title=str_or_none(session.get("title")),
             continue_mode=str_or_none(session.get("mode")),
         )
-        note_repairs(meta, repaired)
-        note_skipped(meta, self.skipped)
-        return AgentContext(messages=tuple(repaired.messages), metadata=meta)
 
 
 # --------------------------------------------------------------------------- helpers

@@ -30,6 +30,7 @@ from . import (
     test_kilo_code,
     test_opencode,
     test_qwen_code,
+    test_vscode_chat,
 )
 from .test_cline import NATIVE_TASK, ROO_TASK, ROO_V2, XML_TASK
 from .test_crush import go_samples as opencode_go_samples
@@ -71,6 +72,7 @@ SHAPED = {
     "cursor-text": test_cursor_text.samples,
     "kilo-code": test_kilo_code.samples,
     "continue": test_continue.samples,
+    "vscode-chat": test_vscode_chat.samples,
 }
 """Formats with no session in the corpus, whose files their tests write after the upstream schema
 (each test module names the upstream source its records follow)."""
