@@ -36,6 +36,7 @@ from .test_cline import NATIVE_TASK, ROO_TASK, ROO_V2, XML_TASK
 from .test_crush import go_samples as opencode_go_samples
 from .test_crush import samples as crush_samples
 from .test_cursor_agent import samples as cursor_agent_samples
+from .test_roo_code import HISTORY as ROO_NATIVE
 
 SESSION_FILES = {
     # format: (its corpus folder, the name prefixes of its bundled samples)
@@ -107,7 +108,7 @@ def _written(name: str, folder: Path) -> list[Path]:
     folder.mkdir(parents=True, exist_ok=True)
     out: list[Path] = []
     if name == "cline":
-        for n, history in enumerate((XML_TASK, NATIVE_TASK, ROO_TASK, ROO_V2)):
+        for n, history in enumerate((XML_TASK, NATIVE_TASK, ROO_TASK, ROO_V2, ROO_NATIVE)):
             task = folder / f"17450000000{n:02d}"
             task.mkdir()
             out.append(task / "api_conversation_history.json")
