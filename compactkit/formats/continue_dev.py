@@ -120,8 +120,8 @@ class _ContinueSessionContextBuilder:
         item = as_dict(item)
         message = as_dict(item.get("message"))
         role = message.get("role")
-        if role not in _ROLES:
-            self.skipped["unknown" if role is None else f"message/{role}"] += 1
+        if not isinstance(role, str) or role not in _ROLES:
+            self.skipped[f"message/{role}" if isinstance(role, str) else "unknown"] += 1
             return
         handler = getattr(self, f"on_{role}")
         if not handler(item, message):

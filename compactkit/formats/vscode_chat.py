@@ -149,7 +149,7 @@ class _VSCodeChatContextBuilder:
         parts = as_list(request.get("response"))
         rounds = [as_dict(r) for r in as_list(metadata.get("toolCallRounds"))]
         if rounds:
-            self.rounds(rounds, metadata, request)
+            self.rounds(rounds, metadata, request, _panel_results(parts))
             for part in parts:
                 self.skipped[f"panel/{_kind(part)}"] += 1
         else:
@@ -167,10 +167,14 @@ class _VSCodeChatContextBuilder:
         return meta
 
     def rounds(
-        self, rounds: list[dict[str, Any]], metadata: dict[str, Any], request: dict[str, Any]
+        self,
+        rounds: list[dict[str, Any]],
+        metadata: dict[str, Any],
+        request: dict[str, Any],
+        panel: dict[str, ToolResultBlock],
     ) -> None:
         """Agent mode: the rounds Copilot Chat recorded, each call answered from
-        `toolCallResults`."""
+        `toolCallResults`, else from the panel's record of the call (`panel`, by call id)."""
         outputs = as_dict(metadata.get("toolCallResults"))
         summary = as_dict(metadata.get("summary"))
         for round_ in rounds:
@@ -189,15 +193,16 @@ class _VSCodeChatContextBuilder:
             if blocks:
                 self.turns.append(Turn("assistant", blocks, self.stamp(request)))
             results = [
-                _tool_result(as_text(c.get("id")), outputs[c["id"]])
+                _tool_result(c["id"], outputs[c["id"]]) if c["id"] in outputs else panel[c["id"]]
                 for c in calls
-                if isinstance(c.get("id"), str) and c["id"] in outputs
+                if isinstance(c.get("id"), str) and (c["id"] in outputs or c["id"] in panel)
             ]
             if results:
                 self.turns.append(Turn("tool", list(results)))
             said = as_text(round_.get("summary")) or (
                 as_text(summary.get("text"))
-                if summary.get("toolCallRoundId") == round_.get("id")
+                if isinstance(round_.get("id"), str)
+                and summary.get("toolCallRoundId") == round_.get("id")
                 else ""
             )
             if said.strip():
@@ -403,6 +408,17 @@ def _thinking(thinking: dict[str, Any]) -> list[Block]:
     if not text and not sealed:
         return []
     return [ThinkingBlock(thinking=text, signature=sealed, redacted=not text)]
+
+
+def _panel_results(parts: list[Any]) -> dict[str, ToolResultBlock]:
+    """The results the chat panel recorded for its tool invocations, by call id."""
+    found: dict[str, ToolResultBlock] = {}
+    for part in parts:
+        if _kind(part) == "toolInvocationSerialized":
+            _, result = _invocation(as_dict(part))
+            if result is not None:
+                found[result.tool_call_id] = result
+    return found
 
 
 def _tool_result(call_id: str, output: Any) -> ToolResultBlock:

@@ -305,3 +305,31 @@ def test_a_log_line_that_is_not_json_is_refused_as_vscode_refuses_it(tmp_path: P
     result = CliRunner().invoke(CLI, ["inspect", str(log)])
     assert result.exit_code == 2 and result.stderr.count("\n") == 1
     assert f"{log}:4" in result.stderr
+
+
+def test_a_round_without_its_result_in_the_metadata_takes_the_panels(tmp_path: Path) -> None:
+    """A call whose `toolCallResults` entry is missing is answered by what the chat panel recorded
+    of it (`resultDetails` of the `toolInvocationSerialized` part with its id), not synthesized."""
+    agent = copy.deepcopy(AGENT)
+    del agent["result"]["metadata"]["toolCallResults"][EDIT["id"]]
+    agent["response"].append(
+        {
+            "kind": "toolInvocationSerialized",
+            "toolId": "copilot_replaceString",
+            "toolCallId": EDIT["id"],
+            "invocationMessage": "Editing src/api.ts",
+            "isConfirmed": {"type": 1},
+            "isComplete": True,
+            "resultDetails": {
+                "input": EDIT["arguments"],
+                "output": [{"type": "embed", "isText": True, "value": "edited src/api.ts"}],
+            },
+        }
+    )
+    path = _folder(tmp_path) / f"{SESSION}.json"
+    path.write_text(json.dumps(stored([agent])), encoding="utf-8")
+    ctx = compactkit.load_one(path)
+    results = {r.tool_call_id: r.text for m in ctx.messages for r in m.tool_results}
+    assert results == {SEARCH["id"]: LISTING, EDIT["id"]: "edited src/api.ts"}
+    assert "synthesized_results" not in ctx.metadata
+    assert pairing_problems(ctx) == [] and compactkit.validate(ctx) == []
