@@ -23,6 +23,8 @@ which turns the history into what the model is sent. The reader follows it:
 * an item's `conversationSummary` (Continue's compaction: the model is then sent the summary in
   its system message and only the items after it) -> a user message holding the summary, origin
   `summary`, after that item; the items before it stay loaded, so the context is the full history.
+  The `cn` CLI (`extensions/cli/src/compaction.ts`) replaces the history with an assistant item
+  whose content is the summary: that message is kept as it is, marked `continue_summary`.
 
 `tool` items (Continue re-inserts results from `toolCallStates`) are read only for a call no state
 answers (older histories); `system` items (never sent) and empty messages are left out. What is
@@ -127,9 +129,14 @@ class _ContinueSessionContextBuilder:
         if not handler(item, message):
             self.skipped[f"message/{role}"] += 1
         summary = as_text(item.get("conversationSummary"))
-        if summary.strip():
-            meta: dict[str, JsonValue] = {ORIGIN_KEY: "summary", "continue_summary": True}
-            self.turns.append(Turn("user", [TextBlock(text=summary)], meta))
+        if not summary.strip():
+            return
+        said = next((t for t in reversed(self.turns) if t.role == "assistant"), None)
+        if role == "assistant" and message.get("content") == summary and said is not None:
+            said.metadata["continue_summary"] = True  # the cn CLI's compaction: the item is it
+            return
+        meta: dict[str, JsonValue] = {ORIGIN_KEY: "summary", "continue_summary": True}
+        self.turns.append(Turn("user", [TextBlock(text=summary)], meta))
 
     def on_user(self, item: dict[str, Any], message: dict[str, Any]) -> bool:
         blocks = _content_blocks(message.get("content"))

@@ -197,3 +197,20 @@ def test_a_session_with_no_messages_is_refused(tmp_path: Path) -> None:
     result = CliRunner().invoke(CLI, ["inspect", str(path)])
     assert result.exit_code == 2 and result.stderr.count("\n") == 1
     assert "a Continue session with no messages" in result.stderr
+
+
+def test_a_cn_cli_session_after_compaction_keeps_its_summary_once(tmp_path: Path) -> None:
+    """The `cn` CLI saves through the same `HistoryManager`, its system item left out
+    (`extensions/cli/src/session.ts`, `modifySessionBeforeSave`: user items carry `editorState`);
+    its compaction (`extensions/cli/src/compaction.ts`) leaves an assistant item whose content
+    and `conversationSummary` are the summary."""
+    said = "Summary: the login form binds onSubmit twice."
+    history = [
+        _item({"role": "assistant", "content": said}, conversationSummary=said),
+        _item({"role": "user", "content": FOLLOW_UP}, editorState=FOLLOW_UP),
+        _item({"role": "assistant", "content": "On it."}),
+    ]
+    ctx = compactkit.load_one(session(tmp_path, history))
+    assert [m.text for m in ctx.messages] == [said, FOLLOW_UP, "On it."]
+    assert ctx.messages[0].metadata["continue_summary"] is True
+    assert [m.text for m in ctx.messages if m.is_human] == [FOLLOW_UP]
