@@ -23,7 +23,8 @@ Mapping, per request in order:
 
 * `message.text` -> a user message, the user's words (`renderedUserMessage`, what the model got
   with Copilot's wrapping, kept in message metadata `rendered_user_message`; the names of the
-  attached `variableData.variables` in `attachments`; `modelId` as `model`);
+  attached `variableData.variables` in `attachments`; `modelId` as `model`), unless VS Code sent
+  it itself (`isSystemInitiated`, later releases): then origin `harness`;
 * with `result.metadata.toolCallRounds` (agent mode) -> per round an assistant message (thinking,
   `response` text, each tool call), then a tool message with each call's result from
   `toolCallResults` (`content` parts: text `value`s, and prompt-tsx trees as the text of their
@@ -38,7 +39,9 @@ Mapping, per request in order:
 
 A request the user undid (`shouldBeRemovedOnSend`, or old `isHidden`) is never sent again: it is
 left out, counted as `request (removed)`, its id listed in `metadata["vscode_removed_requests"]`.
-A log line of an unknown kind, or whose path is not in the state, is counted as `log/<kind>`.
+The requests the user queued while the agent worked (`pendingRequests`, later releases), not sent
+yet, are user messages after the others, marked `vscode_pending` with their `kind`. A log line of
+an unknown kind, or whose path is not in the state, is counted as `log/<kind>`.
 """
 
 from __future__ import annotations
@@ -112,6 +115,8 @@ class VSCodeChatFormat(Format):
         builder = _VSCodeChatContextBuilder(skipped)
         for request in doc.take(as_list(data.get("requests"))):
             builder.add(request)
+        for pending in as_list(data.get("pendingRequests")):
+            builder.pending(pending)
         if not any(t.role == "user" for t in builder.turns):
             raise BadInputError("a VS Code chat session with no request", path=doc.path)
         return [builder.context(data)]
@@ -157,6 +162,21 @@ class _VSCodeChatContextBuilder:
         error = str_or_none(as_dict(result.get("errorDetails")).get("message"))
         if error and self.turns and self.turns[-1].role == "assistant":
             self.turns[-1].metadata["vscode_error"] = error
+
+    def pending(self, pending: Any) -> None:
+        """A request the user typed while the agent worked, queued and not sent yet
+        (`pendingRequests`: `{id, request, kind}`): the user's words, after the others."""
+        request = as_dict(as_dict(pending).get("request"))
+        message = request.get("message")
+        text = message if isinstance(message, str) else as_text(as_dict(message).get("text"))
+        if not text.strip():
+            self.skipped["pending request (no text)"] += 1
+            return
+        meta = _user_meta(request, {})
+        kind = as_dict(pending).get("kind")
+        plain = isinstance(kind, (str, int)) and not isinstance(kind, bool)
+        meta["vscode_pending"] = kind if plain else True
+        self.turns.append(Turn("user", [TextBlock(text=text)], meta))
 
     def stamp(self, request: dict[str, Any]) -> dict[str, JsonValue]:
         meta: dict[str, JsonValue] = {}
@@ -375,6 +395,11 @@ def _user_meta(request: dict[str, Any], metadata: dict[str, Any]) -> dict[str, J
     agent = str_or_none(as_dict(request.get("agent")).get("id"))
     if agent:
         meta["vscode_agent"] = agent
+    if request.get("isSystemInitiated") is True:  # sent by VS Code, not typed by the user
+        meta[ORIGIN_KEY] = "harness"
+        label = str_or_none(request.get("systemInitiatedLabel"))
+        if label:
+            meta["vscode_system_label"] = label
     return meta
 
 

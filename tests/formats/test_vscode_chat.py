@@ -333,3 +333,34 @@ def test_a_round_without_its_result_in_the_metadata_takes_the_panels(tmp_path: P
     assert results == {SEARCH["id"]: LISTING, EDIT["id"]: "edited src/api.ts"}
     assert "synthesized_results" not in ctx.metadata
     assert pairing_problems(ctx) == [] and compactkit.validate(ctx) == []
+
+
+def test_later_releases_system_requests_are_harness_and_queued_ones_load_last(
+    tmp_path: Path,
+) -> None:
+    """Later `chatSessionOperationLog.ts` schemas add `isSystemInitiated` / `systemInitiatedLabel`
+    to a request and `pendingRequests` (`{id, request, kind, sendOptions}`) to the session: what
+    VS Code sent itself is not the user's words; what the user queued is, not sent yet."""
+    system = _request(5, "The terminal command finished.", isSystemInitiated=True)
+    system["systemInitiatedLabel"] = "Terminal notification"
+    queued = {"id": "request_6", "request": _request(6, "then update the docs"), "kind": 1}
+    first = {**stored([AGENT]), "pendingRequests": []}
+    entries = [
+        {"kind": 0, "v": first},
+        {"kind": 2, "k": ["requests"], "v": [system]},
+        {"kind": 2, "k": ["pendingRequests"], "v": [queued]},
+    ]
+    path = _folder(tmp_path) / f"{SESSION}.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in entries), encoding="utf-8")
+    ctx = compactkit.load_one(path)
+    users = [(m.text, m.origin) for m in ctx.messages if m.role == "user" and m.origin != "summary"]
+    assert users == [
+        (TASK, None),
+        ("The terminal command finished.", "harness"),
+        ("then update the docs", None),
+    ]
+    last = ctx.messages[-1]
+    assert last.metadata["vscode_pending"] == 1 and last.is_human
+    notice = next(m for m in ctx.messages if m.origin == "harness")
+    assert notice.metadata["vscode_system_label"] == "Terminal notification"
+    assert pairing_problems(ctx) == [] and compactkit.validate(ctx) == []
