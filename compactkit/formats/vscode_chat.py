@@ -151,7 +151,8 @@ class _VSCodeChatContextBuilder:
             self.turns.append(Turn("user", [TextBlock(text=text)], _user_meta(request, metadata)))
         else:
             self.skipped["request (no text)"] += 1
-        parts = as_list(request.get("response"))
+        response = request.get("response")  # a string in the oldest data (`readSession`)
+        parts = [response] if isinstance(response, str) else as_list(response)
         rounds = [as_dict(r) for r in as_list(metadata.get("toolCallRounds"))]
         if rounds:
             self.rounds(rounds, metadata, request, _panel_results(parts))
@@ -159,7 +160,8 @@ class _VSCodeChatContextBuilder:
                 self.skipped[f"panel/{_kind(part)}"] += 1
         else:
             self.parts(parts, request)
-        error = str_or_none(as_dict(result.get("errorDetails")).get("message"))
+        details = result.get("errorDetails", request.get("responseErrorDetails"))  # the old key
+        error = str_or_none(as_dict(details).get("message"))
         if error and self.turns and self.turns[-1].role == "assistant":
             self.turns[-1].metadata["vscode_error"] = error
 

@@ -197,6 +197,16 @@ def json_session(folder: Path) -> Path:
     return path
 
 
+def oldest(folder: Path) -> Path:
+    """An ask-mode request of the oldest data: the response one string (`readSession` wraps it
+    in a markdown string), its error under the old `responseErrorDetails` key."""
+    data = stored([_request(1, ASK, response="It returns a `Promise<User>`.")])
+    data["requests"][0]["responseErrorDetails"] = {"message": "Rate limited"}
+    path = _folder(folder / "oldest") / f"{SESSION}.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
 def version_1(folder: Path) -> Path:
     """An early session (`ISerializableChatData1`): no `version`, the message a plain string,
     markdown parts as strings, a tool call confirmed with a boolean (before VS Code 1.104)."""
@@ -240,7 +250,7 @@ def log_session(folder: Path) -> Path:
 
 
 def samples(folder: Path) -> list[Path]:
-    return [json_session(folder), version_1(folder), log_session(folder)]
+    return [json_session(folder), version_1(folder), log_session(folder), oldest(folder)]
 
 
 def test_an_agent_mode_session_loads_the_rounds_copilot_sent(tmp_path: Path) -> None:
@@ -277,7 +287,7 @@ def test_an_agent_mode_session_loads_the_rounds_copilot_sent(tmp_path: Path) -> 
 
 
 def test_the_mutation_log_loads_the_same_conversation(tmp_path: Path) -> None:
-    whole, _, log = samples(tmp_path)
+    whole, _, log, _ = samples(tmp_path)
     assert [f.name for f in detect_formats(read_session(log))] == ["vscode-chat"]
     ctx, replayed = compactkit.load_one(whole), compactkit.load_one(log)
     assert replayed.messages == ctx.messages
@@ -364,3 +374,12 @@ def test_later_releases_system_requests_are_harness_and_queued_ones_load_last(
     notice = next(m for m in ctx.messages if m.origin == "harness")
     assert notice.metadata["vscode_system_label"] == "Terminal notification"
     assert pairing_problems(ctx) == [] and compactkit.validate(ctx) == []
+
+
+def test_the_oldest_response_string_is_the_assistants_text(tmp_path: Path) -> None:
+    ctx = compactkit.load_one(oldest(tmp_path))
+    assert [(m.role, m.text) for m in ctx.messages] == [
+        ("user", ASK),
+        ("assistant", "It returns a `Promise<User>`."),
+    ]
+    assert ctx.messages[1].metadata["vscode_error"] == "Rate limited"
