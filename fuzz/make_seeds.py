@@ -183,6 +183,7 @@ def main(corpus: Path) -> None:
             seeded.setdefault(name, []).append(text)
     for name, module, names in (
         ("cline", "tests.formats.test_cline", ("XML_TASK", "NATIVE_TASK", "ROO_TASK", "ROO_V2")),
+        ("cline", "tests.formats.test_roo_code", ("HISTORY",)),
         ("anthropic-messages", "tests.formats.test_anthropic_messages", ("REQUEST", "CLINE")),
     ):
         for data in test_records(module, *names):

@@ -141,6 +141,8 @@ SHAPED += (
     "codex-exec",
     "gemini-cli-stream",
     "qwen-code",
+    "continue",
+    "vscode-chat",
 )
 
 TEXT_FORMATS = ("aider", "cursor-text")

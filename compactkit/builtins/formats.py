@@ -12,6 +12,7 @@ from ..formats.claude_stream import ClaudeCodeStreamFormat
 from ..formats.cline import ClineFormat
 from ..formats.codex import CodexRolloutFormat
 from ..formats.codex_exec import CodexExecFormat
+from ..formats.continue_dev import ContinueFormat
 from ..formats.copilot_cli import CopilotCliFormat
 from ..formats.crush import CrushFormat, OpenCodeGoFormat
 from ..formats.cursor import CursorFormat
@@ -31,6 +32,7 @@ from ..formats.pi import PiSessionFormat
 from ..formats.qwen_code import QwenCodeFormat
 from ..formats.session_log import SessionLogFormat
 from ..formats.swe_agent import SweAgentFormat
+from ..formats.vscode_chat import VSCodeChatFormat
 from ..hookspecs import hookimpl
 
 
@@ -66,5 +68,7 @@ def register_formats(register: Callable[[Any], None]) -> None:
         QwenCodeFormat(),
         CursorTextFormat(),
         KiloCodeFormat(),
+        ContinueFormat(),
+        VSCodeChatFormat(),
     ):
         register(fmt)

@@ -136,6 +136,17 @@ def anthropic_marks(conversations: Sequence[Conversation]) -> bool:
     return False
 
 
+def anthropic_call_blocks(conversations: Sequence[Conversation]) -> bool:
+    """True when a message holds an Anthropic `tool_use` or `tool_result` block, which no OpenAI
+    chat message can (a Roo Code history has them beside OpenAI-style `reasoning_content`)."""
+    return any(
+        b.get("type") in ("tool_use", "tool_result")
+        for msgs, _ in conversations
+        for m in msgs
+        for b in _blocks_of(m)
+    )
+
+
 def openai_marks(conversations: Sequence[Conversation]) -> bool:
     """True when something only the OpenAI chat shape has is present."""
     for msgs, _ in conversations:

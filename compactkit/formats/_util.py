@@ -11,8 +11,8 @@ from typing import Any
 
 from pydantic import JsonValue
 
-from ..context import Block, ContentPart, ImageBlock, TextBlock, ThinkingBlock
-from ._pairing import RepairCounts
+from ..context import AgentContext, Block, ContentPart, ImageBlock, TextBlock, ThinkingBlock
+from ._pairing import RepairCounts, Turn, repair_pairing
 
 _DATA_URL = re.compile(r"^data:(?P<type>[^;,]*)(?:;[^,]*)?;base64,(?P<data>.*)$", re.DOTALL)
 
@@ -228,6 +228,26 @@ def note_skipped(meta: dict[str, Any], skipped: Mapping[str, int]) -> None:
     counts = {kind: n for kind, n in sorted(skipped.items()) if n}
     if counts:
         meta[SKIPPED_KEY] = counts
+
+
+def turns_context(
+    fmt: str, turns: list[Turn], skipped: Mapping[str, int], /, **fields: JsonValue
+) -> AgentContext:
+    """The context of an agent session's `turns`: pairing repaired as the agents' own session
+    readers need it (a call with no result is answered by a synthesized error unless it is a
+    call of the last assistant message, which stays pending; a result whose call is not open
+    becomes a user message of its own), with `context_metadata(fmt, **fields)`, the repair
+    counts and the `skipped` records."""
+    repaired = repair_pairing(
+        [t.freeze() for t in turns],
+        close="unless_answered",
+        keep_pending="last_assistant",
+        orphan_results="user_message_each",
+    )
+    meta = context_metadata(fmt, **fields)
+    note_repairs(meta, repaired)
+    note_skipped(meta, skipped)
+    return AgentContext(messages=tuple(repaired.messages), metadata=meta)
 
 
 def number_conversations(contexts: list[Any]) -> list[Any]:

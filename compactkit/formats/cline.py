@@ -3,10 +3,10 @@
 Both VS Code agents save the messages they send their model in the task folder
 (`~/.../globalStorage/<extension>/tasks/<task id>/`): a JSON array of Anthropic `MessageParam`s with
 extra keys (`ts`; Cline's `modelInfo`, `metrics`, `id`; Roo Code's `isSummary`, `condenseId`,
-`condenseParent`, `truncationParent`, `isTruncationMarker`, `reasoning_details`, `reasoning_content`,
-standalone `{"type": "reasoning", "encrypted_content"}` items), or, since Roo Code's move to AI SDK
-messages, `{"version": 2, "messages": [...]}` (parts `tool-call`, `tool-result` in `role: tool`
-messages, `reasoning`, `image`, `file`). Upstream, the writers' source:
+`condenseParent`, `truncationId`, `truncationParent`, `isTruncationMarker`, `reasoning_details`,
+`reasoning_content`, standalone `{"type": "reasoning", "encrypted_content"}` items), or, since Roo
+Code's move to AI SDK messages, `{"version": 2, "messages": [...]}` (parts `tool-call`,
+`tool-result` in `role: tool` messages, `reasoning`, `image`, `file`). Upstream, the writers' source:
 
 - cline/cline `src/core/task/index.ts` (`startTask`: the first user message is `<task>\\n...\\n</task>`
   plus images and attached files; `resumeTaskFromHistory`: `[TASK RESUMPTION] ...` and
@@ -49,7 +49,9 @@ Reading:
   -> `ThinkingBlock`s; a standalone encrypted reasoning item joins the next assistant message.
 Skipped and counted: Gemini `thoughtSignature` blocks, items that are no message, roles other than
 user / assistant / tool. `ui_messages.json` (what the chat panel shows) and `task_metadata.json` are
-refused with an error naming `api_conversation_history.json` beside them.
+refused with an error naming `api_conversation_history.json` beside them. A task folder given
+itself is read for its history (`claude_messages.json`, the history's first name, too); Roo Code's
+JSON results of a call that did not run (`{"status": "denied" | "error", ...}`) are errors.
 """
 
 from __future__ import annotations
@@ -87,9 +89,11 @@ from ._util import (
     note_skipped,
     thinking_from,
 )
-from .base import Document, Format
+from .base import Document, Format, read_document
 
 HISTORY_FILE = "api_conversation_history.json"
+FIRST_HISTORY_FILE = "claude_messages.json"
+"""The history's name before the rename; Roo Code's `readApiMessages` still reads it."""
 
 # Tools Cline and Roo Code describe to the model as XML-style tags (older versions, and every version
 # whose model has no native tool calling).
@@ -183,7 +187,14 @@ _ERROR_STARTS = (
     "Skipping tool",
 )
 _BLOCKED = re.compile(r"^Access to .* is blocked by the \.(?:cline|roo)ignore", re.DOTALL)
-_ROO_KEYS = ("isSummary", "condenseId", "condenseParent", "truncationParent", "isTruncationMarker")
+_ROO_KEYS = (
+    "isSummary",
+    "condenseId",
+    "condenseParent",
+    "truncationId",
+    "truncationParent",
+    "isTruncationMarker",
+)
 _ROLES = frozenset({"user", "assistant"})
 
 
@@ -194,6 +205,16 @@ class ClineFormat(Format):
     priority = 10
     agent = "Cline"
     """The agent named in a refusal of its chat panel's files."""
+
+    def read_layout(self, path: Path) -> Document | None:
+        """A task folder (`tasks/<task id>/`): its history (`api_conversation_history.json`, or
+        `claude_messages.json` in a folder an early release wrote)."""
+        if not path.is_dir():
+            return None
+        for name in (HISTORY_FILE, FIRST_HISTORY_FILE):
+            if (path / name).is_file():
+                return read_document(path / name)
+        return None
 
     def sniff(self, doc: Document) -> bool:
         if doc.kind != "json":
@@ -510,7 +531,9 @@ class _ClineTaskContextBuilder:
         file = Path(path)
         meta = context_metadata(
             ClineFormat.name,
-            session_id=file.parent.name if file.name == HISTORY_FILE and file.parent.name else None,
+            session_id=file.parent.name
+            if file.name in (HISTORY_FILE, FIRST_HISTORY_FILE) and file.parent.name
+            else None,
             model=self.model or None,
         )
         note_repairs(meta, repaired)
@@ -650,7 +673,16 @@ def split_tool_calls(text: str) -> list[str | tuple[str, dict[str, JsonValue]]]:
 
 def _is_error_text(text: str) -> bool:
     head = text.lstrip()
-    return head.startswith(_ERROR_STARTS) or bool(_BLOCKED.match(head))
+    return (
+        head.startswith(_ERROR_STARTS)
+        or bool(_BLOCKED.match(head))
+        or bool(_JSON_FAILED.match(head))
+    )
+
+
+_JSON_FAILED = re.compile(r'\A\{"status":\s*"(?:denied|error)"')
+"""Roo Code's JSON results of a call that did not run (src/core/prompts/responses.ts:
+`toolDenied`, `toolDeniedWithFeedback`, `toolError`, `rooIgnoreError`)."""
 
 
 def _split_user_words(text: str) -> tuple[str, str]:

@@ -77,6 +77,7 @@ from ..context import (
 )
 from ..errors import BadInputError
 from ._chat import (
+    anthropic_call_blocks,
     anthropic_marks,
     block_as_text,
     body_text,
@@ -109,7 +110,7 @@ class OpenAIChatFormat(ProviderWriter, Format):
     def sniff(self, doc: Document) -> bool:
         try:
             convs = conversations_of(doc)
-            if not convs or has_foreign_keys(convs):
+            if not convs or has_foreign_keys(convs) or anthropic_call_blocks(convs):
                 return False
             if not all(_openai_shaped(m) for msgs, _ in convs for m in msgs):
                 return False

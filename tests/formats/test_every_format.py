@@ -21,6 +21,7 @@ from . import (
     test_claude_code_stream,
     test_claude_managed_agents,
     test_codex_exec,
+    test_continue,
     test_copilot_cli,
     test_cursor,
     test_cursor_text,
@@ -29,11 +30,13 @@ from . import (
     test_kilo_code,
     test_opencode,
     test_qwen_code,
+    test_vscode_chat,
 )
 from .test_cline import NATIVE_TASK, ROO_TASK, ROO_V2, XML_TASK
 from .test_crush import go_samples as opencode_go_samples
 from .test_crush import samples as crush_samples
 from .test_cursor_agent import samples as cursor_agent_samples
+from .test_roo_code import HISTORY as ROO_NATIVE
 
 SESSION_FILES = {
     # format: (its corpus folder, the name prefixes of its bundled samples)
@@ -69,6 +72,8 @@ SHAPED = {
     "qwen-code": test_qwen_code.samples,
     "cursor-text": test_cursor_text.samples,
     "kilo-code": test_kilo_code.samples,
+    "continue": test_continue.samples,
+    "vscode-chat": test_vscode_chat.samples,
 }
 """Formats with no session in the corpus, whose files their tests write after the upstream schema
 (each test module names the upstream source its records follow)."""
@@ -103,7 +108,7 @@ def _written(name: str, folder: Path) -> list[Path]:
     folder.mkdir(parents=True, exist_ok=True)
     out: list[Path] = []
     if name == "cline":
-        for n, history in enumerate((XML_TASK, NATIVE_TASK, ROO_TASK, ROO_V2)):
+        for n, history in enumerate((XML_TASK, NATIVE_TASK, ROO_TASK, ROO_V2, ROO_NATIVE)):
             task = folder / f"17450000000{n:02d}"
             task.mkdir()
             out.append(task / "api_conversation_history.json")

@@ -55,3 +55,12 @@ def test_the_chat_panel_record_is_refused_naming_the_history(tmp_path: Path) -> 
         BadInputError, match=r"kilo-code: this is Kilo Code's ui_messages.json \(the chat panel"
     ):
         compactkit.load(path)
+
+
+def test_a_kilo_task_folder_loads_as_kilo_code(tmp_path: Path) -> None:
+    """Given the task folder itself (the cline reader's layout), the history in it is read under
+    Kilo Code's name, as the file is."""
+    path = samples(tmp_path)[0]
+    ctx = compactkit.load_one(path.parent)
+    assert ctx.metadata["source_format"] == "kilo-code"
+    assert ctx.messages == compactkit.load_one(path).messages
