@@ -103,6 +103,33 @@ RUNS: dict[str, list[str]] = {
 """Each bench `make figures` runs over the corpus: its options after `compactkit bench CORPUS`
 (`--workers 2 --json` added)."""
 
+PINNED = ["--pin", "path=**/CLAUDE.md", "--pin", "path=**/AGENTS.md"]
+RUNS["pins-off"] = [*PRICING, "--trigger", "30000", *_specs("default")]
+RUNS["pins"] = [*RUNS["pins-off"], *PINNED]
+RUN_PATHS = {
+    name: ["claude_code_jsonl", "pi_session", "codex_rollout_jsonl"]
+    for name in ("pins-off", "pins")
+}
+"""The corpus folders a run reads, where not the whole corpus: what pinning costs
+(docs/strategies.md) on the Claude Code, pi and Codex conversations, which read CLAUDE.md and
+AGENTS.md files."""
+
+
+def commands() -> dict[str, str]:
+    """Each run's command line, `CORPUS` for the corpus folder."""
+    return {
+        name: " ".join(
+            [
+                "compactkit bench",
+                *(f"CORPUS/{p}" for p in RUN_PATHS.get(name, [])),
+                *([] if name in RUN_PATHS else ["CORPUS"]),
+                *args,
+                "--workers 2",
+            ]
+        )
+        for name, args in RUNS.items()
+    }
+
 
 # --- measuring ------------------------------------------------------------------------------
 
@@ -123,7 +150,8 @@ def _compactkit(*args: str) -> list[str]:
 def run_bench(name: str, corpus: Path, out_dir: Path, workers: int) -> dict[str, Any]:
     """Run bench `name` of `RUNS` over `corpus`; its report is kept as `out_dir/NAME.json`."""
     out = out_dir / f"{name}.json"
-    args = ["bench", str(corpus), *RUNS[name], "--workers", str(workers), "--json", str(out)]
+    paths = [str(corpus / p) for p in RUN_PATHS[name]] if name in RUN_PATHS else [str(corpus)]
+    args = ["bench", *paths, *RUNS[name], "--workers", str(workers), "--json", str(out)]
     started = time.monotonic()
     print(f"figures: {name}: compactkit {' '.join(args)}", file=sys.stderr, flush=True)
     subprocess.run(_compactkit(*args), cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
@@ -359,16 +387,80 @@ def peer_gaps(frontier: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def build(reports: dict[str, dict[str, Any]], sample: dict[str, Any]) -> dict[str, Any]:
+def _session_shares(report: dict[str, Any], profile: str) -> dict[str, float]:
+    """Each session's cost under the default as a share of its cost under `none`."""
+    none, ours = _rows(report, "none"), _rows(report, "default")
+    return {s: r["cost"][profile] / none[s]["cost"][profile] for s, r in ours.items()}
+
+
+def pin_figures(off: dict[str, Any], on: dict[str, Any]) -> dict[str, Any]:
+    """The default without and with `PINNED` (docs/strategies.md): its totals each way, the
+    prompt tokens the pins add, and the session whose cost they raise the most (Anthropic
+    pricing), its share of `none` each way."""
+    without, pinned = run_figures(off)["default"], run_figures(on)["default"]
+    shares_off, shares_on = _session_shares(off, "anthropic"), _session_shares(on, "anthropic")
+    most = max(shares_on, key=lambda s: (shares_on[s] - shares_off[s], s))
+    return {
+        "off": without,
+        "on": pinned,
+        "added_prompt_tokens": round(pinned["prompt_tokens"] / without["prompt_tokens"] - 1, 6),
+        "most_raised": {
+            "session": Path(most.split("#", 1)[0]).name,
+            "off": round(shares_off[most], 6),
+            "on": round(shares_on[most], 6),
+        },
+    }
+
+
+def measure_thrash() -> dict[str, Any]:
+    """docs/bench.md's example of a policy that thrashes: the generated session whose user turns
+    alone pass the target (`tests/policy/sessions.py`, a 3,000-word spec every 6 calls),
+    replayed with the default at 30,000 tokens compacting whenever over the trigger (`always`)
+    and under the policy (`pays`), against `none`, Anthropic pricing."""
+    from compactkit.bench.replay import run_session
+    from compactkit.pipeline import build_pipeline
+    from compactkit.pricing import get_profile
+    from compactkit.registry import get_counter
+    from compactkit.spec import parse_pipeline
+    from tests.policy import sessions
+
+    ctx = sessions.pinned(words=3_000)
+    out: dict[str, Any] = {}
+    for name, pipeline, policy in (
+        ("none", "none", "pays"),
+        ("always", "default", "always"),
+        ("pays", "default", "pays"),
+    ):
+        result = run_session(
+            name,
+            ctx,
+            build_pipeline(parse_pipeline(pipeline, trigger=30_000)),
+            "persistent",
+            get_counter(),
+            [get_profile("anthropic"), get_profile("openai")],
+            trigger=30_000,
+            policy=policy,
+        )
+        out[name] = {
+            "model_calls": len(result.calls),
+            "compactions": result.compactions,
+            "cost_vs_none_anthropic": _share(
+                result.cost["anthropic"], out.get("none", {}).get("cost", result.cost["anthropic"])
+            ),
+            "cost": result.cost["anthropic"],
+        }
+    return out
+
+
+def build(
+    reports: dict[str, dict[str, Any]], sample: dict[str, Any], thrash: dict[str, Any]
+) -> dict[str, Any]:
     """docs/figures.json from the bench reports and the quick start's figures."""
     frontier = frontier_figures(reports["frontier"])
     persistent = reports["persistent"]
     return {
         "schema": SCHEMA,
-        "commands": {
-            name: f"compactkit bench CORPUS {' '.join(args)} --workers 2"
-            for name, args in RUNS.items()
-        },
+        "commands": commands(),
         "sample": sample,
         "policy": {"slack_ratio": 1 + SLACK, "min_cleared": MIN_CLEARED},
         "corpus": corpus_figures(persistent),
@@ -380,6 +472,8 @@ def build(reports: dict[str, dict[str, Any]], sample: dict[str, Any]) -> dict[st
         "view": run_figures(reports["view"]),
         "native": run_figures(reports["native"]),
         "native_lowest": lowest_sessions(reports["native"]),
+        "pins": pin_figures(reports["pins-off"], reports["pins"]),
+        "thrash": thrash,
     }
 
 
@@ -659,14 +753,13 @@ TABLES: dict[str, Callable[[dict[str, Any]], list[str]]] = {
 
 
 def rewrite_docs(figures: dict[str, Any], paths: list[Path] = DOCS) -> list[Path]:
-    """Rewrite every doc page from `figures`; the pages that changed."""
-    changed = []
-    for path in paths:
-        text = path.read_text(encoding="utf-8")
-        new = rewrite(text, figures)
-        if new != text:
-            write_atomic(path, new)
-            changed.append(path)
+    """Rewrite every doc page from `figures` (all or none: a bad marker anywhere writes
+    nothing); the pages that changed."""
+    texts = {path: path.read_text(encoding="utf-8") for path in paths}
+    new = {path: rewrite(text, figures) for path, text in texts.items()}
+    changed = [path for path in paths if new[path] != texts[path]]
+    for path in changed:
+        write_atomic(path, new[path])
     return changed
 
 
@@ -680,7 +773,7 @@ def measure(reuse: Path | None, out_dir: Path, workers: int) -> dict[str, Any]:
             reports[name] = load_report(reuse, name)
         else:
             reports[name] = run_bench(name, corpus, out_dir, workers)
-    return build(reports, measure_sample())
+    return build(reports, measure_sample(), measure_thrash())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -701,7 +794,12 @@ def main(argv: list[str] | None = None) -> int:
         figures = measure(args.reuse, ROOT / "out" / "figures", args.workers)
         write_atomic(FIGURES, json.dumps(figures, indent=1) + "\n")
         print(f"figures: wrote {FIGURES.relative_to(ROOT)}", file=sys.stderr)
-    for path in rewrite_docs(figures):
+    try:
+        changed = rewrite_docs(figures)
+    except FigureError as error:  # a marker naming a figure no run gives: fix the marker
+        print(f"figures: {error.args[0]}", file=sys.stderr)
+        return 1
+    for path in changed:
         print(f"figures: rewrote {path.relative_to(ROOT)}", file=sys.stderr)
     return 0
 
