@@ -36,7 +36,11 @@ from compactkit.policy import MIN_CLEARED, SLACK
 
 ROOT = Path(__file__).resolve().parent.parent
 FIGURES = ROOT / "docs" / "figures.json"
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [
+    ROOT / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+    *sorted((ROOT / "docs").glob("*/*.md")),
+]
 SAMPLE = "examples/sessions/gemini3pro_sphinx-doc__sphinx-9229.traj.json"
 SAMPLE_BUDGET = 30_000
 SCHEMA = "compactkit.figures/1"
@@ -102,6 +106,19 @@ RUNS: dict[str, list[str]] = {
 }
 """Each bench `make figures` runs over the corpus: its options after `compactkit bench CORPUS`
 (`--workers 2 --json` added)."""
+
+# every strategy once over each whole conversation (docs/strategies/*.md)
+ONESHOT = ["etag-collapse", "static-elision", "observation-mask", "llm-summary"]
+BUDGETS = (16_000, 4_000)
+RUNS["oneshot"] = [
+    "--mode",
+    "oneshot",
+    *_specs(
+        *ONESHOT,
+        "static-elision:include_assistant=true",
+        *(f"llm-summary:max_tokens={budget}" for budget in BUDGETS),
+    ),
+]
 
 PINNED = ["--pin", "path=**/CLAUDE.md", "--pin", "path=**/AGENTS.md"]
 RUNS["pins-off"] = [*PRICING, "--trigger", "30000", *_specs("default")]
@@ -452,6 +469,56 @@ def measure_thrash() -> dict[str, Any]:
     return out
 
 
+def _sums(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    before = sum(r["tokens_before"] for r in rows)
+    after = sum(r["tokens_after"] for r in rows)
+    return {
+        "files": len({r["session"].split("#", 1)[0] for r in rows}),
+        "conversations": len(rows),
+        "tokens_before": before,
+        "tokens_after": after,
+        "saved": round(1 - after / before, 6) if before else 0.0,
+    }
+
+
+def oneshot_figures(report: dict[str, Any]) -> dict[str, Any]:
+    """Each pipeline compacting every whole conversation once: its tokens before and after over
+    the corpus (`all`) and per folder, where each folder also names what its largest
+    conversation saved and what the folder saves without it."""
+    out: dict[str, Any] = {}
+    for p in report["pipelines"]:
+        rows = _rows(report, p["name"])
+        where = folders(list(rows))
+        by_folder: dict[str, Any] = {}
+        for name in sorted(set(where.values())):
+            mine = [r for s, r in rows.items() if where[s] == name]
+            largest = max(mine, key=lambda r: (r["tokens_before"], r["session"]))
+            by_folder[name] = {
+                **_sums(mine),
+                "largest_saved": _sums([largest])["saved"],
+                "saved_without_largest": _sums([r for r in mine if r is not largest])["saved"],
+            }
+        out[p["name"]] = {"all": _sums(list(rows.values())), "folders": by_folder}
+    return out
+
+
+def budget_figures(report: dict[str, Any]) -> dict[str, Any]:
+    """`llm-summary:max_tokens=N` on the conversations over N: how many, how many fit after."""
+    out: dict[str, Any] = {}
+    for budget in BUDGETS:
+        rows = _rows(report, f"llm-summary:max_tokens={budget}").values()
+        over = [r for r in rows if r["tokens_before"] > budget]
+        fit = sum(r["tokens_after"] <= budget for r in over)
+        out[str(budget)] = {
+            "over": len(over),
+            "fit": fit,
+            "still_over": len(over) - fit,
+            "tokens_before": sum(r["tokens_before"] for r in over),
+            "tokens_after": sum(r["tokens_after"] for r in over),
+        }
+    return out
+
+
 def build(
     reports: dict[str, dict[str, Any]], sample: dict[str, Any], thrash: dict[str, Any]
 ) -> dict[str, Any]:
@@ -473,6 +540,8 @@ def build(
         "native": run_figures(reports["native"]),
         "native_lowest": lowest_sessions(reports["native"]),
         "pins": pin_figures(reports["pins-off"], reports["pins"]),
+        "oneshot": oneshot_figures(reports["oneshot"]),
+        "budgets": budget_figures(reports["oneshot"]),
         "thrash": thrash,
     }
 
@@ -566,6 +635,12 @@ COLUMNS: dict[str, Callable[[dict[str, Any]], str]] = {
     "compactions / session": lambda p: f"{p['compactions_per_session']:.2f}",
     "conversations": _count("conversations"),
     "prompt tokens, none": _count("none_prompt_tokens"),
+    "files": _count("files"),
+    "tokens_before": _count("tokens_before"),
+    "tokens_after": _count("tokens_after"),
+    "over": _count("over"),
+    "fit": _count("fit"),
+    "still_over": _count("still_over"),
     **{kind: _share_of(f"retention_{kind}") for kind in KINDS},
 }
 """Each column a generated table may have: how a row's figures fill its cell."""
@@ -735,6 +810,37 @@ def table_arrival(figures: dict[str, Any]) -> list[str]:
     return lines
 
 
+def table_oneshot(strategy: str) -> Callable[[dict[str, Any]], list[str]]:
+    """docs/strategies/STRATEGY.md: the strategy once over each conversation, per folder."""
+
+    def table(figures: dict[str, Any]) -> list[str]:
+        measured = figures["oneshot"][strategy]
+        rows = {**measured["folders"], "**all**": measured["all"]}
+        columns: list[str | tuple[str, str]] = [
+            "files",
+            "conversations",
+            ("tokens before", "tokens_before"),
+            ("tokens after", "tokens_after"),
+            "saved",
+        ]
+        return _table("corpus folder", rows, columns, name=str)
+
+    return table
+
+
+def table_budgets(figures: dict[str, Any]) -> list[str]:
+    """docs/strategies/llm-summary.md: with a budget, on the conversations over it."""
+    rows = {f"{int(b):,}": v for b, v in figures["budgets"].items()}
+    columns: list[str | tuple[str, str]] = [
+        ("conversations over it", "over"),
+        ("fit afterwards", "fit"),
+        ("still over", "still_over"),
+        ("tokens before", "tokens_before"),
+        ("tokens after", "tokens_after"),
+    ]
+    return _table("budget", rows, columns, name=str)
+
+
 TABLES: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "frontier": table_frontier,
     "trigger": table_trigger,
@@ -745,6 +851,8 @@ TABLES: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "native": table_native,
     "native-lowest": table_native_lowest,
     "arrival": table_arrival,
+    "budgets": table_budgets,
+    **{f"oneshot-{strategy}": table_oneshot(strategy) for strategy in ONESHOT},
 }
 """Each table `make figures` writes between `<!-- figures:NAME -->` and `<!-- /figures -->`."""
 

@@ -59,6 +59,10 @@ MEASURED = {
         "When a compaction pays: the policy",
     ],
     "docs/strategies.md": ["Pins"],
+    **{
+        f"docs/strategies/{name}.md": ["Measured savings"]
+        for name in ("etag-collapse", "llm-summary", "observation-mask", "static-elision")
+    },
     "docs/arrival.md": ["Measured"],
 }
 """The sections whose every share, ratio and dollar figure must be a marked figure."""
