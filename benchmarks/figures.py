@@ -176,6 +176,18 @@ def run_bench(name: str, corpus: Path, out_dir: Path, workers: int) -> dict[str,
     return load_report(out_dir, name)
 
 
+def run_serve(corpus: Path, out_dir: Path) -> None:
+    """docs/serve.md's replay of the corpus's file reads through `compactkit mcp-proxy`
+    (`benchmarks/serve_replay.py`; npx fetches the reference filesystem server once)."""
+    out = out_dir / "serve.json"
+    print(f"figures: serve: benchmarks/serve_replay.py --json {out}", file=sys.stderr, flush=True)
+    started = time.monotonic()
+    env = {**os.environ, "COMPACTKIT_CORPUS": str(corpus)}
+    command = [sys.executable, "-m", "benchmarks.serve_replay", "--json", str(out)]
+    subprocess.run(command, cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
+    print(f"figures: serve: {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
+
+
 def load_report(out_dir: Path, name: str) -> dict[str, Any]:
     report: dict[str, Any] = json.loads((out_dir / f"{name}.json").read_text(encoding="utf-8"))
     return report
@@ -519,6 +531,30 @@ def budget_figures(report: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def serve_figures(report: dict[str, Any]) -> dict[str, Any]:
+    """The serve replay's token figures (its timings are left out: they move with the machine),
+    and the conversation the proxy saves the most on."""
+    total = {k: v for k, v in report["summary"].items() if k != "latency_ms"}
+    total["saved"] = _share(total["direct_tokens"] - total["proxy_tokens"], total["direct_tokens"])
+    total["collapse_saved"] = _share(
+        total["direct_tokens"] - total["collapse_tokens"], total["direct_tokens"]
+    )
+    total["collapse_fewer"] = total["proxy_tokens"] - total["collapse_tokens"]
+    best = max(
+        report["sessions"],
+        key=lambda r: (
+            (r["direct_tokens"] - r["proxy_tokens"]) / (r["direct_tokens"] or 1),
+            r["name"],
+        ),
+    )
+    total["best"] = {
+        "direct_tokens": best["direct_tokens"],
+        "proxy_tokens": best["proxy_tokens"],
+        "saved": _share(best["direct_tokens"] - best["proxy_tokens"], best["direct_tokens"]),
+    }
+    return total
+
+
 def build(
     reports: dict[str, dict[str, Any]], sample: dict[str, Any], thrash: dict[str, Any]
 ) -> dict[str, Any]:
@@ -542,6 +578,7 @@ def build(
         "pins": pin_figures(reports["pins-off"], reports["pins"]),
         "oneshot": oneshot_figures(reports["oneshot"]),
         "budgets": budget_figures(reports["oneshot"]),
+        "serve": serve_figures(reports["serve"]),
         "thrash": thrash,
     }
 
@@ -641,6 +678,12 @@ COLUMNS: dict[str, Callable[[dict[str, Any]], str]] = {
     "over": _count("over"),
     "fit": _count("fit"),
     "still_over": _count("still_over"),
+    "reads": _count("reads"),
+    "direct_tokens": _count("direct_tokens"),
+    "proxy_tokens": _count("proxy_tokens"),
+    "collapse": lambda p: str(p["collapse"]),
+    "markers": _count("markers"),
+    "bad_markers": _count("bad_markers"),
     **{kind: _share_of(f"retention_{kind}") for kind in KINDS},
 }
 """Each column a generated table may have: how a row's figures fill its cell."""
@@ -841,6 +884,25 @@ def table_budgets(figures: dict[str, Any]) -> list[str]:
     return _table("budget", rows, columns, name=str)
 
 
+def table_serve(figures: dict[str, Any]) -> list[str]:
+    """docs/serve.md: the corpus's file reads through the proxy and directly."""
+    serve = figures["serve"]
+    row = {
+        **serve,
+        "collapse": f"{serve['collapse_tokens']:,} ({_pct(serve['collapse_saved'])})",
+    }
+    columns: list[str | tuple[str, str]] = [
+        ("reads", "reads"),
+        ("tokens served directly", "direct_tokens"),
+        ("through the proxy", "proxy_tokens"),
+        "saved",
+        ("etag-collapse applied afterwards", "collapse"),
+        ("markers", "markers"),
+        ("markers naming content not held", "bad_markers"),
+    ]
+    return _table("sessions with reads", {str(serve["sessions"]): row}, columns, name=str)
+
+
 TABLES: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "frontier": table_frontier,
     "trigger": table_trigger,
@@ -852,6 +914,7 @@ TABLES: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "native-lowest": table_native_lowest,
     "arrival": table_arrival,
     "budgets": table_budgets,
+    "serve": table_serve,
     **{f"oneshot-{strategy}": table_oneshot(strategy) for strategy in ONESHOT},
 }
 """Each table `make figures` writes between `<!-- figures:NAME -->` and `<!-- /figures -->`."""
@@ -881,6 +944,9 @@ def measure(reuse: Path | None, out_dir: Path, workers: int) -> dict[str, Any]:
             reports[name] = load_report(reuse, name)
         else:
             reports[name] = run_bench(name, corpus, out_dir, workers)
+    if reuse is None or not (reuse / "serve.json").is_file():
+        run_serve(corpus, out_dir)
+    reports["serve"] = load_report(reuse or out_dir, "serve")
     return build(reports, measure_sample(), measure_thrash())
 
 

@@ -20,7 +20,7 @@ Left unmarked, on purpose:
 * settings and constants the text explains (a 30,000-token trigger; in a measured section a
   share that is a setting or a target is marked `<!-- set -->`, as Anthropic's 1.25x write price);
 * the measurements of pages outside `MEASURED`, which `make figures` does not run: the gateway
-  and serve replays (benchmarks/gateway_replay.py, serve_replay.py, timed), the headroom
+  replay (benchmarks/gateway_replay.py, which prints its table and times the gateway), the headroom
   comparison (it needs headroom-ai's own environment, built from PyPI), the scripted framework
   sessions of docs/agent-loop.md (pytest-benchmark runs) and the memory ratios of docs/cli.md.
 """
@@ -59,6 +59,7 @@ MEASURED = {
         "When a compaction pays: the policy",
     ],
     "docs/strategies.md": ["Pins"],
+    "docs/serve.md": ["Measured savings"],
     **{
         f"docs/strategies/{name}.md": ["Measured savings"]
         for name in ("etag-collapse", "llm-summary", "observation-mask", "static-elision")
