@@ -611,6 +611,8 @@ def lookup(figures: dict[str, Any], key: str) -> Any:
 def show(value: float, written: str) -> str:
     """`value` written as `written` is: `%` a share in percent, `x` a ratio, `$` dollars, at the
     same number of decimals, thousands separated by commas."""
+    if value < 0:  # the sentence it stands in was written for a positive figure
+        raise FigureError(f"{value} is negative where {written} is written: reword the sentence")
     unit = written[-1] if written[-1] in "%x" else ""
     digits = written.strip("$%x")
     decimals = len(digits.split(".")[1]) if "." in digits else 0

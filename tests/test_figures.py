@@ -89,14 +89,13 @@ def stale_numbers(text: str, figures: dict) -> list[str]:
     problems = []
     for m in MARKED.finditer(text):
         try:
-            value = lookup(figures, m["key"])
+            shown = show(lookup(figures, m["key"]), m["number"])
         except FigureError as error:
             problems.append(f"line {_line(text, m.start())}: {error.args[0]}")
             continue
-        if show(value, m["number"]) != m["number"]:
+        if shown != m["number"]:
             problems.append(
-                f"line {_line(text, m.start())}: {m['number']} but {m['key']} is "
-                f"{show(value, m['number'])}"
+                f"line {_line(text, m.start())}: {m['number']} but {m['key']} is {shown}"
             )
     return problems
 
@@ -182,3 +181,5 @@ def test_figures_are_shown_at_the_precision_written() -> None:
     assert show(0.980123, "1.000x") == "0.980x"
     assert show(26.5449, "$1.00") == "$26.54"
     assert show(29987769, "1") == "29,987,769"
+    with pytest.raises(FigureError, match="reword"):
+        show(-0.3, "0.1")  # a comparison that turned around: the sentence must change
