@@ -176,16 +176,26 @@ def run_bench(name: str, corpus: Path, out_dir: Path, workers: int) -> dict[str,
     return load_report(out_dir, name)
 
 
-def run_serve(corpus: Path, out_dir: Path) -> None:
-    """docs/serve.md's replay of the corpus's file reads through `compactkit mcp-proxy`
-    (`benchmarks/serve_replay.py`; npx fetches the reference filesystem server once)."""
-    out = out_dir / "serve.json"
-    print(f"figures: serve: benchmarks/serve_replay.py --json {out}", file=sys.stderr, flush=True)
+SCRIPTS = {
+    # docs/serve.md: the corpus's file reads through `compactkit mcp-proxy` (npx fetches the
+    # reference filesystem server once)
+    "serve": ["-m", "benchmarks.serve_replay", "--json"],
+    # docs/gateway.md: every conversation through `compactkit gateway`, beside the bench
+    "gateway": ["benchmarks/gateway_replay.py", "CORPUS", "--json"],
+}
+"""The replays `make figures` runs besides the benches: their arguments, the JSON's path last."""
+
+
+def run_script(name: str, corpus: Path, out_dir: Path) -> None:
+    """Run replay `name` of `SCRIPTS` over `corpus`; its JSON is kept as `out_dir/NAME.json`."""
+    out = out_dir / f"{name}.json"
+    args = [str(corpus) if a == "CORPUS" else a for a in SCRIPTS[name]]
+    print(f"figures: {name}: python {' '.join(args)} {out}", file=sys.stderr, flush=True)
     started = time.monotonic()
     env = {**os.environ, "COMPACTKIT_CORPUS": str(corpus)}
-    command = [sys.executable, "-m", "benchmarks.serve_replay", "--json", str(out)]
+    command = [sys.executable, *args, str(out)]
     subprocess.run(command, cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
-    print(f"figures: serve: {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
+    print(f"figures: {name}: {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
 
 
 def load_report(out_dir: Path, name: str) -> dict[str, Any]:
@@ -555,6 +565,54 @@ def serve_figures(report: dict[str, Any]) -> dict[str, Any]:
     return total
 
 
+def gateway_figures(report: dict[str, Any]) -> dict[str, Any]:
+    """What the upstream received through the gateway against what the bench says, per corpus
+    folder and `all`; `differing`: on the conversations where they differ, how much fewer
+    prompt tokens the upstream got and how much more it cost (the bench's arithmetic)."""
+    rows = report["conversations"]
+
+    def sums(mine: list[dict[str, Any]]) -> dict[str, Any]:
+        keys = [k for k in mine[0] if k.startswith(("bench_", "upstream_"))] if mine else []
+        out: dict[str, Any] = {k: round(sum(r[k] for r in mine), 6) for k in keys}
+        out["conversations"] = len(mine)
+        out["calls"] = sum(r["calls"] for r in mine)
+        out["compactions"] = sum(r["compactions"] for r in mine)
+        out["identical"] = sum(_identical(r) for r in mine)
+        return out
+
+    differing = sums([r for r in rows if not _identical(r)])
+    by_folder = {
+        f: sums([r for r in rows if r["folder"] == f]) for f in sorted({r["folder"] for r in rows})
+    }
+    return {
+        "trigger": report["trigger"],
+        "target": report["target"],
+        "folders": by_folder,
+        "all": sums(rows),
+        "differing": {
+            "conversations": differing["conversations"],
+            "prompt_tokens_fewer": _share(
+                differing.get("bench_prompt_tokens", 0)
+                - differing.get("upstream_prompt_tokens", 0),
+                differing.get("bench_prompt_tokens", 0),
+            ),
+            "cost_more": _share(
+                differing.get("upstream_cost_anthropic", 0)
+                - differing.get("bench_cost_anthropic", 0),
+                differing.get("bench_cost_anthropic", 0),
+            ),
+        },
+    }
+
+
+def _identical(row: dict[str, Any]) -> bool:
+    """The upstream received the prompt and cached tokens the bench counts."""
+    return (row["upstream_prompt_tokens"], row["upstream_cached_tokens"]) == (
+        row["bench_prompt_tokens"],
+        row["bench_cached_tokens"],
+    )
+
+
 def build(
     reports: dict[str, dict[str, Any]], sample: dict[str, Any], thrash: dict[str, Any]
 ) -> dict[str, Any]:
@@ -579,6 +637,7 @@ def build(
         "oneshot": oneshot_figures(reports["oneshot"]),
         "budgets": budget_figures(reports["oneshot"]),
         "serve": serve_figures(reports["serve"]),
+        "gateway": gateway_figures(reports["gateway"]),
         "thrash": thrash,
     }
 
@@ -685,6 +744,14 @@ COLUMNS: dict[str, Callable[[dict[str, Any]], str]] = {
     "proxy_tokens": _count("proxy_tokens"),
     "collapse": lambda p: str(p["collapse"]),
     "markers": _count("markers"),
+    "calls": _count("calls"),
+    "bench_prompt_tokens": _count("bench_prompt_tokens"),
+    "upstream_prompt_tokens": _count("upstream_prompt_tokens"),
+    "bench_cached_tokens": _count("bench_cached_tokens"),
+    "upstream_cached_tokens": _count("upstream_cached_tokens"),
+    "bench_cost_anthropic": lambda p: f"{p['bench_cost_anthropic']:.2f}",
+    "upstream_cost_anthropic": lambda p: f"{p['upstream_cost_anthropic']:.2f}",
+    "identical": lambda p: f"{p['identical']} of {p['conversations']}",
     "bad_markers": _count("bad_markers"),
     **{kind: _share_of(f"retention_{kind}") for kind in KINDS},
 }
@@ -905,6 +972,25 @@ def table_serve(figures: dict[str, Any]) -> list[str]:
     return _table("sessions with reads", {str(serve["sessions"]): row}, columns, name=str)
 
 
+def table_gateway(figures: dict[str, Any]) -> list[str]:
+    """docs/gateway.md: the bench's figures and the upstream's, per corpus folder."""
+    gateway = figures["gateway"]
+    rows = {**gateway["folders"], "**all**": gateway["all"]}
+    columns: list[str | tuple[str, str]] = [
+        "conversations",
+        ("model calls", "calls"),
+        "compactions",
+        ("bench prompt tokens", "bench_prompt_tokens"),
+        ("upstream prompt tokens", "upstream_prompt_tokens"),
+        ("bench cached", "bench_cached_tokens"),
+        ("upstream cached", "upstream_cached_tokens"),
+        ("bench cost (anthropic, USD)", "bench_cost_anthropic"),
+        ("upstream cost", "upstream_cost_anthropic"),
+        "identical",
+    ]
+    return _table("format", rows, columns, name=str)
+
+
 TABLES: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "frontier": table_frontier,
     "trigger": table_trigger,
@@ -917,6 +1003,7 @@ TABLES: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "arrival": table_arrival,
     "budgets": table_budgets,
     "serve": table_serve,
+    "gateway": table_gateway,
     **{f"oneshot-{strategy}": table_oneshot(strategy) for strategy in ONESHOT},
 }
 """Each table `make figures` writes between `<!-- figures:NAME -->` and `<!-- /figures -->`."""
@@ -946,9 +1033,12 @@ def measure(reuse: Path | None, out_dir: Path, workers: int) -> dict[str, Any]:
             reports[name] = load_report(reuse, name)
         else:
             reports[name] = run_bench(name, corpus, out_dir, workers)
-    if reuse is None or not (reuse / "serve.json").is_file():
-        run_serve(corpus, out_dir)
-    reports["serve"] = load_report(reuse or out_dir, "serve")
+    for name in SCRIPTS:
+        if reuse is not None and (reuse / f"{name}.json").is_file():
+            reports[name] = load_report(reuse, name)
+        else:
+            run_script(name, corpus, out_dir)
+            reports[name] = load_report(out_dir, name)
     return build(reports, measure_sample(), measure_thrash())
 
 
