@@ -1,8 +1,9 @@
 """The measured figures of README.md and docs/, from the commands that measure them.
 
-`make figures` (`python -m benchmarks.figures`) runs every bench of `RUNS` over the shared corpus
-(`COMPACTKIT_CORPUS`, else `../shared/corpus`) and the quick start's commands on the bundled
-sample, writes the named figures to `docs/figures.json`, then rewrites the docs from that file:
+`make figures` (`python -m benchmarks.figures`) runs every bench of `RUNS` and every replay of
+`SCRIPTS` over the shared corpus (`COMPACTKIT_CORPUS`, else `../shared/corpus`), the quick start's
+commands on the bundled sample and the policy's thrash example, writes the named figures to
+`docs/figures.json` (with each run's command under `commands`), then rewrites the docs from it:
 
 * a number followed by `<!-- fig:KEY -->` (no space between) is written again from the figure
   `KEY` (a dotted path into the JSON) at the precision and in the unit it is written in: `43.2%`
@@ -11,10 +12,14 @@ sample, writes the named figures to `docs/figures.json`, then rewrites the docs 
 * a table between `<!-- figures:NAME -->` and `<!-- /figures -->` is generated whole by
   `TABLES[NAME]`.
 
-`--docs-only` rewrites the docs from the committed JSON without measuring; `--reuse DIR` reads
-the bench reports an earlier run left in DIR (default `out/figures`, where every run keeps them)
-instead of running the benches again. The rewrite is deterministic: the same JSON gives the same
-docs. `tests/test_figures.py` checks the docs against the JSON without running anything.
+`--docs-only` rewrites the docs from the committed JSON without measuring (after editing a
+marker or a table's code); `--reuse [DIR]` reads the reports an earlier run left in DIR (default
+`out/figures`, where every run keeps them) instead of running those again, so it is for working
+on the docs only: after a change to the code, run it without. The benches and the rewrite are
+deterministic: the same code gives the same JSON, the same JSON the same docs. A marker naming no
+figure, or a figure that is None or negative (a comparison the sentence states no longer holds),
+stops the rewrite before any page is written. `tests/test_figures.py` checks the docs against the
+JSON without running anything.
 """
 
 from __future__ import annotations
@@ -132,6 +137,16 @@ RUN_PATHS = {
 AGENTS.md files."""
 
 
+SCRIPTS = {
+    # docs/serve.md: the corpus's file reads through `compactkit mcp-proxy` (npx fetches the
+    # reference filesystem server once)
+    "serve": ["-m", "benchmarks.serve_replay", "--json"],
+    # docs/gateway.md: every conversation through `compactkit gateway`, beside the bench
+    "gateway": ["benchmarks/gateway_replay.py", "CORPUS", "--json"],
+}
+"""The replays `make figures` runs besides the benches: their arguments, the JSON's path last."""
+
+
 def commands() -> dict[str, str]:
     """Each run's command line, `CORPUS` for the corpus folder."""
     return {
@@ -145,7 +160,7 @@ def commands() -> dict[str, str]:
             ]
         )
         for name, args in RUNS.items()
-    }
+    } | {name: f"python {' '.join(args)} FILE" for name, args in SCRIPTS.items()}
 
 
 # --- measuring ------------------------------------------------------------------------------
@@ -174,16 +189,6 @@ def run_bench(name: str, corpus: Path, out_dir: Path, workers: int) -> dict[str,
     subprocess.run(_compactkit(*args), cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
     print(f"figures: {name}: {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
     return load_report(out_dir, name)
-
-
-SCRIPTS = {
-    # docs/serve.md: the corpus's file reads through `compactkit mcp-proxy` (npx fetches the
-    # reference filesystem server once)
-    "serve": ["-m", "benchmarks.serve_replay", "--json"],
-    # docs/gateway.md: every conversation through `compactkit gateway`, beside the bench
-    "gateway": ["benchmarks/gateway_replay.py", "CORPUS", "--json"],
-}
-"""The replays `make figures` runs besides the benches: their arguments, the JSON's path last."""
 
 
 def run_script(name: str, corpus: Path, out_dir: Path) -> None:
@@ -961,12 +966,12 @@ def table_serve(figures: dict[str, Any]) -> list[str]:
         "collapse": f"{serve['collapse_tokens']:,} ({_pct(serve['collapse_saved'])})",
     }
     columns: list[str | tuple[str, str]] = [
-        ("reads", "reads"),
+        "reads",
         ("tokens served directly", "direct_tokens"),
         ("through the proxy", "proxy_tokens"),
         "saved",
         ("etag-collapse applied afterwards", "collapse"),
-        ("markers", "markers"),
+        "markers",
         ("markers naming content not held", "bad_markers"),
     ]
     return _table("sessions with reads", {str(serve["sessions"]): row}, columns, name=str)

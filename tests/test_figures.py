@@ -74,6 +74,7 @@ UNMARKED = re.compile(r"\$\d[\d,]*(?:\.\d+)?|\d[\d,]*(?:\.\d+)?(?:%|x\b)")
 NOTED = ("<!-- fig:", "<!-- set -->")
 """What may follow a share in a measured section: its figure, or `<!-- set -->` for a setting or
 a target the text names (`0.85x<!-- set --> the default`), which no command measures."""
+FENCED = re.compile(r"^```.*?^```", re.S | re.M)
 CODE = re.compile(r"```.*?```|`[^`\n]*`", re.S)
 
 
@@ -114,9 +115,10 @@ def stale_tables(text: str, figures: dict) -> list[str]:
 
 
 def sections(text: str, titles: list[str]) -> dict[str, str]:
-    """The text under each heading of `titles`, up to the next heading."""
+    """The text under each heading of `titles`, up to the next heading (a `#` comment in a code
+    block is no heading)."""
     found = {}
-    parts = re.split(r"^(#+ .*)$", text, flags=re.M)
+    parts = re.split(r"^(#+ .*)$", FENCED.sub("", text), flags=re.M)
     for heading, body in zip(parts[1::2], parts[2::2], strict=True):
         title = heading.lstrip("#").strip()
         if title in titles:
