@@ -404,28 +404,34 @@ def lowest_sessions(report: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _points(frontier: dict[str, Any], trigger: str) -> list[float]:
-    """At `trigger`, each peer's cost minus the default's, in points of `none`'s cost (both
-    pricings): positive where the default costs less."""
-    ours = frontier[trigger]["default"]
+def _points(pipelines: dict[str, Any]) -> list[float]:
+    """Each peer's cost minus the default's, in points of `none`'s cost (both pricings):
+    positive where the default costs less."""
+    ours = pipelines["default"]
     return [
         round((theirs[key] - ours[key]) * 100, 6)
-        for name, theirs in frontier[trigger].items()
+        for name, theirs in pipelines.items()
         if name.startswith("peer-")
         for key in ("cost_vs_none_anthropic", "cost_vs_none_openai")
     ]
 
 
+def lead_points(pipelines: dict[str, Any]) -> float | None:
+    """How far the cheapest peer's cost is above the default's, in points of `none`'s cost
+    under either pricing; None when a peer costs as little as the default or less (then a
+    sentence saying the default is the cheapest no longer holds)."""
+    lead = min(_points(pipelines), default=None)
+    return lead if lead is not None and lead > 0 else None
+
+
 def peer_gaps(frontier: dict[str, Any]) -> dict[str, Any]:
-    """How the default compares with the peers on the frontier. `lead_points`: at the first
-    trigger, how far the cheapest peer is above the default (None when one is not above);
-    `min_points` and `max_points`: at the later triggers, by how much the peers that cost less
-    than the default undercut it (None when none does)."""
+    """How the default compares with the peers on the frontier. `lead_points` at the first
+    trigger (`lead_points`); `min_points` and `max_points`: at the later triggers, by how much
+    the peers that cost less than the default undercut it (None when none does)."""
     first, *later = frontier
-    lead = min(_points(frontier, first), default=None)
-    under = [-p for t in later for p in _points(frontier, t) if p < 0]
+    under = [-p for t in later for p in _points(frontier[t]) if p < 0]
     return {
-        "lead_points": lead if lead is not None and lead > 0 else None,
+        "lead_points": lead_points(frontier[first]),
         "min_points": min(under, default=None),
         "max_points": max(under, default=None),
     }
@@ -623,6 +629,7 @@ def build(
 ) -> dict[str, Any]:
     """docs/figures.json from the bench reports and the quick start's figures."""
     frontier = frontier_figures(reports["frontier"])
+    native = run_figures(reports["native"])
     persistent = reports["persistent"]
     return {
         "schema": SCHEMA,
@@ -636,8 +643,9 @@ def build(
         "folders": folder_figures(persistent),
         "arrival": arrival_figures(persistent),
         "view": run_figures(reports["view"]),
-        "native": run_figures(reports["native"]),
+        "native": native,
         "native_lowest": lowest_sessions(reports["native"]),
+        "native_lead_points": lead_points(native),
         "pins": pin_figures(reports["pins-off"], reports["pins"]),
         "oneshot": oneshot_figures(reports["oneshot"]),
         "budgets": budget_figures(reports["oneshot"]),
