@@ -64,8 +64,8 @@ schema: $(RUN_STAMP)
 docs: $(RUN_STAMP)  # docs/cli.md's option tables, from the commands (tests/cli/test_docs_tables.py)
 	$(BIN)/python -m compactkit.cli._docs docs/cli.md
 
-figures: $(DEV_STAMP)  # the measured figures of README.md and docs/: docs/figures.json, then the docs
-	$(BIN)/python -m benchmarks.figures  # the corpus benches, a few minutes (tests/test_figures.py)
+figures: $(DEV_STAMP)  # the docs' corpus figures, measured (minutes): docs/figures.json, then the pages
+	$(BIN)/python -m benchmarks.figures
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -128,7 +128,7 @@ def sections(text: str, titles: list[str]) -> dict[str, str]:
 
 def unmarked(body: str) -> list[str]:
     """The shares, ratios and dollar figures of `body` that have no marker: outside generated
-    tables and code, not followed by `<!-- fig:`."""
+    tables and code, followed by neither `<!-- fig:KEY -->` nor `<!-- set -->`."""
     body = TABLE.sub("", body)
     body = CODE.sub(lambda m: " " * len(m[0]), body)
     return [m[0] for m in UNMARKED.finditer(body) if not body.startswith(NOTED, m.end())]
