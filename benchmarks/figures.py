@@ -38,6 +38,7 @@ from typing import Any
 
 from compactkit.atomic import write_atomic
 from compactkit.policy import MIN_CLEARED, SLACK
+from compactkit.strategies.peers.headroom_env import installed, setup
 
 ROOT = Path(__file__).resolve().parent.parent
 FIGURES = ROOT / "docs" / "figures.json"
@@ -128,13 +129,29 @@ RUNS["oneshot"] = [
 PINNED = ["--pin", "path=**/CLAUDE.md", "--pin", "path=**/AGENTS.md"]
 RUNS["pins-off"] = [*PRICING, "--trigger", "30000", *_specs("default")]
 RUNS["pins"] = [*RUNS["pins-off"], *PINNED]
+# headroom-ai itself against the arrival stage (docs/arrival.md), in its own environment
+RUNS["headroom"] = [
+    "--mode",
+    "persistent",
+    *PRICING,
+    "--timeout",
+    "0",  # under a time limit the peer's driver process does not survive (exit 3, not running)
+    *_specs("peer-headroom", "default:arrival=off", "default:arrival=on"),
+]
 RUN_PATHS = {
-    name: ["claude_code_jsonl", "pi_session", "codex_rollout_jsonl"]
-    for name in ("pins-off", "pins")
+    **{
+        name: [
+            f"CORPUS/{folder}"
+            for folder in ("claude_code_jsonl", "pi_session", "codex_rollout_jsonl")
+        ]
+        for name in ("pins-off", "pins")
+    },
+    "headroom": ["examples/sessions", "CORPUS/openhands_events", "CORPUS/mini_swe_agent_traj"],
 }
-"""The corpus folders a run reads, where not the whole corpus: what pinning costs
-(docs/strategies.md) on the Claude Code, pi and Codex conversations, which read CLAUDE.md and
-AGENTS.md files."""
+"""What a run reads, where not the whole corpus (`CORPUS/...` in the corpus, else in the
+checkout): what pinning costs (docs/strategies.md) on the Claude Code, pi and Codex
+conversations, which read CLAUDE.md and AGENTS.md files; headroom, which takes about 0.1 s a
+call, on the bundled sessions and two corpus folders."""
 
 
 SCRIPTS = {
@@ -153,8 +170,7 @@ def commands() -> dict[str, str]:
         name: " ".join(
             [
                 "compactkit bench",
-                *(f"CORPUS/{p}" for p in RUN_PATHS.get(name, [])),
-                *([] if name in RUN_PATHS else ["CORPUS"]),
+                *RUN_PATHS.get(name, ["CORPUS"]),
                 *args,
                 "--workers 2",
             ]
@@ -182,7 +198,9 @@ def _compactkit(*args: str) -> list[str]:
 def run_bench(name: str, corpus: Path, out_dir: Path, workers: int) -> dict[str, Any]:
     """Run bench `name` of `RUNS` over `corpus`; its report is kept as `out_dir/NAME.json`."""
     out = out_dir / f"{name}.json"
-    paths = [str(corpus / p) for p in RUN_PATHS[name]] if name in RUN_PATHS else [str(corpus)]
+    paths = [p.replace("CORPUS", str(corpus), 1) for p in RUN_PATHS.get(name, ["CORPUS"])]
+    if name == "headroom" and not installed():  # its own environment, from the package registry
+        setup()
     args = ["bench", *paths, *RUNS[name], "--workers", str(workers), "--json", str(out)]
     started = time.monotonic()
     print(f"figures: {name}: compactkit {' '.join(args)}", file=sys.stderr, flush=True)
@@ -624,6 +642,18 @@ def _identical(row: dict[str, Any]) -> bool:
     )
 
 
+def headroom_figures(report: dict[str, Any]) -> dict[str, Any]:
+    """headroom and the default without and with its arrival stage, and what the arrival stage
+    costs as a share of what headroom costs."""
+    out = run_figures(report)
+    ours, theirs = out["default:arrival=on"], out["peer-headroom"]
+    for profile in report["pricing"]:
+        out[f"arrival_vs_headroom_{profile}"] = _share(
+            ours[f"cost_{profile}"], theirs[f"cost_{profile}"]
+        )
+    return out
+
+
 def build(
     reports: dict[str, dict[str, Any]], sample: dict[str, Any], thrash: dict[str, Any]
 ) -> dict[str, Any]:
@@ -651,6 +681,7 @@ def build(
         "budgets": budget_figures(reports["oneshot"]),
         "serve": serve_figures(reports["serve"]),
         "gateway": gateway_figures(reports["gateway"]),
+        "headroom": headroom_figures(reports["headroom"]),
         "thrash": thrash,
     }
 
@@ -738,6 +769,9 @@ COLUMNS: dict[str, Callable[[dict[str, Any]], str]] = {
     "cost openai": _cost("openai"),
     "cost anthropic, share": _share_of("cost_vs_none_anthropic"),
     "cost openai, share": _share_of("cost_vs_none_openai"),
+    "costs, share": lambda p: (
+        f"{_pct(p['cost_vs_none_anthropic'])} / {_pct(p['cost_vs_none_openai'])}"
+    ),
     "worst session": _share_of("worst_session"),
     "retention": _share_of("retention"),
     "recoverable": _share_of("recoverability"),
@@ -966,6 +1000,17 @@ def table_budgets(figures: dict[str, Any]) -> list[str]:
     return _table("budget", rows, columns, name=str)
 
 
+def table_headroom(figures: dict[str, Any]) -> list[str]:
+    """docs/arrival.md: headroom against the default without and with its arrival stage."""
+    rows = {k: v for k, v in figures["headroom"].items() if isinstance(v, dict) and k != "none"}
+    columns: list[str | tuple[str, str]] = [
+        ("cost vs none (Anthropic / OpenAI)", "costs, share"),
+        "retention",
+        "recoverable",
+    ]
+    return _table("", rows, columns)
+
+
 def table_serve(figures: dict[str, Any]) -> list[str]:
     """docs/serve.md: the corpus's file reads through the proxy and directly."""
     serve = figures["serve"]
@@ -1017,6 +1062,7 @@ TABLES: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "budgets": table_budgets,
     "serve": table_serve,
     "gateway": table_gateway,
+    "headroom": table_headroom,
     **{f"oneshot-{strategy}": table_oneshot(strategy) for strategy in ONESHOT},
 }
 """Each table `make figures` writes between `<!-- figures:NAME -->` and `<!-- /figures -->`."""
