@@ -9,7 +9,7 @@ DEV_STAMP := $(VENV)/.installed-dev
 SAMPLE := examples/sessions/gemini3pro_sphinx-doc__sphinx-9229.traj.json
 OUT ?= out
 
-.PHONY: run test lint typecheck bench check check-baseline schema docs clean
+.PHONY: run test lint typecheck bench check check-baseline schema docs figures clean
 
 $(RUN_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -63,6 +63,9 @@ schema: $(RUN_STAMP)
 
 docs: $(RUN_STAMP)  # docs/cli.md's option tables, from the commands (tests/cli/test_docs_tables.py)
 	$(BIN)/python -m compactkit.cli._docs docs/cli.md
+
+figures: $(DEV_STAMP)  # the docs' corpus figures, measured (minutes): docs/figures.json, then the pages
+	$(BIN)/python -m benchmarks.figures
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -3,8 +3,10 @@ beside `bench --mode persistent` on the same pipeline and trigger; and the gatew
 per request against a do-nothing HTTP relay on the same stack, measured in the same run.
 
     python benchmarks/gateway_replay.py [CORPUS_DIR] [--trigger N] [--target M] [--limit S]
+                                        [--json FILE]
 
-Prints a markdown table (docs/gateway.md holds the last one)."""
+Prints a markdown table; `--json` also writes each conversation's figures (`make figures` writes
+docs/gateway.md's table from them)."""
 
 from __future__ import annotations
 
@@ -59,6 +61,7 @@ def main() -> None:
     parser.add_argument(
         "--latency", action="store_true", help="also time each session's last request"
     )
+    parser.add_argument("--json", type=Path, help="also write each conversation's figures here")
     args = parser.parse_args()
     counter = get_counter()
     pipeline_specs = build_specs(args.target)
@@ -113,6 +116,31 @@ def main() -> None:
                     rows.append((path.parent.name, f"{path.name[:40]}#{number}", got, bench))
                     print_row(*rows[-1])
     print_table(rows, lat, args)
+    if args.json:
+        args.json.write_text(json.dumps(as_json(rows, args), indent=1) + "\n", encoding="utf-8")
+
+
+def as_json(rows, args) -> dict:
+    """Each conversation: what the bench says and what the upstream received."""
+    return {
+        "trigger": args.trigger,
+        "target": args.target,
+        "conversations": [
+            {
+                "folder": fmt,
+                "session": name,
+                "calls": got.calls,
+                "compactions": bench.compactions,
+                "bench_prompt_tokens": bench.prompt_tokens,
+                "upstream_prompt_tokens": got.prompt_tokens,
+                "bench_cached_tokens": bench.cached_tokens,
+                "upstream_cached_tokens": got.cached_tokens,
+                "bench_cost_anthropic": round(bench.cost["anthropic"], 6),
+                "upstream_cost_anthropic": round(got.cost["anthropic"], 6),
+            }
+            for fmt, name, got, bench in rows
+        ],
+    }
 
 
 def build_specs(target: int) -> list[str]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import shutil
 import statistics
 import sys
 import tempfile
@@ -216,9 +217,15 @@ async def replay(
 
 
 def run(conversations: Sequence[tuple[str, AgentContext]]) -> list[SessionReplay]:
-    with tempfile.TemporaryDirectory(prefix="ck-serve-") as tmp:
-        workdir = Path(tmp).resolve()
+    # one fixed folder, not a random one: the proxy's markers name the file they stand for, so a
+    # random folder name would move the token counts from run to run (make figures records them)
+    workdir = Path(tempfile.gettempdir()).resolve() / "compactkit-serve-replay"
+    shutil.rmtree(workdir, ignore_errors=True)
+    workdir.mkdir(parents=True)
+    try:
         return anyio.run(replay, conversations, workdir)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def percentile(values: Sequence[float], q: float) -> float:
