@@ -160,6 +160,8 @@ SCRIPTS = {
     "serve": ["-m", "benchmarks.serve_replay", "--json"],
     # docs/gateway.md: every conversation through `compactkit gateway`, beside the bench
     "gateway": ["benchmarks/gateway_replay.py", "CORPUS", "--json"],
+    # docs/arrival.md: what any arrival compressor could save (oracles beside the default)
+    "ceiling": ["benchmarks/arrival_ceiling.py", "CORPUS", "--trigger", "30000,100000", "--json"],
 }
 """The replays `make figures` runs besides the benches: their arguments, the JSON's path last."""
 
@@ -682,6 +684,7 @@ def build(
         "serve": serve_figures(reports["serve"]),
         "gateway": gateway_figures(reports["gateway"]),
         "headroom": headroom_figures(reports["headroom"]),
+        "ceiling": ceiling_figures(reports["ceiling"]),
         "thrash": thrash,
     }
 
@@ -969,6 +972,65 @@ def table_arrival(figures: dict[str, Any]) -> list[str]:
     return lines
 
 
+CEILING = {
+    "folders": "default:arrival=on",
+    "reads_kept": "oracle-outputs + default:arrival=off",
+    "everything": "oracle-all-outputs + default:arrival=off",
+}
+"""The rows of the arrival ceiling (benchmarks/arrival_ceiling.py): the built-in folders, every
+tool output emptied but file reads, every tool output emptied."""
+
+
+def ceiling_figures(report: dict[str, Any]) -> dict[str, Any]:
+    """Per trigger and `CEILING` row: cost against the default without arrival, and over the
+    sessions it never compacts against `none`, per pricing."""
+    return {
+        trigger: {
+            row: {
+                f"{what}_{profile}": pipelines[name][what][profile]
+                for what in ("vs_default", "never_vs_none")
+                for profile in ("anthropic", "openai")
+            }
+            for row, name in CEILING.items()
+        }
+        for trigger, pipelines in report.items()
+    }
+
+
+def table_ceiling(figures: dict[str, Any]) -> list[str]:
+    """docs/arrival.md: the arrival ceiling."""
+    labels = {
+        "folders": "the built-in folders (`default:arrival=on`)",
+        "reads_kept": "every tool output emptied, file reads kept",
+        "everything": "every tool output emptied, file reads too",
+    }
+    lines = [
+        _row(
+            [
+                "arrival stage, before `default`",
+                "trigger",
+                "cost vs `default:arrival=off` (Anthropic / OpenAI)",
+                "never compacted, vs `none`",
+            ]
+        ),
+        _row(["---"] * 4),
+    ]
+    for trigger, rows in figures["ceiling"].items():
+        for row, got in rows.items():
+            lines.append(
+                _row(
+                    [
+                        labels[row],
+                        f"{int(trigger) // 1000}k",
+                        f"{got['vs_default_anthropic']:.3f}x / {got['vs_default_openai']:.3f}x",
+                        f"{got['never_vs_none_anthropic']:.3f}x / "
+                        f"{got['never_vs_none_openai']:.3f}x",
+                    ]
+                )
+            )
+    return lines
+
+
 def table_oneshot(strategy: str) -> Callable[[dict[str, Any]], list[str]]:
     """docs/strategies/STRATEGY.md: the strategy once over each conversation, per folder."""
 
@@ -1063,6 +1125,7 @@ TABLES: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "serve": table_serve,
     "gateway": table_gateway,
     "headroom": table_headroom,
+    "ceiling": table_ceiling,
     **{f"oneshot-{strategy}": table_oneshot(strategy) for strategy in ONESHOT},
 }
 """Each table `make figures` writes between `<!-- figures:NAME -->` and `<!-- /figures -->`."""
