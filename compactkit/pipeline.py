@@ -44,6 +44,7 @@ from .registry import Registry, current_registry, get_counter, use_registry
 from .spec import PipelineSpec, one_pipeline
 from .strategies import ARRIVAL_BUILTIN, BUILTIN
 from .strategies.peers import PEERS
+from .strategies.peers.headroom import PeerHeadroom
 from .strategy import ARRIVAL, Strategy, StrategyOptions
 from .tokens import DEFAULT_TOKENIZER, TokenCounter
 from .validate import validate, validate_arrival
@@ -170,7 +171,10 @@ class RunResult:
 PLUGIN_TIMEOUT = 60.0
 """The command line's default `--timeout`: seconds a plugin strategy may run before it is stopped."""
 
-_BUILTIN_CLASSES = frozenset((*BUILTIN, *ARRIVAL_BUILTIN, *PEERS))
+_BUILTIN_CLASSES = frozenset((*BUILTIN, *ARRIVAL_BUILTIN, *PEERS, PeerHeadroom))
+"""peer-headroom is compactkit's own code too (it drives headroom-ai in a process of its own,
+under `headroom_env.ANSWER_SECONDS`): run in a worker, the worker's reaping ended that
+process after every call."""
 
 
 def builtin_strategies() -> frozenset[type]:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
+import sys
 from importlib.metadata import version
 from pathlib import Path
 
@@ -88,6 +90,31 @@ def test_the_bench_runs_headroom_as_a_peer_policy(peer: Path) -> None:
     shown = [p for m in folded.messages for b in m.tool_results for p in b.content]
     assert any(isinstance(p, ElidedBlock) and p.ref == "headroom" for p in shown)
     assert expand(folded).messages == ctx.messages
+
+
+def test_compactkit_bench_runs_the_peer_as_users_run_it(peer: Path, tmp_path: Path) -> None:
+    """`compactkit bench -s peer-headroom` with the default `--timeout`: the peer's calls keep
+    their headroom process (a plugin's worker used to end it after the first call, and every
+    later session failed with 'the headroom driver is not running')."""
+    ctx = AgentContext(messages=(message("user", "fix the build"),))
+    for n in range(3):  # three sessions, several calls each
+        ctx = ctx.append(*_turn(f"c{n}", LOG + f"\nretry {n}"), message("assistant", f"try {n}"))
+    for n in range(3):
+        compactkit.dump(ctx, tmp_path / f"s{n}.json")
+    out = tmp_path / "bench.json"
+    command = [sys.executable, "-m", "compactkit", "bench", str(tmp_path), "-s", "peer-headroom"]
+    done = subprocess.run(
+        [*command, "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(out.read_text())
+    rows = [r for r in report["sessions"] if r["pipeline"] == "peer-headroom"]
+    assert len(rows) == 3 and all(r["error"] is None for r in rows)
+    nones = {r["session"]: r for r in report["sessions"] if r["pipeline"] == "none"}
+    assert all(r["prompt_tokens"] < nones[r["session"]]["prompt_tokens"] for r in rows)
 
 
 def test_compactkit_mcp_proxy_still_works_after_the_setup(peer: Path) -> None:

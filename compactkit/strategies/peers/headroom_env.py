@@ -26,6 +26,7 @@ import atexit
 import hashlib
 import json
 import os
+import select
 import subprocess
 import sys
 import threading
@@ -135,6 +136,10 @@ class Driver:
                 raise PluginError("the headroom driver is not running")
             stdin.write(json.dumps({"messages": messages, "model": model}) + "\n")
             stdin.flush()
+            ready, _, _ = select.select([stdout], [], [], ANSWER_SECONDS)
+            if not ready:  # a driver that hangs is ended: the next call starts a fresh one
+                self._process.kill()
+                raise PluginError(f"headroom gave no answer in {ANSWER_SECONDS:.0f} s")
             line = stdout.readline()
         if not line:
             raise PluginError("the headroom driver stopped without an answer")
@@ -152,15 +157,22 @@ class Driver:
             except subprocess.TimeoutExpired:
                 self._process.kill()
 
+    @property
+    def running(self) -> bool:
+        return self._process.poll() is None
+
+
+ANSWER_SECONDS = 120.0
+"""How long a call waits for headroom's answer before the driver is ended as hung."""
 
 _DRIVERS: dict[str, Driver] = {}
 
 
 def driver() -> Driver:
-    """The process's driver (started on first use)."""
+    """The process's driver (started on first use, and again when the last one ended)."""
     key = str(home())
     found = _DRIVERS.get(key)
-    if found is None:
+    if found is None or not found.running:
         found = _DRIVERS[key] = Driver()
     return found
 
