@@ -76,6 +76,10 @@ def _specs(*names: str) -> list[str]:
     return [arg for name in names for arg in ("-s", name)]
 
 
+SHAPES = ("agent", "templates", "pinned", "paste", "chat", "short_end")
+SHAPE_PEERS = ("peer-anthropic-compact", "peer-codex", "peer-claude-code", "peer-adk")
+SHAPE_PIPELINES = ("default", *SHAPE_PEERS)
+
 RUNS: dict[str, list[str]] = {
     # every pipeline and peer at each trigger, like for like (docs/bench.md, the README)
     "frontier": [
@@ -127,6 +131,8 @@ RUNS["oneshot"] = [
 ]
 
 PINNED = ["--pin", "path=**/CLAUDE.md", "--pin", "path=**/AGENTS.md"]
+# the default against the peers that summarize on generated sessions (docs/bench.md)
+RUNS["shapes"] = [*PRICING, "--trigger", "30000", *_specs("default", *SHAPE_PEERS)]
 RUNS["pins-off"] = [*PRICING, "--trigger", "30000", *_specs("default")]
 RUNS["pins"] = [*RUNS["pins-off"], *PINNED]
 # headroom-ai itself against the arrival stage (docs/arrival.md), in its own environment
@@ -147,6 +153,7 @@ RUN_PATHS = {
         for name in ("pins-off", "pins")
     },
     "headroom": ["examples/sessions", "CORPUS/openhands_events", "CORPUS/mini_swe_agent_traj"],
+    "shapes": ["out/figures/shapes"],
 }
 """What a run reads, where not the whole corpus (`CORPUS/...` in the corpus, else in the
 checkout): what pinning costs (docs/strategies.md) on the Claude Code, pi and Codex
@@ -522,6 +529,65 @@ def measure_thrash() -> dict[str, Any]:
     return out
 
 
+SHAPES_DIR = "out/figures/shapes"
+
+
+def write_shapes(folder: Path) -> None:
+    """The generated sessions of `tests/policy/sessions.py` as files the `shapes` run reads:
+    shapes the corpus has few of (templates and pastes in the user's turns, a chat of user
+    text), the same bytes every time (seeded)."""
+    import compactkit
+    from tests.policy import sessions
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for shape in SHAPES:
+        compactkit.dump(getattr(sessions, shape)(), folder / f"{shape}.json")
+
+
+def shape_figures(report: dict[str, Any]) -> dict[str, Any]:
+    """Per generated session and pipeline of the `shapes` run: cost as a share of `none` per
+    pricing, compactions, and the user's messages kept."""
+    out: dict[str, Any] = {}
+    for row in report["sessions"]:
+        shape = Path(row["session"]).stem
+        out.setdefault(shape, {})[row["pipeline"]] = row
+    figures: dict[str, Any] = {}
+    for shape in SHAPES:
+        rows, none = out[shape], out[shape]["none"]
+        figures[shape] = {}
+        for name in SHAPE_PIPELINES:
+            row = rows[name]
+            users = row["retention"]["by_kind"].get("user_message", {})
+            figures[shape][name] = {
+                "compactions": row["compactions"],
+                "user_messages_kept": users.get("kept"),
+                "user_messages": users.get("total"),
+                **{
+                    f"cost_vs_none_{p}": _share(row["cost"][p], none["cost"][p])
+                    for p in report["pricing"]
+                },
+            }
+    return figures
+
+
+def table_shapes(figures: dict[str, Any]) -> list[str]:
+    """docs/bench.md: the generated shapes, default against the peers that summarize."""
+    lines = [
+        _row(["session (`tests/policy/sessions.py`)", *(f"`{p}`" for p in SHAPE_PIPELINES)]),
+        _row(["---"] * (1 + len(SHAPE_PIPELINES))),
+    ]
+    for shape, rows in figures["shapes"].items():
+        cells = [f"`{shape}`"]
+        for name in SHAPE_PIPELINES:
+            row = rows[name]
+            cells.append(
+                f"{_pct(row['cost_vs_none_anthropic'])} / {_pct(row['cost_vs_none_openai'])}, "
+                f"{row['user_messages_kept']}/{row['user_messages']} user messages"
+            )
+        lines.append(_row(cells))
+    return lines
+
+
 def _sums(rows: list[dict[str, Any]]) -> dict[str, Any]:
     before = sum(r["tokens_before"] for r in rows)
     after = sum(r["tokens_after"] for r in rows)
@@ -686,6 +752,7 @@ def build(
         "headroom": headroom_figures(reports["headroom"]),
         "ceiling": ceiling_figures(reports["ceiling"]),
         "thrash": thrash,
+        "shapes": shape_figures(reports["shapes"]),
     }
 
 
@@ -1126,6 +1193,7 @@ TABLES: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "gateway": table_gateway,
     "headroom": table_headroom,
     "ceiling": table_ceiling,
+    "shapes": table_shapes,
     **{f"oneshot-{strategy}": table_oneshot(strategy) for strategy in ONESHOT},
 }
 """Each table `make figures` writes between `<!-- figures:NAME -->` and `<!-- /figures -->`."""
@@ -1150,6 +1218,7 @@ def measure(reuse: Path | None, out_dir: Path, workers: int) -> dict[str, Any]:
     corpus = corpus_dir()
     out_dir.mkdir(parents=True, exist_ok=True)
     reports = {}
+    write_shapes(ROOT / SHAPES_DIR)
     for name in RUNS:
         if reuse is not None and (reuse / f"{name}.json").is_file():
             reports[name] = load_report(reuse, name)
