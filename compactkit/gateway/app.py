@@ -335,7 +335,7 @@ class Policy:
         prepare = None
         ready_soon = tokens >= summary.SHARE * self.trigger  # prepared before it is needed
         if upstream and ready_soon and not compacted and conv.prepared is None:
-            prepare = conv.prepared = summary.Prepared(frozenset())
+            prepare = conv.prepared = summary.Prepared(history.messages)
         if session and self._owns(session, owner):
             self._forget(session, conv.last_prompt, uncompacted, history)
         cached = prefix_tokens(conv.last_prompt, history, counter)
@@ -381,7 +381,14 @@ class Policy:
             return history
         after, by, why = result.context, self.summarizer, ""
         if upstream:
-            after, why = summary.swap(history, after, conv.prepared, self.counter)
+            after, why = summary.swap(
+                history,
+                after,
+                conv.prepared,
+                self.counter,
+                target=self.target,
+                pins=self.pipeline.pins,
+            )
         if not self._pays(ledger, conv, history, after, tokens, client_tokens):
             return history
         if upstream:
@@ -439,10 +446,18 @@ class Policy:
         conv.summaries_used += 1
         usage = prepared.usage
         prompt, output = page.paid(usage, page.profile_of(conv.key))
+        verbatim, summarized = prepared.spliced
+        later = (
+            f", then {verbatim} later messages verbatim"
+            if verbatim
+            else f", then {summarized} later messages summarized extractively"
+            if summarized
+            else ""
+        )
         return (
             f"upstream ({prompt + output:.4f} USD: {usage.cache_read_tokens} of "
             f"{usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens} prompt "
-            "tokens read from cache)"
+            f"tokens read from cache{later})"
         )
 
     def conversation_id(self, api: wire.Api, parsed: Any, header: str | None, owner: str) -> str:
@@ -734,10 +749,9 @@ class Gateway:
         try:
             if base is None:
                 raise ValueError("no upstream")
-            prompt, sent = plan.prompt, plan.body
+            sent = plan.body
 
             def build() -> bytes:  # off the event loop: a prompt may be megabytes
-                prepared.covered = summary.covering(prompt)
                 return _dumps(summary.summary_body(api, json.loads(sent)))
 
             body = await anyio.to_thread.run_sync(build, limiter=self._limiter)

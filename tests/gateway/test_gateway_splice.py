@@ -1,0 +1,165 @@
+"""`--summarizer upstream` when the agent worked on while its model wrote the summary: the
+summary covers the prompt it was asked over, the compaction at the trigger wants to replace
+more. The prepared summary is spliced (the later messages follow it verbatim, or summarized
+extractively when they do not fit the target) instead of being thrown away; only a history
+that no longer begins with the summary's prompt (rewound) falls back to the extractive one."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from compactkit.context import AgentContext, SummaryBlock
+from compactkit.gateway import GatewayConfig, wire
+from compactkit.gateway.app import SESSION_HEADER, Policy
+from compactkit.validate import validate
+
+from .agents import SYSTEM, TOOL
+from .conftest import KEY, Start, chunk
+from .upstream import FakeModel, is_summary_request
+
+TASK = "Find why sphinx drops the alias docstring and fix it; keep the public API."
+SUMMARY = "## Task\n- fix the alias docstring (UPSTREAM-SUMMARY-7f3a)\n## Open items\n- none"
+TRIGGER = 18_000
+
+
+def _words(n: int) -> str:
+    return f"USER-WORDS-{n}: also keep the changelog entry to one line, please."
+
+
+def _turn(messages: list[dict[str, Any]], n: int) -> None:
+    """One call of the agent and its result; every third result comes with the user's words
+    (as Claude Code sends what the user types while the agent works)."""
+    call = {"type": "tool_use", "id": f"toolu_call_{n}", "name": "read_file",
+            "input": {"path": f"chunk{n}"}}  # fmt: skip
+    messages.append({"role": "assistant", "content": [call]})
+    content: list[dict[str, Any]] = [
+        {"type": "tool_result", "tool_use_id": f"toolu_call_{n}", "content": chunk(f"chunk{n}")}
+    ]
+    if n % 3 == 2:
+        content.append({"type": "text", "text": _words(n)})
+    messages.append({"role": "user", "content": content})
+
+
+def _body(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"model": "claude-test", "max_tokens": 256, "system": SYSTEM, "tools": [TOOL],
+            "messages": messages}  # fmt: skip
+
+
+def _conversation(base: str) -> dict[str, Any]:
+    stats = httpx.get(base + "/compactkit/stats", headers={"x-api-key": KEY}).json()
+    (conv,) = stats["conversations"].values()
+    figures: dict[str, Any] = conv
+    return figures
+
+
+def test_a_summary_prepared_before_the_agent_worked_on_is_spliced_not_waited_for(
+    model: FakeModel, start_gateway: Start, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The summary is ready; the agent makes several more calls before the trigger. The
+    crossing request asks for no new summary: it sends the model's summary, then every message
+    the client added after the summary's prompt as the client sent it (the user's words among
+    them), and the conversation counts the summary used, no fallback."""
+    model.summary = SUMMARY
+    base = start_gateway(trigger=TRIGGER, summarizer="upstream")
+    messages: list[dict[str, Any]] = [{"role": "user", "content": TASK}]
+    headers = {"x-api-key": KEY, SESSION_HEADER: "splice"}
+    with (
+        caplog.at_level(logging.INFO, logger="compactkit.gateway"),
+        httpx.Client(timeout=60) as client,
+    ):
+        for n in range(80):
+            got = client.post(base + "/v1/messages", json=_body(messages), headers=headers)
+            assert got.status_code == 200
+            conv = _conversation(base)
+            if conv["compactions"]:
+                break
+            while conv["summary_calls"] and not conv["summary_usage"]["responses"]:
+                time.sleep(0.05)  # the summary gets ready while the agent works
+                conv = _conversation(base)
+            _turn(messages, n)
+    assert conv["compactions"] == 1
+    assert (conv["summary_calls"], conv["summaries_used"], conv["summary_fallbacks"]) == (1, 1, 0)
+    bodies = [r.json() for r in model.received if r.path == "/v1/messages"]
+    asks = [i for i, body in enumerate(bodies) if is_summary_request(body)]
+    assert len(asks) == 1  # the crossing request asked for none
+    prompt = bodies[asks[0]]["messages"][:-1]
+    assert messages[: len(prompt)] == prompt
+    later = messages[len(prompt) :]
+    crossing = bodies[-1]
+    assert not is_summary_request(crossing) and crossing["messages"] != messages
+    sent = json.dumps(crossing)
+    assert "UPSTREAM-SUMMARY-7f3a" in sent and TASK in sent
+    # the window moved past the summary's prompt: more than the kept turns came after it
+    assert len(later) > 2 * 3 + 1
+    assert crossing["messages"][-len(later) :] == later
+    typed = [b["text"] for m in messages if isinstance(m["content"], list)
+             for b in m["content"] if b.get("type") == "text"]  # fmt: skip
+    assert typed and all(words in sent for words in typed)
+    assert "later messages verbatim" in caplog.text
+
+
+def _drive(
+    policy: Policy, turns: int, *, rewind_after: int | None = None
+) -> tuple[Any, AgentContext]:
+    """Send the conversation to `policy` request by request until it compacts; the summary is
+    ready as soon as it is asked for. `rewind_after`: that many turns after it is asked for,
+    the client drops its last two turns (an edit of history) and goes on from there."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": TASK}]
+    asked = None
+    for n in range(turns):
+        body = _body(messages)
+        raw = json.dumps(body).encode()
+        plan = policy.plan("anthropic", json.loads(raw), "key", raw, "s1", "owner")
+        conv = plan.conversation
+        assert conv is not None
+        if plan.prepare is not None:
+            plan.prepare.text, asked = SUMMARY, n
+        if conv.compactions:
+            return conv, wire.Reader("anthropic").read(body).context
+        if asked is not None and n - asked == rewind_after:
+            del messages[-4:]
+        _turn(messages, n)
+    raise AssertionError("never compacted")
+
+
+@pytest.mark.parametrize(("target", "how"), [(None, "verbatim"), (2500, "extractive")])
+def test_the_spliced_context_validates_and_keeps_the_users_words(
+    target: int | None, how: str
+) -> None:
+    """Over the target, the later messages are summarized extractively after the model's
+    summary (in one marker); under it, they follow a marker of what the summary covers."""
+    policy = Policy(
+        GatewayConfig(trigger=TRIGGER, target=target, summarizer="upstream", policy="always")
+    )
+    conv, client = _drive(policy, 80)
+    assert (conv.summaries_used, conv.summary_fallbacks) == (1, 0)
+    compacted: AgentContext = conv.base
+    assert validate(compacted, client) == []
+    text = json.dumps(compacted.model_dump(mode="json"))
+    for message in client.messages:
+        for block in message.content:
+            if getattr(block, "text", "").startswith("USER-WORDS-"):
+                assert block.text in text
+    summaries = [b for m in compacted.messages for b in m.content if isinstance(b, SummaryBlock)]
+    (summary,) = summaries
+    assert summary.text.startswith(SUMMARY)
+    assert summary.backend == ("upstream" if how == "verbatim" else "upstream+extractive")
+    assert ("## Since the summary above (extractive)" in summary.text) == (how == "extractive")
+    assert policy.counter.context(compacted) <= policy.target
+
+
+def test_a_rewound_history_falls_back_to_the_extractive_summary() -> None:
+    """The client dropped turns the summary covers: the summary describes a history that no
+    longer is, so the compaction keeps the extractive summary and counts it."""
+    policy = Policy(GatewayConfig(trigger=TRIGGER, summarizer="upstream", policy="always"))
+    conv, client = _drive(policy, 80, rewind_after=1)
+    assert (conv.summaries_used, conv.summary_fallbacks) == (0, 1)
+    (summary,) = [b for m in conv.base.messages for b in m.content if isinstance(b, SummaryBlock)]
+    assert "7f3a" not in summary.text and summary.backend == "extractive"
+    assert validate(conv.base, client) == []
