@@ -43,6 +43,12 @@ SummarizerName = Literal["auto", "upstream", "extractive"]
 SUMMARIZERS: tuple[str, ...] = ("auto", "upstream", "extractive")
 SHARE = 0.85
 """The share of the trigger at which the summary is prepared."""
+DEFERRAL = 1.5
+"""A compaction due while its summary's preparation has not begun, or its compaction is still
+being made in the background, is put off to a later request while the history is at most this
+share of the trigger (that request goes as it came, and the preparation starts or goes on);
+past it the pipeline runs in the request. A request put off is never more than the client
+sent: it goes upstream as it would without the gateway, only not smaller."""
 MAX_SUMMARY_TOKENS = 4_000
 """The longest summary the model is asked for (and kept)."""
 INSTRUCTION = (
@@ -73,6 +79,16 @@ class Prepared:
     text: str | None = None
     failed: str = ""
     usage: Usage = field(default_factory=Usage)
+    over: tuple[Message, ...] = ()
+    """The messages of the prompt `compacted` is made from: `messages` first, a later prompt
+    when the compaction of those no longer fit with what came after them."""
+    compacted: AgentContext | None = None
+    """The pipeline's compaction of `over`, made in the background (None: not made yet, or the
+    pipeline left the prompt as it was)."""
+    settled: bool = False
+    """The background compaction of `over` is over (`compacted` made, or not to be)."""
+    wanted: bool = False
+    """A compaction of a later prompt is asked for (by the request that sends it)."""
     spliced: tuple[int, int] = (0, 0)
     """What the last `swap` put after it: messages verbatim, messages summarized extractively
     (those of the window it did not cover)."""
@@ -176,7 +192,7 @@ def swap(
         return after, "no summary marker"
     start, end = window
     covered = len(prepared.messages)
-    if not _begins(before.messages, prepared.messages):
+    if not begins(before.messages, prepared.messages):
         return after, "history diverged"
     if covered <= start:
         return after, "window moved"
@@ -224,8 +240,9 @@ def _window(before: AgentContext, after: AgentContext) -> tuple[int, int] | None
     return start, end
 
 
-def _begins(messages: Sequence[Message], prompt: Sequence[Message]) -> bool:
-    """Whether `messages` begin with `prompt` (the same messages, or equal ones)."""
+def begins(messages: Sequence[Message], prompt: Sequence[Message]) -> bool:
+    """Whether `messages` begin with `prompt` (the same messages, or equal ones): the history
+    still holds what a prepared summary covers."""
     return len(prompt) <= len(messages) and all(
         m is p or fingerprint(m) == fingerprint(p) for m, p in zip(messages, prompt, strict=False)
     )

@@ -14,9 +14,9 @@ from typing import Any
 import httpx
 import pytest
 
-from compactkit.context import AgentContext, SummaryBlock
-from compactkit.gateway import GatewayConfig, wire
-from compactkit.gateway.app import SESSION_HEADER, Policy
+from compactkit.context import SummaryBlock, TextBlock
+from compactkit.gateway import GatewayConfig, summary, wire
+from compactkit.gateway.app import SESSION_HEADER, Gateway, Policy
 from compactkit.validate import validate
 
 from .agents import SYSTEM, TOOL
@@ -101,65 +101,80 @@ def test_a_summary_prepared_before_the_agent_worked_on_is_spliced_not_waited_for
     typed = [b["text"] for m in messages if isinstance(m["content"], list)
              for b in m["content"] if b.get("type") == "text"]  # fmt: skip
     assert typed and all(words in sent for words in typed)
-    assert "later messages verbatim" in caplog.text
+    assert "summary by upstream" in caplog.text
 
 
-def _drive(
-    policy: Policy, turns: int, *, rewind_after: int | None = None
-) -> tuple[Any, AgentContext]:
-    """Send the conversation to `policy` request by request until it compacts; the summary is
-    ready as soon as it is asked for. `rewind_after`: that many turns after it is asked for,
-    the client drops its last two turns (an edit of history) and goes on from there."""
+def _conversation_of(turns: int) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": TASK}]
+    for n in range(turns):
+        _turn(messages, n)
+    return messages
+
+
+@pytest.mark.parametrize(("target", "how"), [(9_000, "verbatim"), (2_500, "extractive")])
+def test_the_spliced_context_validates_and_keeps_the_users_words(target: int, how: str) -> None:
+    """The summary covers the first 40 turns; the compaction replaces all but the last 3 of
+    50. Within the target, the 7 turns between follow a marker of what the summary covers as
+    they were; over it, they are summarized extractively after the model's summary (in the
+    marker of the whole window). Either way the validator finds nothing, and every word the
+    user typed is there."""
+    policy = Policy(
+        GatewayConfig(trigger=TRIGGER, target=target, summarizer="upstream", policy="always")
+    )
+    body = _body(_conversation_of(50))
+    before = wire.read("anthropic", body).context
+    covered = len(wire.read("anthropic", _body(_conversation_of(40))).context.messages)
+    prepared = summary.Prepared(before.messages[:covered], text=SUMMARY)
+    after = policy.pipeline.run(before, policy.counter).context
+    spliced, why = summary.swap(
+        before, after, prepared, policy.counter, target=target, pins=policy.pipeline.pins
+    )
+    assert why == ""
+    assert validate(spliced, before) == []
+    text = json.dumps(spliced.model_dump(mode="json"))
+    typed = [b.text for m in before.messages for b in m.content if isinstance(b, TextBlock)]
+    assert all(words in text for words in typed if words.startswith("USER-WORDS-"))
+    (block,) = [b for m in spliced.messages for b in m.content if isinstance(b, SummaryBlock)]
+    assert block.text.startswith(SUMMARY)
+    verbatim, summarized = prepared.spliced
+    later = before.messages[covered : covered + verbatim + summarized]
+    assert len(later) >= 2 * 7  # a call and its result a turn, the user's words besides
+    if how == "verbatim":
+        assert block.backend == "upstream" and summarized == 0
+        assert all(any(m is k for k in spliced.messages) for m in later)
+    else:
+        assert block.backend == "upstream+extractive" and verbatim == 0
+        assert "## Since the summary above (extractive)" in block.text
+        assert not any(any(m is k for k in spliced.messages) for m in later)
+    assert policy.counter.context(spliced) <= target
+
+
+def test_a_rewound_history_falls_back_to_the_extractive_summary() -> None:
+    """The client dropped turns the summary covers: the summary describes a history that no
+    longer is, so the compaction (made again, in the background, over the history as it is
+    now) keeps the extractive summary and counts it."""
+    gateway = Gateway(GatewayConfig(trigger=TRIGGER, summarizer="upstream", policy="always"))
+    policy = gateway.policy
     messages: list[dict[str, Any]] = [{"role": "user", "content": TASK}]
     asked = None
-    for n in range(turns):
+    for n in range(80):
         body = _body(messages)
         raw = json.dumps(body).encode()
         plan = policy.plan("anthropic", json.loads(raw), "key", raw, "s1", "owner")
         conv = plan.conversation
         assert conv is not None
-        if plan.prepare is not None:
-            plan.prepare.text, asked = SUMMARY, n
+        if plan.prepare is not None:  # what the gateway does in the background
+            assert plan.prompt is not None
+            gateway._compaction(plan.prepare, plan.prompt)
+            if not plan.compact_only:
+                plan.prepare.text, asked = SUMMARY, n
         if conv.compactions:
-            return conv, wire.Reader("anthropic").read(body).context
-        if asked is not None and n - asked == rewind_after:
-            del messages[-4:]
+            break
+        if asked is not None and n - asked == 1:
+            del messages[-4:]  # the client rewinds two turns and goes on from there
         _turn(messages, n)
-    raise AssertionError("never compacted")
-
-
-@pytest.mark.parametrize(("target", "how"), [(None, "verbatim"), (2500, "extractive")])
-def test_the_spliced_context_validates_and_keeps_the_users_words(
-    target: int | None, how: str
-) -> None:
-    """Over the target, the later messages are summarized extractively after the model's
-    summary (in one marker); under it, they follow a marker of what the summary covers."""
-    policy = Policy(
-        GatewayConfig(trigger=TRIGGER, target=target, summarizer="upstream", policy="always")
-    )
-    conv, client = _drive(policy, 80)
-    assert (conv.summaries_used, conv.summary_fallbacks) == (1, 0)
-    compacted: AgentContext = conv.base
-    assert validate(compacted, client) == []
-    text = json.dumps(compacted.model_dump(mode="json"))
-    for message in client.messages:
-        for block in message.content:
-            if getattr(block, "text", "").startswith("USER-WORDS-"):
-                assert block.text in text
-    summaries = [b for m in compacted.messages for b in m.content if isinstance(b, SummaryBlock)]
-    (summary,) = summaries
-    assert summary.text.startswith(SUMMARY)
-    assert summary.backend == ("upstream" if how == "verbatim" else "upstream+extractive")
-    assert ("## Since the summary above (extractive)" in summary.text) == (how == "extractive")
-    assert policy.counter.context(compacted) <= policy.target
-
-
-def test_a_rewound_history_falls_back_to_the_extractive_summary() -> None:
-    """The client dropped turns the summary covers: the summary describes a history that no
-    longer is, so the compaction keeps the extractive summary and counts it."""
-    policy = Policy(GatewayConfig(trigger=TRIGGER, summarizer="upstream", policy="always"))
-    conv, client = _drive(policy, 80, rewind_after=1)
+    assert conv.compactions == 1
     assert (conv.summaries_used, conv.summary_fallbacks) == (0, 1)
-    (summary,) = [b for m in conv.base.messages for b in m.content if isinstance(b, SummaryBlock)]
-    assert "7f3a" not in summary.text and summary.backend == "extractive"
-    assert validate(conv.base, client) == []
+    (block,) = [b for m in conv.base.messages for b in m.content if isinstance(b, SummaryBlock)]
+    assert "7f3a" not in block.text and block.backend == "extractive"
+    assert validate(conv.base, wire.read("anthropic", body).context) == []
