@@ -29,7 +29,7 @@ from typing import Any, Literal
 from ..context import AgentContext, Message, SummaryBlock, TextBlock, canonical_json, etag_of
 from ..pins import with_rules
 from ..recovery import message_marker, prune
-from ..strategies.llm_summary import LlmSummary
+from ..strategies.llm_summary import LlmSummary, message_count
 from ..summarize.base import clip_tokens
 from ..summarize.extractive import gather, render
 from ..tokens import TokenCounter
@@ -217,27 +217,26 @@ def swap(
 
 
 def _window(before: AgentContext, after: AgentContext) -> tuple[int, int] | None:
-    """(a, c): the window of `before` the one new llm-summary marker of `after` replaced, when
-    every other message of `after` stands for one of `before` in order (nothing else dropped)."""
+    """(a, c): the window of `before` that the one new llm-summary marker of `after` replaced
+    (the messages before it kept as they were, as many after it as the marker counts; another
+    marker, sliding-window's, may follow it)."""
     known = {id(m) for m in before.messages}
     fresh = [i for i, m in enumerate(after.messages) if id(m) not in known]
-    markers = [i for i in fresh if message_marker(after.messages[i]) is not None]
-    if len(markers) != 1:
+    marked = [i for i in fresh if isinstance(message_marker(after.messages[i]), SummaryBlock)]
+    if len(marked) != 1:
         return None
-    start = markers[0]
-    if not isinstance(message_marker(after.messages[start]), SummaryBlock):
+    start = marked[0]
+    block = message_marker(after.messages[start])
+    assert isinstance(block, SummaryBlock)
+    if start > len(before.messages) or any(
+        b.role != a.role for b, a in zip(before.messages[:start], after.messages, strict=False)
+    ):
         return None
-    end = len(before.messages) - (len(after.messages) - start - 1)
-    if end < start:
-        return None
-    pairs = zip(
-        (*before.messages[:start], *before.messages[end:]),
-        (*after.messages[:start], *after.messages[start + 1 :]),
-        strict=True,
-    )
-    if any(b.role != a.role for b, a in pairs):
-        return None
-    return start, end
+    want, counted, end = max(block.summarized_messages, 1), 0, start
+    while end < len(before.messages) and counted < want:
+        counted += message_count(before.messages[end])
+        end += 1
+    return (start, end) if counted == want else None
 
 
 def begins(messages: Sequence[Message], prompt: Sequence[Message]) -> bool:

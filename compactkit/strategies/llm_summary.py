@@ -294,7 +294,7 @@ class LlmSummary(Strategy):
         recovery = dict(ctx.recovery)
         etag = put(recovery, flatten(window, ctx.recovery))
         _keep_collapsed_recoverable(ctx, start, end, recovery)
-        replaced = sum(_message_count(m) for m in window)
+        replaced = sum(message_count(m) for m in window)
         block = SummaryBlock(text="", etag=etag, summarized_messages=replaced)
         carried = pinned(ctx).carry(window)
         return restore_orphaned_collapses(
@@ -435,7 +435,7 @@ def _past_results(messages: tuple[Message, ...], end: int) -> int:
     return end
 
 
-def _message_count(msg: Message) -> int:
+def message_count(msg: Message) -> int:
     """How many original messages `msg` stands for."""
     marker = message_marker(msg)
     if isinstance(marker, SummaryBlock):
