@@ -27,7 +27,7 @@ from compactkit.registry import get_counter
 from tests.gateway.upstream import FakeModel
 
 from .gateway_replay import build_specs, relay_app
-from .test_gateway_bench import ROOT, SESSIONS, TARGET, TRIGGER, _requests, _start
+from .test_gateway_bench import ROOT, SESSIONS, TARGET, TRIGGER, _requests, _start, alternate
 
 SUMMARY_DELAY = 0.5
 """Seconds the fake model takes to answer a summary request."""
@@ -105,18 +105,9 @@ def upstream_summary_latency(name: str) -> dict[str, Any]:
     upstream, p1 = _start(_summarizing, None)
     relay, p2 = _start(relay_app, upstream)
     gateway, p3 = _start(_gateway, upstream)
-    latency: dict[str, list[float]] = {"relay": [], "gateway": []}
     headers = {"x-compactkit-session": name, "x-api-key": "sk-bench"}
     try:
-        with httpx.Client(timeout=120) as client:
-            for raw in requests:
-                for side, base in (("relay", relay), ("gateway", gateway)):
-                    start = time.perf_counter()
-                    answer = client.post(base + route, content=raw, headers=headers)
-                    latency[side].append(time.perf_counter() - start)
-                    assert answer.status_code == 200
-                time.sleep(THINK)
-            stats = client.get(gateway + "/compactkit/stats", headers=headers).json()
+        latency, stats = alternate(route, requests, relay, gateway, headers, THINK)
     finally:
         for p in (p1, p2, p3):
             p.terminate()
@@ -274,4 +265,4 @@ def test_overhead_is_flat_in_conversation_length(benchmark: Any) -> None:
     figures = benchmark.pedantic(overhead_by_length, rounds=1, iterations=1)
     benchmark.extra_info.update(figures)
     print("\n" + json.dumps(figures))
-    assert figures["cpu_added_ratio"] <= 1.6, figures  # target 1.2: not met (1.30-1.31 here)
+    assert figures["cpu_added_ratio"] <= 1.6, figures  # target 1.2, not met: 1.22-1.32 here
