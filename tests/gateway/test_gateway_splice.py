@@ -178,3 +178,58 @@ def test_a_rewound_history_falls_back_to_the_extractive_summary() -> None:
     (block,) = [b for m in conv.base.messages for b in m.content if isinstance(b, SummaryBlock)]
     assert "7f3a" not in block.text and block.backend == "extractive"
     assert validate(conv.base, wire.read("anthropic", body).context) == []
+
+
+def _jump(messages: list[dict[str, Any]], n: int, chunks: int) -> None:
+    """One call whose result is `chunks` files at once (a large output the agent read)."""
+    _turn(messages, n)
+    text = "".join(chunk(f"chunk{k}") for k in range(n, n + chunks))
+    messages[-1]["content"][0]["content"] = text
+
+
+@pytest.mark.parametrize(("chunks", "deferred"), [(8, True), (22, False)])
+def test_a_history_that_jumps_past_the_trigger_is_compacted_off_the_request_path(
+    chunks: int, deferred: bool
+) -> None:
+    """Below 85% of the trigger, then one large output past it. Up to 1.5x the trigger the
+    request goes as the client sent it and starts the preparation (the summary and the
+    compaction, in the background); the next request sends that compaction, the model's
+    summary in it, without running the pipeline itself. Past 1.5x the pipeline runs in the
+    request, as without the upstream summarizer."""
+    config = GatewayConfig(trigger=TRIGGER, target=12_000, summarizer="upstream", policy="always")
+    gateway = Gateway(config)
+    policy = gateway.policy
+    runs: list[int] = []
+    run = policy.pipeline.run
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        runs.append(1)
+        return run(*args, **kwargs)
+
+    messages = _conversation_of(20)  # 14k tokens: below 85% of the trigger
+    _jump(messages, 20, chunks)  # to 20k (deferred), to 29k (over 1.5x the trigger)
+    plans = []
+    for n in (21, 22):
+        body = _body(messages)
+        raw = json.dumps(body).encode()
+        policy.pipeline.run = counted  # type: ignore[method-assign]
+        plan = policy.plan("anthropic", json.loads(raw), "key", raw, "s1", "owner")
+        policy.pipeline.run = run  # type: ignore[method-assign]
+        plans.append((plan, len(runs)))
+        if plan.prepare is not None:  # what the gateway does in the background
+            assert plan.prompt is not None
+            gateway._compaction(plan.prepare, plan.prompt)
+            plan.prepare.text = SUMMARY
+        _turn(messages, n)
+    conv = plans[0][0].conversation
+    assert conv is not None and conv.compactions == 1
+    (first, runs_first), (second, runs_second) = plans
+    if deferred:
+        assert first.body == json.dumps(_body(messages[:-4])).encode()  # as the client sent it
+        assert first.prepare is not None and runs_first == 0
+        assert runs_second == 0 and second.body != first.body
+        assert (conv.summaries_used, conv.summary_fallbacks) == (1, 0)
+        assert b"UPSTREAM-SUMMARY-7f3a" in second.body
+    else:
+        assert runs_first == 1 and (conv.summaries_used, conv.summary_fallbacks) == (0, 1)
+    assert validate(conv.base, wire.read("anthropic", _body(messages[:-2])).context) == []
