@@ -4,8 +4,12 @@ When a conversation's prompt passes `SHARE` of the trigger, the gateway asks the
 with the same model and the client's own credentials, for a summary, in the background (off the
 request path): the summary request is the prompt it has just sent (system, tools, messages: the
 provider's cached prefix) plus one user message, `INSTRUCTION`. It is sent once per compaction
-cycle. The request that crosses the trigger runs the pipeline as always (the extractive summary in
-the llm-summary marker) and swaps the prepared text in (`swap`): in the marker when it covers
+cycle. Beside it the pipeline compacts the same prompt, in a worker thread (`Prepared.compacted`,
+the extractive summary in its llm-summary marker). The request that crosses the trigger sends
+that compaction followed by the messages since (or, when there is none yet or it no longer fits
+the target, goes as it came while the history is at most `DEFERRAL` times the trigger, and one is
+made for the next request; past that the pipeline runs in the request), and swaps the prepared
+text in (`swap`): in the marker when it covers
 every message the compaction replaced, else spliced, the messages the agent added since the
 summary's prompt following it verbatim (or summarized extractively when they do not fit the
 target), checked by the validator. The markers keep carrying the pinned words verbatim whatever
