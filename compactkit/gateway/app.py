@@ -337,14 +337,7 @@ class Policy:
         compacted = history is not uncompacted
         if compacted:
             tokens = self._tokens(history, tally.history)
-        prepare = None
-        ready_soon = tokens >= summary.SHARE * self.trigger  # prepared before it is needed
-        compact_only = False
-        if upstream and ready_soon and not compacted and conv.prepared is None:
-            prepare = conv.prepared = summary.Prepared(history.messages, over=history.messages)
-        elif conv.prepared is not None and conv.prepared.wanted:  # `_deferred` asked for it
-            prepare, compact_only = conv.prepared, True
-            prepare.wanted = False
+        background = self._preparation(conv, history, tokens, upstream, compacted)
         if session and self._owns(session, owner):
             self._forget(session, conv.last_prompt, uncompacted, history)
         cached = self._prefix(conv.last_prompt, history, tally)
@@ -358,19 +351,13 @@ class Policy:
         if conv.base is None:
             conv.passed_through += 1
             self.conversations.save(conv)
-            return Plan(raw, conv, prepare=prepare, compact_only=compact_only, prompt=history)
+            return Plan(raw, conv, **background)
         body = wire.write(request, history)
         self.conversations.save(conv)
         etags = recall.offered_etags(history) if self.config.recall else []
         etags = [(etag, label) for etag, label in etags if etag in history.recovery]
         if not etags:
-            return Plan(
-                self._dumps(body, request.body),
-                conv,
-                prepare=prepare,
-                compact_only=compact_only,
-                prompt=history,
-            )
+            return Plan(self._dumps(body, request.body), conv, **background)
         given = body.get("tools")
         tools: list[Any] = given if isinstance(given, list) else []
         body["tools"] = [*tools, recall.tool_definition(request.api, etags)]
@@ -421,6 +408,27 @@ class Policy:
             by = self._summary_used(conv, why)
         self._compacted(conv, request, history, after, tokens, by)
         return after
+
+    def _preparation(
+        self,
+        conv: Conversation,
+        history: AgentContext,
+        tokens: int,
+        upstream: bool,
+        compacted: bool,
+    ) -> dict[str, Any]:
+        """What the plan of a request sending `history` starts in the background
+        (`Gateway._prepare`): a preparation (the summary and the compaction of `history`) when
+        the conversation passes `summary.SHARE` of the trigger with none, before it is needed;
+        the compaction alone when `_deferred` asked for one; else nothing."""
+        prepare, compact_only = None, False
+        ready_soon = tokens >= summary.SHARE * self.trigger
+        if upstream and ready_soon and not compacted and conv.prepared is None:
+            prepare = conv.prepared = summary.Prepared(history.messages, over=history.messages)
+        elif conv.prepared is not None and conv.prepared.wanted:
+            prepare, compact_only = conv.prepared, True
+            prepare.wanted = False
+        return {"prepare": prepare, "compact_only": compact_only, "prompt": history}
 
     def _prepared(self, conv: Conversation, history: AgentContext) -> AgentContext | None:
         """The compaction made in the background (`Gateway._prepare`) of the prompt `history`
