@@ -87,23 +87,37 @@ def _requests(name: str) -> tuple[str, list[bytes]]:
     return route, [json.dumps(r).encode() for _, r in requests_of(body, ctx)]
 
 
+def alternate(
+    route: str,
+    requests: list[bytes],
+    relay: str,
+    gateway: str,
+    headers: dict[str, str],
+    think: float = 0.0,
+) -> tuple[dict[str, list[float]], dict[str, Any]]:
+    """Each request through the relay, then through the gateway (`think` seconds before the
+    next): the seconds each took on each side, and the gateway's stats after."""
+    latency: dict[str, list[float]] = {"relay": [], "gateway": []}
+    with httpx.Client(timeout=120) as client:
+        for raw in requests:
+            for side, base in (("relay", relay), ("gateway", gateway)):
+                start = time.perf_counter()
+                answer = client.post(base + route, content=raw, headers=headers)
+                latency[side].append(time.perf_counter() - start)
+                assert answer.status_code == 200
+            time.sleep(think)
+        stats: dict[str, Any] = client.get(gateway + "/compactkit/stats", headers=headers).json()
+    return latency, stats
+
+
 def replay_latency(name: str) -> dict[str, Any]:
     route, requests = _requests(name)
     upstream, p1 = _start(_fake, None)
     relay, p2 = _start(relay_app, upstream)
     gateway, p3 = _start(_gateway, upstream)
-    latency: dict[str, list[float]] = {"relay": [], "gateway": []}
     try:
-        with httpx.Client(timeout=120) as client:
-            for raw in requests:
-                for side, base in (("relay", relay), ("gateway", gateway)):
-                    start = time.perf_counter()
-                    answer = client.post(
-                        base + route, content=raw, headers={"x-compactkit-session": name}
-                    )
-                    latency[side].append(time.perf_counter() - start)
-                    assert answer.status_code == 200
-            stats = client.get(gateway + "/compactkit/stats").json()
+        headers = {"x-compactkit-session": name}
+        latency, stats = alternate(route, requests, relay, gateway, headers)
     finally:
         for p in (p1, p2, p3):
             p.terminate()

@@ -182,7 +182,10 @@ class Plan:
     store: dict[str, str] | None = None
     """What the recall tool answers from: the conversation's own removed content."""
     prepare: summary.Prepared | None = None
-    """A summary to prepare in the background from this request's prompt (`body`)."""
+    """A summary to prepare in the background from this request's prompt (`body`), and the
+    compaction of it."""
+    compact_only: bool = False
+    """Only the compaction of this request's prompt (the summary is asked for already)."""
     prompt: AgentContext | None = None
     """The context `body` holds (what a summary prepared from it covers)."""
 
@@ -201,6 +204,8 @@ class _Tally:
 
     client: _Counted = field(default_factory=_Counted)
     history: _Counted = field(default_factory=_Counted)
+    sent: _Counted = field(default_factory=_Counted)
+    """The messages of the last prompt sent and their tokens."""
 
 
 SWITCH_INTERVAL = 0.0005
@@ -324,13 +329,11 @@ class Policy:
         compacted = history is not uncompacted
         if compacted:
             tokens = self._tokens(history, tally.history)
-        prepare = None
-        ready_soon = tokens >= summary.SHARE * self.trigger  # prepared before it is needed
-        if upstream and ready_soon and not compacted and conv.prepared is None:
-            prepare = conv.prepared = summary.Prepared(frozenset())
+        background = self._preparation(conv, history, tokens, upstream, compacted)
         if session and self._owns(session, owner):
             self._forget(session, conv.last_prompt, uncompacted, history)
-        cached = prefix_tokens(conv.last_prompt, history, counter)
+        cached = self._prefix(conv.last_prompt, history, tally)
+        tally.sent = _Counted(history.messages, tokens - counter.preamble(history))
         ledger.record(tokens, cached, raw=client_tokens, compacted=compacted)
         conv.tokens_sent += tokens
         conv.cached_tokens += cached
@@ -342,13 +345,13 @@ class Policy:
         if history is client:
             conv.passed_through += 1
             self.conversations.save(conv)
-            return Plan(raw, conv, prepare=prepare, prompt=history)
+            return Plan(raw, conv, **background)
         body = wire.write(request, history)
         self.conversations.save(conv)
         etags = recall.offered_etags(history) if self.config.recall else []
         etags = [(etag, label) for etag, label in etags if etag in history.recovery]
         if not etags:
-            return Plan(self._dumps(body, request.body), conv, prepare=prepare, prompt=history)
+            return Plan(self._dumps(body, request.body), conv, **background)
         given = body.get("tools")
         tools: list[Any] = given if isinstance(given, list) else []
         body["tools"] = [*tools, recall.tool_definition(request.api, etags)]
@@ -425,19 +428,84 @@ class Policy:
         ledger: Ledger = conv.ledger
         if not ledger.due(tokens):
             return history
-        result = self.pipeline.run(history, self.counter)
-        if result.context is history:
-            ledger.unchanged(tokens)
-            return history
-        after, by, why = result.context, self.summarizer, ""
+        spliced = self._prepared(conv, history) if upstream else None
+        fits = spliced is not None and self.counter.context(spliced) <= self.target
+        if not fits and upstream and self._deferred(conv, history, tokens):
+            return history  # compacted by a later request, off this one's path
+        if spliced is not None and not fits:  # the pipeline on less than the whole history
+            after = self.pipeline.run(spliced, self.counter).context
+        elif spliced is not None:
+            after = spliced
+        else:
+            result = self.pipeline.run(history, self.counter)
+            if result.context is history:
+                ledger.unchanged(tokens)
+                return history
+            after = result.context
+        by, why = self.summarizer, ""
         if upstream:
-            after, why = summary.swap(history, after, conv.prepared, self.counter)
+            after, why = summary.swap(
+                history,
+                after,
+                conv.prepared,
+                self.counter,
+                target=self.target,
+                pins=self.pipeline.pins,
+            )
         if not self._pays(ledger, conv, history, after, tokens, client_tokens):
             return history
         if upstream:
             by = self._summary_used(conv, why)
         self._compacted(conv, request, history, after, tokens, by)
         return after
+
+    def _preparation(
+        self,
+        conv: Conversation,
+        history: AgentContext,
+        tokens: int,
+        upstream: bool,
+        compacted: bool,
+    ) -> dict[str, Any]:
+        """What the plan of a request sending `history` starts in the background
+        (`Gateway._prepare`): a preparation (the summary and the compaction of `history`) when
+        the conversation passes `summary.SHARE` of the trigger with none, before it is needed;
+        the compaction alone when `_deferred` asked for one; else nothing."""
+        prepare, compact_only = None, False
+        ready_soon = tokens >= summary.SHARE * self.trigger
+        if upstream and ready_soon and not compacted and conv.prepared is None:
+            prepare = conv.prepared = summary.Prepared(history.messages, over=history.messages)
+        elif conv.prepared is not None and conv.prepared.wanted:
+            prepare, compact_only = conv.prepared, True
+            prepare.wanted = False
+        return {"prepare": prepare, "compact_only": compact_only, "prompt": history}
+
+    def _prepared(self, conv: Conversation, history: AgentContext) -> AgentContext | None:
+        """The compaction made in the background (`Gateway._prepare`) of the prompt `history`
+        begins with, followed by the messages since, as they are; None when there is none."""
+        prepared: summary.Prepared | None = conv.prepared
+        compacted = prepared.compacted if prepared is not None else None
+        if (
+            prepared is None
+            or compacted is None
+            or compacted.system_instruction != history.system_instruction
+            or compacted.activated_skills != history.activated_skills
+            or not summary.begins(history.messages, prepared.over)
+        ):
+            return None
+        return appended(compacted, history.messages[len(prepared.over) :])
+
+    def _deferred(self, conv: Conversation, history: AgentContext, tokens: int) -> bool:
+        """Whether a compaction due now is left to a later request, made meanwhile in the
+        background: one being made, or about to be (a preparation starts with this request
+        when none has, and when the one made no longer fits, one of `history` is asked for)."""
+        prepared: summary.Prepared | None = conv.prepared
+        if tokens > summary.DEFERRAL * self.trigger:
+            return False
+        if prepared is not None and prepared.settled:
+            prepared.over, prepared.compacted = history.messages, None
+            prepared.settled, prepared.wanted = False, True
+        return True
 
     def _ledger(self, conv: Conversation, client: AgentContext) -> Ledger:
         """The conversation's ledger, told the model's answer to the last request (the
@@ -489,10 +557,18 @@ class Policy:
         conv.summaries_used += 1
         usage = prepared.usage
         prompt, output = page.paid(usage, page.profile_of(conv.key))
+        verbatim, summarized = prepared.spliced
+        later = (
+            f", then {verbatim} later messages verbatim"
+            if verbatim
+            else f", then {summarized} later messages summarized extractively"
+            if summarized
+            else ""
+        )
         return (
             f"upstream ({prompt + output:.4f} USD: {usage.cache_read_tokens} of "
             f"{usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens} prompt "
-            "tokens read from cache)"
+            f"tokens read from cache{later})"
         )
 
     def conversation_id(self, api: wire.Api, parsed: Any, header: str | None, owner: str) -> str:
@@ -528,6 +604,22 @@ class Policy:
             tokens = sum(self.counter.messages(messages))
         last.messages, last.tokens = messages, tokens
         return self.counter.preamble(ctx) + tokens
+
+    def _prefix(self, last: AgentContext | None, ctx: AgentContext, tally: _Tally) -> int:
+        """`prefix_tokens(last, ctx)`, with no message counted again when `ctx` begins with the
+        very messages of `last` (the prompt `tally.sent` counted)."""
+        sent = tally.sent.messages
+        if (
+            self.incremental
+            and last is not None
+            and last.messages is sent
+            and len(sent) <= len(ctx.messages)
+            and last.system_instruction == ctx.system_instruction
+            and last.activated_skills == ctx.activated_skills
+            and all(map(operator.is_, sent, ctx.messages))
+        ):
+            return self.counter.preamble(ctx) + tally.sent.tokens
+        return prefix_tokens(last, ctx, self.counter)
 
     def _branch(self, shape: str, api: wire.Api, parsed: Any) -> str:
         """Which conversation of `shape` a request joins: the one whose history (the client's
@@ -776,18 +868,47 @@ class Gateway:
         task.add_done_callback(self._tasks.discard)
 
     async def _prepare(self, request: HttpRequest, api: wire.Api, plan: Plan) -> None:
-        """Ask the upstream for the summary of `plan`'s prompt (in the background); what it
-        answers, or why not, lands in `plan.prepare` for the compaction to come."""
-        prepared, conv, base = plan.prepare, plan.conversation, self.upstream(api)
-        assert prepared is not None and conv is not None and plan.prompt is not None
+        """Ask the upstream for the summary of `plan`'s prompt and compact the prompt (in the
+        background, side by side); what comes of it, or why not, lands in `plan.prepare` for
+        the compaction to come."""
+        prepared, conv, prompt = plan.prepare, plan.conversation, plan.prompt
+        assert prepared is not None and conv is not None and prompt is not None
+        asked = None
+        if not plan.compact_only:
+            asked = asyncio.ensure_future(self._ask(request, api, plan.body, prepared, conv))
+        await anyio.to_thread.run_sync(self._compaction, prepared, prompt, limiter=self._limiter)
+        if asked is not None:
+            await asked
+
+    def _compaction(self, prepared: summary.Prepared, prompt: AgentContext) -> None:
+        """The pipeline's compaction of `prompt` into `prepared` (in a worker thread); a failure
+        leaves none (the pipeline then runs in the request that needs it)."""
+        made: AgentContext | None = None
+        try:
+            result = self.policy.pipeline.run(prompt, self.policy.counter)
+            made = result.context if result.context is not prompt else None
+        except Exception:  # reported when it runs in the request instead
+            made = None
+        if prepared.over is prompt.messages:  # not asked for over a later prompt meanwhile
+            prepared.compacted, prepared.settled = made, True
+
+    async def _ask(
+        self,
+        request: HttpRequest,
+        api: wire.Api,
+        sent: bytes,
+        prepared: summary.Prepared,
+        conv: Conversation,
+    ) -> None:
+        """Ask the upstream for the summary of the prompt `sent`; its answer, or why none,
+        lands in `prepared`."""
+        base = self.upstream(api)
         conv.summary_calls += 1
         try:
             if base is None:
                 raise ValueError("no upstream")
-            prompt, sent = plan.prompt, plan.body
 
             def build() -> bytes:  # off the event loop: a prompt may be megabytes
-                prepared.covered = summary.covering(prompt)
                 return _dumps(summary.summary_body(api, json.loads(sent)))
 
             body = await anyio.to_thread.run_sync(build, limiter=self._limiter)

@@ -12,6 +12,7 @@ not well formed) is left to `json.loads`, which then parses it or raises as it a
 from __future__ import annotations
 
 import json
+import operator
 import re
 import threading
 from collections import OrderedDict
@@ -43,7 +44,9 @@ class _Parsed:
     fields: dict[str, tuple[int, int, Any]] = field(default_factory=dict)
     items: list[tuple[int, int, Any]] = field(default_factory=list)
     dumped: dict[int, bytes | None] = field(default_factory=dict)
-    """Serializations of those values and items (None: not yet), by object id."""
+    """Serializations of the top-level values (None: not yet), by object id."""
+    item_dumps: list[bytes | None] = field(default_factory=list)
+    """Serializations of the raw items, as `items` holds them (None: not yet)."""
 
 
 class Bodies:
@@ -99,13 +102,25 @@ class Bodies:
             parts = []
             for key, value in body.items():
                 if key in _ITEM_KEYS and isinstance(value, list):
-                    text = b"[" + b",".join(_dumped(parsed, item) for item in value) + b"]"
+                    where = {id(item): k for k, (_, _, item) in enumerate(parsed.items)}
+                    text = b"[" + b",".join(_item(parsed, where, item) for item in value) + b"]"
                 else:
                     text = _dumped(parsed, value)
                 parts.append(dumps(key) + b":" + text)
         except Exception:  # serialized whole, it raises as it always did
             return dumps(body)
         return b"{" + b",".join(parts) + b"}"
+
+
+def _item(parsed: _Parsed, where: dict[int, int], item: Any) -> bytes:
+    """`dumps(item)`, once for a raw item of `parsed` (at `where[id(item)]` in its items)."""
+    k = where.get(id(item))
+    if k is None:  # written by the gateway, not read
+        return dumps(item)
+    known = parsed.item_dumps[k]
+    if known is None:
+        known = parsed.item_dumps[k] = dumps(item)
+    return known
 
 
 def _dumped(parsed: _Parsed, value: Any) -> bytes:
@@ -177,12 +192,21 @@ def _items(text: str, at: int, parsed: _Parsed, before: _Parsed | None) -> tuple
     i = _ws(text, at + 1)
     if text[i : i + 1] == "]":
         return items, i + 1
+    if before is not None:
+        i = _same_items(text, i, parsed, before, items)
+        if text[i : i + 1] == "]":
+            return items, i + 1
     while True:
-        old = olds[len(items)] if len(items) < len(olds) else None
+        index = len(items)
+        old = olds[index] if index < len(olds) else None
         if text[i : i + 1] == "{":
             value, end = _value(text, i, before, old)
             parsed.items.append((i, end, value))
-            _carry(parsed, before, value)
+            parsed.item_dumps.append(
+                before.item_dumps[index]
+                if before is not None and old is not None and value is old[2]
+                else None
+            )
         else:
             value, end = _SCAN(text, i)
         items.append(value)
@@ -193,6 +217,41 @@ def _items(text: str, at: int, parsed: _Parsed, before: _Parsed | None) -> tuple
         if sep != ",":
             raise ValueError("not an array")
         i = _ws(text, i + 1)
+
+
+def _same_items(text: str, at: int, parsed: _Parsed, before: _Parsed, items: list[Any]) -> int:
+    """Where scanning the array whose first item is at `at` goes on, after taking in one step
+    every item of `before` the text holds as it was, at the same place: the text up to the end
+    of one of them equal to `before`'s (a single comparison) makes them all `before`'s, so a
+    body re-sending a long history costs a comparison, not a scan of each item."""
+    olds = before.items
+    if not olds or olds[0][0] != at:
+        return at
+    lo, hi = 0, len(olds)  # the most items whose text up to their end is `before`'s
+    if text.startswith(before.text[at : olds[-1][1]], at):
+        lo = hi  # all of them, as an agent's next request has them
+    else:
+        hi -= 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        end = olds[mid - 1][1]
+        if text.startswith(before.text[at:end], at):
+            lo = mid
+        else:
+            hi = mid - 1
+    if lo == 0:
+        return at
+    same = olds[:lo]
+    parsed.items.extend(same)
+    values = list(map(operator.itemgetter(2), same))
+    items.extend(values)
+    parsed.item_dumps.extend(before.item_dumps[:lo])
+    i = _ws(text, same[-1][1])
+    if text[i : i + 1] == ",":
+        i = _ws(text, i + 1)
+    elif text[i : i + 1] != "]":
+        raise ValueError("not an array")
+    return i
 
 
 def _carry(parsed: _Parsed, before: _Parsed | None, value: Any) -> None:

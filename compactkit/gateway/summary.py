@@ -4,11 +4,18 @@ When a conversation's prompt passes `SHARE` of the trigger, the gateway asks the
 with the same model and the client's own credentials, for a summary, in the background (off the
 request path): the summary request is the prompt it has just sent (system, tools, messages: the
 provider's cached prefix) plus one user message, `INSTRUCTION`. It is sent once per compaction
-cycle. The request that crosses the trigger runs the pipeline as always (the extractive summary in
-the llm-summary marker) and swaps the prepared text in when it covers every message the
-compaction replaced; the marker keeps carrying the pinned words verbatim whatever the summary
-says. Not ready, failed, malformed, or the window moved past what it covers: the extractive
-summary stays, and the conversation's figures count it (`summary_fallbacks`).
+cycle. Beside it the pipeline compacts the same prompt, in a worker thread (`Prepared.compacted`,
+the extractive summary in its llm-summary marker). The request that crosses the trigger sends
+that compaction followed by the messages since (or, when there is none yet or it no longer fits
+the target, goes as it came while the history is at most `DEFERRAL` times the trigger, and one is
+made for the next request; past that the pipeline runs in the request), and swaps the prepared
+text in (`swap`): in the marker when it covers
+every message the compaction replaced, else spliced, the messages the agent added since the
+summary's prompt following it verbatim (or summarized extractively when they do not fit the
+target), checked by the validator. The markers keep carrying the pinned words verbatim whatever
+the summary says. Not ready, failed, malformed, or the history no longer begins with the
+summary's prompt (rewound, rewritten): the extractive summary stays, and the conversation's
+figures count it (`summary_fallbacks`).
 
 Whether a compaction pays (the ledger of `compactkit.policy`) is decided apart: this module only
 makes the better summary ready by the time one is made, and reports its cost (the provider's usage
@@ -19,12 +26,18 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..context import AgentContext, Message, SummaryBlock, canonical_json, etag_of
+from ..context import AgentContext, Message, SummaryBlock, TextBlock, canonical_json, etag_of
+from ..pins import with_rules
+from ..recovery import message_marker, prune
+from ..strategies.llm_summary import LlmSummary, message_count
 from ..summarize.base import clip_tokens
+from ..summarize.extractive import gather, render
 from ..tokens import TokenCounter
+from ..validate import validate
 from .conversations import Usage
 from .sse import usage_of_body
 
@@ -34,6 +47,12 @@ SummarizerName = Literal["auto", "upstream", "extractive"]
 SUMMARIZERS: tuple[str, ...] = ("auto", "upstream", "extractive")
 SHARE = 0.85
 """The share of the trigger at which the summary is prepared."""
+DEFERRAL = 1.5
+"""A compaction due while its summary's preparation has not begun, or its compaction is still
+being made in the background, is put off to a later request while the history is at most this
+share of the trigger (that request goes as it came, and the preparation starts or goes on);
+past it the pipeline runs in the request. A request put off is never more than the client
+sent: it goes upstream as it would without the gateway, only not smaller."""
 MAX_SUMMARY_TOKENS = 4_000
 """The longest summary the model is asked for (and kept)."""
 INSTRUCTION = (
@@ -59,11 +78,24 @@ INSTRUCTION = (
 class Prepared:
     """A summary prepared for a conversation: pending until `text` or `failed` is set."""
 
-    covered: frozenset[str]
-    """Fingerprints of the messages of the prompt it summarizes."""
+    messages: tuple[Message, ...] = ()
+    """The messages of the prompt it summarizes (sent as they are, with the instruction)."""
     text: str | None = None
     failed: str = ""
     usage: Usage = field(default_factory=Usage)
+    over: tuple[Message, ...] = ()
+    """The messages of the prompt `compacted` is made from: `messages` first, a later prompt
+    when the compaction of those no longer fit with what came after them."""
+    compacted: AgentContext | None = None
+    """The pipeline's compaction of `over`, made in the background (None: not made yet, or the
+    pipeline left the prompt as it was)."""
+    settled: bool = False
+    """The background compaction of `over` is over (`compacted` made, or not to be)."""
+    wanted: bool = False
+    """A compaction of a later prompt is asked for (by the request that sends it)."""
+    spliced: tuple[int, int] = (0, 0)
+    """What the last `swap` put after it: messages verbatim, messages summarized extractively
+    (those of the window it did not cover)."""
 
     @property
     def ready(self) -> bool:
@@ -73,10 +105,6 @@ class Prepared:
 def fingerprint(message: Message) -> str:
     """A message's content address (equal messages, equal prints, whoever read them)."""
     return etag_of(canonical_json(message.model_dump(mode="json")))
-
-
-def covering(ctx: AgentContext) -> frozenset[str]:
-    return frozenset(map(fingerprint, ctx.messages))
 
 
 def summary_body(api: str, sent: dict[str, Any]) -> dict[str, Any]:
@@ -133,40 +161,146 @@ def read_answer(api: str, status: int, data: bytes, prepared: Prepared) -> None:
         prepared.text = text
 
 
+LATER = "## Since the summary above (extractive)"
+"""What heads the extractive summary of the turns after the prepared summary's prompt."""
+LATER_TOKENS = 256
+"""The fewest tokens that summary gets, however full the target is."""
+
+
 def swap(
     before: AgentContext,
     after: AgentContext,
     prepared: Prepared | None,
     counter: TokenCounter,
+    *,
+    target: int,
+    pins: Sequence[str] = (),
 ) -> tuple[AgentContext, str]:
-    """`after` (a compaction of `before`) with the prepared summary in its new llm-summary
-    marker, and why not when it is not (the empty string: swapped). The marker's pinned words
-    stay as they are."""
+    """`after` (the pipeline's compaction of `before`, within `target` tokens) with the prepared
+    summary in its new llm-summary marker, and why not when it is not (the empty string:
+    swapped). The marker's pinned words stay as they are.
+
+    The summary covers the prompt it was asked over, messages [0, b) of `before`; the marker
+    replaces the window [a, c). With c <= b it covers the window. With c > b (the agent worked
+    on while it was written) it is spliced: a marker of [a, b) with the summary, then messages
+    [b, c) verbatim when they fit `target`, else the pipeline's marker of [a, c) with the
+    summary followed by the extractive summary of [b, c); either one checked by the validator.
+    Only a prompt that is not how `before` begins (a rewound or rewritten history) is not used.
+    `pins`: the pipeline's pin rules."""
     if prepared is None:
         return after, "not prepared"
     if not prepared.ready:
         return after, prepared.failed or "not ready"
-    kept = {id(m) for m in after.messages}
-    replaced = [m for m in before.messages if id(m) not in kept]
-    known = {id(m) for m in before.messages}
-    fresh = [i for i, m in enumerate(after.messages) if id(m) not in known]
-    markers = [
-        i for i in fresh if any(isinstance(b, SummaryBlock) for b in after.messages[i].content)
-    ]
-    if len(markers) != 1:
+    window = _window(before, after)
+    if window is None:
         return after, "no summary marker"
-    if not {fingerprint(m) for m in replaced} <= prepared.covered:
+    start, end = window
+    covered = len(prepared.messages)
+    if not begins(before.messages, prepared.messages):
+        return after, "history diverged"
+    if covered <= start:
         return after, "window moved"
     assert prepared.text is not None
     text = clip_tokens(prepared.text, MAX_SUMMARY_TOKENS, counter.tokenizer.count)
-    index = markers[0]
+    prepared.spliced = (0, 0)
+    if end <= covered:
+        return _with_summary(after, start, text, "upstream"), ""
+    ctx = with_rules(before, pins)
+    spliced = _verbatim(ctx, after, start, covered, end, text)
+    if spliced is not None and counter.context(spliced) <= target and not validate(spliced, ctx):
+        prepared.spliced = (end - covered, 0)
+        return spliced, ""
+    merged = _with_summary(
+        after, start, _later(ctx, after, start, covered, end, text, counter, target),
+        "upstream+extractive",
+    )  # fmt: skip
+    if validate(merged, ctx):
+        return after, "splice invalid"
+    prepared.spliced = (0, end - covered)
+    return merged, ""
+
+
+def _window(before: AgentContext, after: AgentContext) -> tuple[int, int] | None:
+    """(a, c): the window of `before` that the one new llm-summary marker of `after` replaced
+    (the messages before it kept as they were, as many after it as the marker counts; another
+    marker, sliding-window's, may follow it)."""
+    known = {id(m) for m in before.messages}
+    fresh = [i for i, m in enumerate(after.messages) if id(m) not in known]
+    marked = [i for i in fresh if isinstance(message_marker(after.messages[i]), SummaryBlock)]
+    if len(marked) != 1:
+        return None
+    start = marked[0]
+    block = message_marker(after.messages[start])
+    assert isinstance(block, SummaryBlock)
+    if start > len(before.messages) or any(
+        b.role != a.role for b, a in zip(before.messages[:start], after.messages, strict=False)
+    ):
+        return None
+    want, counted, end = max(block.summarized_messages, 1), 0, start
+    while end < len(before.messages) and counted < want:
+        counted += message_count(before.messages[end])
+        end += 1
+    return (start, end) if counted == want else None
+
+
+def begins(messages: Sequence[Message], prompt: Sequence[Message]) -> bool:
+    """Whether `messages` begin with `prompt` (the same messages, or equal ones): the history
+    still holds what a prepared summary covers."""
+    return len(prompt) <= len(messages) and all(
+        m is p or fingerprint(m) == fingerprint(p) for m, p in zip(messages, prompt, strict=False)
+    )
+
+
+def _with_summary(after: AgentContext, index: int, text: str, backend: str) -> AgentContext:
+    """`after` with `text` in the summary block of its marker at `index`."""
     message = after.messages[index]
     content = tuple(
-        b.model_copy(update={"text": text, "backend": "upstream"})
+        b.model_copy(update={"text": text, "backend": backend})
         if isinstance(b, SummaryBlock)
         else b
         for b in message.content
     )
     messages = list(after.messages)
     messages[index] = message.model_copy(update={"content": content})
-    return after.replace(messages=tuple(messages)), ""
+    return after.replace(messages=tuple(messages))
+
+
+def _verbatim(
+    ctx: AgentContext, after: AgentContext, start: int, covered: int, end: int, text: str
+) -> AgentContext | None:
+    """`after` with its marker of [start, end) replaced by a marker of [start, covered) holding
+    `text` and the messages [covered, end) of `ctx` as they are (None: `covered` splits a call
+    from its results)."""
+    if ctx.messages[covered].role == "tool":
+        return None
+    made = LlmSummary().summarized(ctx, start, covered, text, "upstream")
+    messages = (
+        *after.messages[:start],
+        made.messages[start],
+        *ctx.messages[covered:end],
+        *after.messages[start + 1 :],
+    )
+    recovery = {**ctx.recovery, **after.recovery, **made.recovery}
+    return prune(after.replace(messages=messages, recovery=recovery))
+
+
+def _later(
+    ctx: AgentContext,
+    after: AgentContext,
+    start: int,
+    covered: int,
+    end: int,
+    text: str,
+    counter: TokenCounter,
+    target: int,
+) -> str:
+    """`text`, then the extractive summary of messages [covered, end) of `ctx` in what is left
+    of `target` (at least `LATER_TOKENS`), without the pinned words the marker carries."""
+    block, *carried = after.messages[start].content
+    assert isinstance(block, SummaryBlock)
+    kept = tuple(b.text for b in carried if isinstance(b, TextBlock))
+    room = target - counter.context(after) + counter.text(block.text) - counter.text(text)
+    facts = gather(ctx.messages[covered:end], ctx.task, kept)
+    count = counter.tokenizer.count
+    rest = render(facts, max(room - counter.text(LATER) - 4, LATER_TOKENS), count, etag=block.etag)
+    return f"{text}\n\n{LATER}\n{rest}"

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import json
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -109,7 +111,7 @@ def items_of(api: Api, body: Any) -> list[Any]:
     items = body.get(key)
     if not isinstance(items, list) or not items:
         raise Unreadable(f"no {key} array")
-    if not all(isinstance(i, dict) for i in items):
+    if not all(map(isinstance, items, itertools.repeat(dict))):
         raise Unreadable(f"{key} holds a non-object item")
     return items
 
@@ -118,6 +120,8 @@ def extends(before: list[Any], now: list[Any]) -> bool:
     """Whether `now` starts with `before`'s items (a moved `cache_control` aside)."""
     if len(now) < len(before):
         return False
+    if all(map(operator.is_, before, now)):  # the same items: one pass, no comparison
+        return True
     for a, b in zip(before, now, strict=False):
         if a is not b and a != b and strip_cache_control(a) != strip_cache_control(b):
             return False
@@ -159,6 +163,8 @@ class Reader:
         builder = self.builder
         builder.container = body
         turns: list[Turn] = builder.turns
+        # builders only append turns or grow the last one: those before it are as frozen
+        settled = max(0, min(len(turns), len(self.frozen)) - 1) if self.incremental else 0
         try:
             for index in range(len(self.items), len(items)):
                 count = len(turns)
@@ -172,9 +178,10 @@ class Reader:
             self.builder = None  # half-fed: start over next time
             raise
         self.items = list(items)
-        messages = []
+        messages = list(map(operator.itemgetter(2), self.frozen[:settled]))
         kept_upto = len(turns)  # messages before it are the previous request's, as they were
-        for pos, turn in enumerate(turns):
+        for pos in range(settled, len(turns)):
+            turn = turns[pos]
             if pos < len(self.frozen):
                 kept, blocks, message = self.frozen[pos]
                 if kept is turn and blocks == len(turn.blocks):

@@ -279,6 +279,14 @@ class LlmSummary(Strategy):
             return None
         return _past_results(ctx.messages, end + tail[0].end)
 
+    def summarized(
+        self, ctx: AgentContext, start: int, end: int, text: str, backend: str
+    ) -> AgentContext:
+        """`ctx` with messages[start:end] replaced by one summary marker holding `text` (as it
+        is) and the window's pinned words, the window stored for `expand`: what `compact` makes
+        of that window with a summary written elsewhere (the gateway's upstream summary)."""
+        return self._with_text(self._skeleton(ctx, start, end), start, text, backend)
+
     def _skeleton(self, ctx: AgentContext, start: int, end: int) -> AgentContext:
         """The output with an empty summary in place of messages[start:end]: the window stored,
         collapsed markers that lose their full copy expanded back."""
@@ -286,7 +294,7 @@ class LlmSummary(Strategy):
         recovery = dict(ctx.recovery)
         etag = put(recovery, flatten(window, ctx.recovery))
         _keep_collapsed_recoverable(ctx, start, end, recovery)
-        replaced = sum(_message_count(m) for m in window)
+        replaced = sum(message_count(m) for m in window)
         block = SummaryBlock(text="", etag=etag, summarized_messages=replaced)
         carried = pinned(ctx).carry(window)
         return restore_orphaned_collapses(
@@ -427,7 +435,7 @@ def _past_results(messages: tuple[Message, ...], end: int) -> int:
     return end
 
 
-def _message_count(msg: Message) -> int:
+def message_count(msg: Message) -> int:
     """How many original messages `msg` stands for."""
     marker = message_marker(msg)
     if isinstance(marker, SummaryBlock):
