@@ -34,8 +34,13 @@ def specs(target: int) -> list[str]:
     ]
 
 
-@pytest.mark.parametrize("path", SESSIONS, ids=lambda p: p.name[:40])
-def test_gateway_replay_equals_the_persistent_bench(path: Path, start_gateway) -> None:
+@pytest.mark.parametrize(
+    ("path", "processes"),
+    [(p, 0) for p in SESSIONS] + [(SESSIONS[2], 2)],
+    ids=lambda v: v.name[:40] if isinstance(v, Path) else f"processes={v}",
+)
+def test_gateway_replay_equals_the_persistent_bench(path: Path, processes: int) -> None:
+    """So with the requests planned in planner processes (`processes=2`)."""
     model = FakeModel(turns=0)
     api = api_for(path)
     body, ctx = as_sent(load_one(path), api)
@@ -52,6 +57,7 @@ def test_gateway_replay_equals_the_persistent_bench(path: Path, start_gateway) -
             pipeline=specs(target),
             trigger=trigger,
             target=target,
+            processes=processes,
         )
         with serving(create_app(config)) as base:
             points = replay(base, api, body, ctx, session=path.name)

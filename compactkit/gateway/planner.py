@@ -1,0 +1,297 @@
+"""Planner processes: the gateway's reading, planning and compaction of requests, each client's
+in a process of its own (`GatewayConfig.processes`).
+
+A compaction is Python work that holds the interpreter: in a thread of the gateway's process, a
+2 MB request of 25,000 turns held it for seconds, and every other client's request waited for it
+at each of its steps (2.2-2.8x their latency). Planner processes are forked when the gateway
+starts; each holds the conversations of the credentials sent to it (a new credential goes to the
+next process in turn, so the first `processes` clients never share one) and runs their plans in
+its own worker threads, a conversation's requests one at a time. They run at a lower priority
+(`NICE`): the gateway's own process, which only relays bytes, is served first.
+
+The gateway's process sends a planner the request's body, API, session header and credential tag
+(never its headers: keys stay in the gateway's process) and gets back the body to send upstream.
+A planner that does not answer within `PLAN_TIMEOUT`, or ends, costs its requests nothing but
+their compaction: they go upstream as the client sent them, and the next request starts a fresh
+planner (its conversations start over, or resume from `--state`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import itertools
+import multiprocessing
+import os
+import signal
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import TYPE_CHECKING, Any
+
+from ..registry import Registry
+
+if TYPE_CHECKING:
+    from .app import Gateway, GatewayConfig, Plan
+
+NICE = 10
+"""How much lower a planner process's priority is than the gateway's (`os.nice`)."""
+PLAN_TIMEOUT = 120.0
+"""Seconds a request waits for its plan; later it goes upstream as the client sent it."""
+
+
+@dataclass
+class Planned:
+    """A planner's answer to one request: what to send, and where its conversation lives."""
+
+    stream: bool
+    body: bytes | None
+    """The body to send upstream; None: the request's own."""
+    key: str = ""
+    """The request's conversation ('': none)."""
+    recall: dict[str, Any] | None = None
+    store: dict[str, str] | None = None
+    summary: bytes | None = None
+    """The summary request to send upstream in the background (`compactkit.gateway.summary`)."""
+
+
+@dataclass
+class Home:
+    """Where a plan's conversation lives: the planner process and the conversation's key."""
+
+    planner: int
+    key: str
+
+
+def _plan(gateway: Gateway, held: _Locks, api: Any, raw: bytes, header: Any, owner: str) -> Planned:
+    """One request read and planned as the gateway's process would (in a planner's thread)."""
+    read = gateway._read(api, raw, header, owner)
+    plan = read.plan
+    if plan is None:
+        with held.hold(read.key):
+            plan = gateway._planned(api, read, raw)
+    conv = plan.conversation
+    out = Planned(read.stream, None if plan.body is raw else plan.body, conv.key if conv else "")
+    out.recall, out.store = plan.recall, plan.store
+    if plan.prepare is not None and conv is not None:
+        out.summary = gateway.summary_request(api, plan)
+        if out.summary is not None:
+            held.prepared[conv.key] = plan
+    return out
+
+
+class _Locks:
+    """A lock per conversation being planned (in a planner process), and the summaries asked."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: dict[str, tuple[threading.Lock, int]] = {}
+        self.prepared: dict[str, Plan] = {}
+        """The plans whose summary the gateway's process is asking for, by conversation."""
+
+    @contextlib.contextmanager
+    def hold(self, key: str) -> Any:
+        with self._lock:
+            lock, users = self._held.get(key, (threading.Lock(), 0))
+            self._held[key] = (lock, users + 1)
+        try:
+            with lock:
+                yield
+        finally:
+            with self._lock:
+                lock, users = self._held[key]
+                if users == 1:
+                    del self._held[key]
+                else:
+                    self._held[key] = (lock, users - 1)
+
+
+def _serve(
+    conn: Connection, theirs: Connection, config: GatewayConfig, registry: Registry | None
+) -> None:
+    """A planner process: answer the gateway's messages until its end of the pipe closes (the
+    gateway's end, `theirs`, closed here, so that the gateway's exit ends this process)."""
+    from .app import Gateway
+
+    theirs.close()
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the gateway, which stops us
+    with contextlib.suppress(OSError):
+        os.nice(NICE)
+    gateway = Gateway(config, registry)
+    held = _Locks()
+    sending = threading.Lock()
+    pool = ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="compactkit-plan")
+
+    def answer(ident: int, work: Callable[..., Any], *args: Any) -> None:
+        try:
+            result: Any = work(*args)
+        except Exception:  # the gateway's process then sends the request as it came
+            result = None
+        with sending:
+            conn.send((ident, result))
+
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            break
+        kind, ident, *args = message
+        if kind == "plan":
+            pool.submit(answer, ident, _plan, gateway, held, *args)
+        elif kind == "figures":
+            answer(ident, gateway.own_figures, *args)
+        elif kind == "usage":
+            gateway.told(*args)
+        elif kind == "summary":
+            key, *answered = args
+            plan = held.prepared.pop(key, None)
+            if plan is not None:
+                gateway.summary_answered(plan, *answered)
+    pool.shutdown(wait=False, cancel_futures=True)
+    gateway.policy.conversations.close()
+
+
+class _Planner:
+    """One planner process and its pipe, seen from the gateway's process."""
+
+    def __init__(self, config: GatewayConfig, registry: Registry | None) -> None:
+        context = multiprocessing.get_context("fork")  # the registry's plugins come along
+        self.conn, child = context.Pipe()
+        self.process = context.Process(
+            target=_serve,
+            args=(child, self.conn, config, registry),
+            daemon=True,
+            name="compactkit-planner",
+        )
+        self.process.start()
+        child.close()
+        self.waiting: dict[int, asyncio.Future[Any]] = {}
+        self.sending = threading.Lock()
+        self.loop = asyncio.get_running_loop()
+        self.reader = threading.Thread(target=self._read, daemon=True, name="compactkit-planned")
+        self.reader.start()
+
+    @property
+    def alive(self) -> bool:
+        return self.reader.is_alive()
+
+    def _read(self) -> None:
+        """Hand each answer to the request waiting for it (a thread: `recv` blocks)."""
+        while True:
+            try:
+                ident, result = self.conn.recv()
+            except (EOFError, OSError):
+                break
+            self.loop.call_soon_threadsafe(self._settle, ident, result)
+        self.loop.call_soon_threadsafe(self._ended)
+
+    def _settle(self, ident: int, result: Any) -> None:
+        future = self.waiting.pop(ident, None)
+        if future is not None and not future.done():
+            future.set_result(result)
+
+    def _ended(self) -> None:
+        for future in self.waiting.values():
+            if not future.done():
+                future.set_result(None)
+        self.waiting.clear()
+
+    def send(self, message: tuple[Any, ...]) -> bool:
+        try:
+            with self.sending:
+                self.conn.send(message)
+        except (OSError, ValueError):
+            return False
+        return True
+
+    def stop(self) -> None:
+        self.conn.close()
+        self.process.join(1.0)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join(1.0)
+
+
+class Planners:
+    """The planner processes of a gateway (forked by `start`, on its event loop)."""
+
+    def __init__(self, config: GatewayConfig, registry: Registry | None) -> None:
+        self.count = config.processes
+        self.config = dataclasses.replace(
+            config, processes=0, max_memory=max(config.max_memory // config.processes, 1)
+        )
+        self.registry = registry
+        self._planners: list[_Planner | None] = [None] * self.count
+        self._owners: OrderedDict[str, int] = OrderedDict()
+        """Which planner holds each credential's conversations (least recently used first)."""
+        self._next = itertools.count()
+        self._ids = itertools.count()
+
+    def start(self) -> None:
+        for n in range(self.count):
+            self._planner(n)
+
+    def close(self) -> None:
+        for planner in self._planners:
+            if planner is not None:
+                planner.stop()
+        self._planners = [None] * self.count
+
+    def _planner(self, n: int) -> _Planner:
+        planner = self._planners[n]
+        if planner is None or not planner.alive:
+            if planner is not None:
+                planner.stop()
+            planner = self._planners[n] = _Planner(self.config, self.registry)
+        return planner
+
+    def of(self, owner: str) -> int:
+        """The planner of credential `owner`: a new one goes to the next in turn."""
+        n = self._owners.pop(owner, None)
+        if n is None:
+            n = next(self._next) % self.count
+        self._owners[owner] = n
+        while len(self._owners) > self.config.max_conversations:
+            self._owners.popitem(last=False)
+        return n
+
+    async def _ask(self, n: int, message: tuple[Any, ...], timeout: float) -> Any:
+        """Planner `n`'s answer to `message` (None: it ended, or did not answer in time)."""
+        planner = self._planner(n)
+        ident = next(self._ids)
+        future: asyncio.Future[Any] = planner.loop.create_future()
+        planner.waiting[ident] = future
+        if not planner.send((message[0], ident, *message[1:])):
+            planner.waiting.pop(ident, None)
+            return None
+        try:
+            return await asyncio.wait_for(future, timeout)
+        except asyncio.TimeoutError:
+            planner.waiting.pop(ident, None)
+            return None
+
+    async def plan(
+        self, api: Any, raw: bytes, header: str | None, owner: str
+    ) -> tuple[int, Planned | None]:
+        """Request `raw` of credential `owner` planned by its planner (None: it failed)."""
+        n = self.of(owner)
+        return n, await self._ask(n, ("plan", api, raw, header, owner), PLAN_TIMEOUT)
+
+    async def figures(self, owner: str | None) -> list[dict[str, Any]]:
+        """Each planner's figures of `owner`'s conversations (None: everyone's)."""
+        asked = [self._ask(n, ("figures", owner), PLAN_TIMEOUT) for n in range(self.count)]
+        return [part for part in await asyncio.gather(*asked) if part is not None]
+
+    def tell(self, home: Home, kind: str, *args: Any) -> None:
+        """Tell conversation `home` something (its usage, its summary's answer); no answer."""
+        planner = self._planners[home.planner]
+        if planner is not None and planner.alive:
+            planner.send((kind, 0, home.key, *args))
+
+
+__all__ = ["PLAN_TIMEOUT", "Home", "Planned", "Planners"]
