@@ -169,8 +169,8 @@ def pipeline_specs(text: str) -> list[str]:
     default=1024 * 1024 * 1024,
     show_default=True,
     metavar="BYTES",
-    help="Bytes the conversations held and the recent bodies may take (estimated); least "
-    "recently used conversations let go first.",
+    help="Bytes the conversations held, the recent bodies and the token counter's memo may "
+    "take (estimated); least recently used conversations let go first.",
 )
 @click.option(
     "--read-timeout",

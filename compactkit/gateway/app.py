@@ -112,8 +112,9 @@ class GatewayConfig:
     """`pays` (keep a compaction only when it pays for itself) or `always` (whenever over the
     trigger)."""
     max_memory: int = 1024 * 1024 * 1024
-    """Bytes the conversations held in memory and the recent bodies may take (estimated: a
-    conversation three times its last request, a body twice); least recently used let go."""
+    """Bytes the conversations held in memory (3/4), the recent bodies (1/8) and the token
+    counter's memo of strings (1/8) may take (estimated: a conversation three times its last
+    request, a body twice); least recently used let go, the memo started over."""
     max_body: int = 32 * 1024 * 1024
     """The largest request body taken (bytes); a larger one is answered 413."""
     read_timeout: float = 60.0
@@ -254,6 +255,8 @@ class Policy:
             pins=(*built.pins, *config.pins),
         )
         self.counter = setup.counter
+        # the strings the counter remembers: each distinct request's text, bounded in bytes too
+        self.counter.max_bytes = config.max_memory // 8
         backends = {getattr(getattr(s, "options", None), "backend", None) for s in built.strategies}
         self.summarizer = "+".join(sorted(b for b in backends if isinstance(b, str))) or "none"
         if config.summarizer != "extractive" and self.summarizer != "none":
@@ -265,7 +268,7 @@ class Policy:
             "limit": config.max_conversations,
             "ttl": config.ttl,
             "dropped": self._dropped,
-            "max_bytes": config.max_memory - config.max_memory // 8,
+            "max_bytes": config.max_memory - 2 * (config.max_memory // 8),
         }
         self.conversations = (
             redis_state.RedisConversations(str(config.state), **limits)

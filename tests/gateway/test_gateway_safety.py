@@ -570,9 +570,9 @@ def test_a_client_too_slow_to_send_its_headers_gets_a_408_and_is_closed(start_ga
 
 
 def test_memory_is_bounded_in_bytes_not_counts(tmp_path: Path) -> None:
-    """--max-memory bounds the conversations held and the recent bodies by their bytes: past it
-    the least recently used go, whatever --max-conversations allows; twenty more conversations
-    then keep no more than the bound."""
+    """--max-memory bounds the conversations held, the recent bodies and the token counter's
+    memo of strings by their bytes: past it the least recently used go, whatever
+    --max-conversations allows; twenty more conversations then keep no more than the bound."""
     bound = 400_000
     policy = Policy(GatewayConfig(trigger=2000, target=1000, max_memory=bound))
 
@@ -587,13 +587,11 @@ def test_memory_is_bounded_in_bytes_not_counts(tmp_path: Path) -> None:
     try:
         for n in range(5):
             converse(n)
-        policy.counter._cache.clear()  # the token counter's memo (bounded on its own) aside
         gc.collect()
         held = tracemalloc.get_traced_memory()[0]
         for n in range(5, 25):
             converse(n)
             assert policy.bodies.held <= bound // 8
-        policy.counter._cache.clear()
         gc.collect()
         grown = tracemalloc.get_traced_memory()[0] - held
     finally:
