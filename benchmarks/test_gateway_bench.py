@@ -68,7 +68,8 @@ def _fake(_: Any) -> Any:
     return FakeModel(turns=0).app()
 
 
-def _gateway(upstream: str, processes: int = 0) -> Any:
+def _gateway(upstream: str, **options: Any) -> Any:
+    """The benchmarks' gateway (`options`: more `GatewayConfig` fields)."""
     config = GatewayConfig(
         upstream_anthropic=upstream,
         upstream_openai=upstream,
@@ -76,7 +77,7 @@ def _gateway(upstream: str, processes: int = 0) -> Any:
         trigger=TRIGGER,
         target=TARGET,
         policy="always",  # what a compaction adds to a request is measured, on every crossing
-        processes=processes,
+        **options,
     )
     return create_app(config)
 

@@ -21,10 +21,7 @@ from typing import Any
 
 import httpx
 
-from compactkit.gateway import GatewayConfig, create_app
-
-from .gateway_replay import build_specs
-from .test_gateway_bench import TARGET, TRIGGER, _fake, _start
+from .test_gateway_bench import _fake, _gateway, _start
 
 MIB = 2**20
 BOUND = 64 * MIB
@@ -78,24 +75,12 @@ def rss_each(pid: int) -> list[int]:
     return sizes
 
 
-def _gateway(upstream: str, bound: int) -> Any:
-    config = GatewayConfig(
-        upstream_anthropic=upstream,
-        upstream_openai=upstream,
-        pipeline=build_specs(TARGET),
-        trigger=TRIGGER,
-        target=TARGET,
-        policy="always",
-        max_memory=bound,
-        processes=2,  # the CLI's default
-    )
-    return create_app(config)
-
-
 def rss_after(conversations: int, bound: int = BOUND, size: int = BODY) -> dict[str, Any]:
     """The gateway's RSS after `conversations` distinct conversations of `size` bytes each."""
     upstream, p1 = _start(_fake, None)
-    gateway, p2 = _start(functools.partial(_gateway, bound=bound), upstream, daemon=False)
+    # two planner processes, the CLI's default
+    factory = functools.partial(_gateway, max_memory=bound, processes=2)
+    gateway, p2 = _start(factory, upstream, daemon=False)
     samples: list[tuple[int, int]] = []
 
     def send(n: int) -> None:

@@ -24,6 +24,7 @@ import dataclasses
 import itertools
 import multiprocessing
 import os
+import queue
 import signal
 import threading
 from collections import OrderedDict
@@ -111,13 +112,15 @@ class _Locks:
 
 
 def _serve(
-    conn: Connection, theirs: Connection, config: GatewayConfig, registry: Registry | None
+    conn: Connection, theirs: list[Connection], config: GatewayConfig, registry: Registry | None
 ) -> None:
     """A planner process: answer the gateway's messages until its end of the pipe closes (the
-    gateway's end, `theirs`, closed here, so that the gateway's exit ends this process)."""
+    gateway's ends of every planner's pipe, `theirs`, closed here, so that the gateway's exit,
+    or its closing of this pipe, ends this process)."""
     from .app import Gateway
 
-    theirs.close()
+    for end in theirs:
+        end.close()
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the gateway, which stops us
     with contextlib.suppress(OSError):
@@ -159,26 +162,30 @@ def _serve(
 class _Planner:
     """One planner process and its pipe, seen from the gateway's process."""
 
-    def __init__(self, config: GatewayConfig, registry: Registry | None) -> None:
+    def __init__(
+        self, config: GatewayConfig, registry: Registry | None, others: list[Connection]
+    ) -> None:
+        """A planner forked now (`others`: the gateway's ends of the other planners' pipes)."""
         context = multiprocessing.get_context("fork")  # the registry's plugins come along
         self.conn, child = context.Pipe()
         self.process = context.Process(
             target=_serve,
-            args=(child, self.conn, config, registry),
+            args=(child, [self.conn, *others], config, registry),
             daemon=True,
             name="compactkit-planner",
         )
         self.process.start()
         child.close()
         self.waiting: dict[int, asyncio.Future[Any]] = {}
-        self.sending = threading.Lock()
+        self.ended = False
         self.loop = asyncio.get_running_loop()
+        self.outbox: queue.SimpleQueue[tuple[Any, ...] | None] = queue.SimpleQueue()
+        """What to send, written by a thread of its own: a body of megabytes waits for the
+        planner to read it, never the event loop."""
         self.reader = threading.Thread(target=self._read, daemon=True, name="compactkit-planned")
         self.reader.start()
-
-    @property
-    def alive(self) -> bool:
-        return self.reader.is_alive()
+        self.writer = threading.Thread(target=self._write, daemon=True, name="compactkit-plan")
+        self.writer.start()
 
     def _read(self) -> None:
         """Hand each answer to the request waiting for it (a thread: `recv` blocks)."""
@@ -195,21 +202,26 @@ class _Planner:
         if future is not None and not future.done():
             future.set_result(result)
 
+    def _write(self) -> None:
+        while (message := self.outbox.get()) is not None:
+            try:
+                self.conn.send(message)
+            except (OSError, ValueError):
+                break  # the planner ended: its reader says so
+
     def _ended(self) -> None:
+        self.ended = True
         for future in self.waiting.values():
             if not future.done():
                 future.set_result(None)
         self.waiting.clear()
 
-    def send(self, message: tuple[Any, ...]) -> bool:
-        try:
-            with self.sending:
-                self.conn.send(message)
-        except (OSError, ValueError):
-            return False
-        return True
+    def send(self, message: tuple[Any, ...]) -> None:
+        self.outbox.put(message)
 
     def stop(self) -> None:
+        self.outbox.put(None)
+        self.writer.join(1.0)
         self.conn.close()
         self.process.join(1.0)
         if self.process.is_alive():
@@ -244,10 +256,11 @@ class Planners:
 
     def _planner(self, n: int) -> _Planner:
         planner = self._planners[n]
-        if planner is None or not planner.alive:
+        if planner is None or planner.ended:
             if planner is not None:
                 planner.stop()
-            planner = self._planners[n] = _Planner(self.config, self.registry)
+            others = [p.conn for p in self._planners if p is not None and p is not planner]
+            planner = self._planners[n] = _Planner(self.config, self.registry, others)
         return planner
 
     def of(self, owner: str) -> int:
@@ -265,10 +278,10 @@ class Planners:
         planner = self._planner(n)
         ident = next(self._ids)
         future: asyncio.Future[Any] = planner.loop.create_future()
-        planner.waiting[ident] = future
-        if not planner.send((message[0], ident, *message[1:])):
-            planner.waiting.pop(ident, None)
+        if planner.ended:  # on this loop: else its end settles the future
             return None
+        planner.waiting[ident] = future
+        planner.send((message[0], ident, *message[1:]))
         try:
             return await asyncio.wait_for(future, timeout)
         except asyncio.TimeoutError:
@@ -290,7 +303,7 @@ class Planners:
     def tell(self, home: Home, kind: str, *args: Any) -> None:
         """Tell conversation `home` something (its usage, its summary's answer); no answer."""
         planner = self._planners[home.planner]
-        if planner is not None and planner.alive:
+        if planner is not None and not planner.ended:
             planner.send((kind, 0, home.key, *args))
 
 
