@@ -17,7 +17,7 @@ import socket
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Coroutine, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -291,6 +291,9 @@ class Policy:
         self._sessions: OrderedDict[str, str] = OrderedDict()
         """Which credential (its tag) owns each session name (least recently used first)."""
         self._sessions_lock = threading.Lock()
+        self.owns: Callable[[str, str], bool] = self._owns
+        """Whether a credential may reset a session's serve state (a planner process asks the
+        gateway's, which sees every credential)."""
         self.bodies = Bodies(max_bytes=config.max_memory // 8)
         """The last request bodies parsed (`parse`), whose text the next ones mostly repeat."""
 
@@ -348,7 +351,7 @@ class Policy:
         ready_soon = tokens >= summary.SHARE * self.trigger  # prepared before it is needed
         if upstream and ready_soon and not compacted and conv.prepared is None:
             prepare = conv.prepared = summary.Prepared(frozenset())
-        if session and self._owns(session, owner):
+        if session and self.owns(session, owner):
             self._forget(session, conv.last_prompt, uncompacted, history)
         cached = prefix_tokens(conv.last_prompt, history, counter)
         ledger.record(tokens, cached, raw=client_tokens, compacted=compacted)
@@ -611,7 +614,7 @@ class Gateway:
         self._client: httpx.AsyncClient | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         """Summaries being prepared in the background."""
-        self.planners = Planners(config, registry) if config.processes else None
+        self.planners = Planners(config, registry, self.policy.owns) if config.processes else None
         """The planner processes (started with the app), when `processes`."""
 
     @property

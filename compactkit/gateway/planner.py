@@ -129,6 +129,8 @@ def _serve(
     held = _Locks()
     sending = threading.Lock()
     pool = ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="compactkit-plan")
+    asked: dict[int, tuple[threading.Event, list[bool]]] = {}
+    asking = itertools.count()
 
     def answer(ident: int, work: Callable[..., Any], *args: Any) -> None:
         try:
@@ -136,7 +138,21 @@ def _serve(
         except Exception:  # the gateway's process then sends the request as it came
             result = None
         with sending:
-            conn.send((ident, result))
+            conn.send(("answer", ident, result))
+
+    def owns(session: str, owner: str) -> bool:
+        """The gateway's process says (it sees every credential; this planner only some)."""
+        if gateway.policy.served is None:
+            return False  # no serve state to reset
+        ident, told = next(asking), threading.Event()
+        asked[ident] = (told, [])
+        with sending:
+            conn.send(("owns", ident, session, owner))
+        told.wait(PLAN_TIMEOUT)
+        _, said = asked.pop(ident)
+        return bool(said and said[0])
+
+    gateway.policy.owns = owns
 
     while True:
         try:
@@ -146,6 +162,11 @@ def _serve(
         kind, ident, *args = message
         if kind == "plan":
             pool.submit(answer, ident, _plan, gateway, held, *args)
+        elif kind == "owned":
+            waiting = asked.get(ident)
+            if waiting is not None:
+                waiting[1].append(args[0])
+                waiting[0].set()
         elif kind == "figures":
             answer(ident, gateway.own_figures, *args)
         elif kind == "usage":
@@ -163,9 +184,15 @@ class _Planner:
     """One planner process and its pipe, seen from the gateway's process."""
 
     def __init__(
-        self, config: GatewayConfig, registry: Registry | None, others: list[Connection]
+        self,
+        config: GatewayConfig,
+        registry: Registry | None,
+        others: list[Connection],
+        owns: Callable[[str, str], bool],
     ) -> None:
-        """A planner forked now (`others`: the gateway's ends of the other planners' pipes)."""
+        """A planner forked now (`others`: the gateway's ends of the other planners' pipes;
+        `owns`: who may reset a session's serve state, asked by the planner)."""
+        self.owns = owns
         context = multiprocessing.get_context("fork")  # the registry's plugins come along
         self.conn, child = context.Pipe()
         self.process = context.Process(
@@ -191,10 +218,13 @@ class _Planner:
         """Hand each answer to the request waiting for it (a thread: `recv` blocks)."""
         while True:
             try:
-                ident, result = self.conn.recv()
+                kind, ident, *rest = self.conn.recv()
             except (EOFError, OSError):
                 break
-            self.loop.call_soon_threadsafe(self._settle, ident, result)
+            if kind == "owns":
+                self.send(("owned", ident, self.owns(*rest)))
+            else:
+                self.loop.call_soon_threadsafe(self._settle, ident, rest[0])
         self.loop.call_soon_threadsafe(self._ended)
 
     def _settle(self, ident: int, result: Any) -> None:
@@ -232,7 +262,12 @@ class _Planner:
 class Planners:
     """The planner processes of a gateway (forked by `start`, on its event loop)."""
 
-    def __init__(self, config: GatewayConfig, registry: Registry | None) -> None:
+    def __init__(
+        self, config: GatewayConfig, registry: Registry | None, owns: Callable[[str, str], bool]
+    ) -> None:
+        """`owns`: whether a credential may reset a session's serve state (the gateway's
+        process decides for every planner)."""
+        self.owns = owns
         self.count = config.processes
         self.config = dataclasses.replace(
             config, processes=0, max_memory=max(config.max_memory // config.processes, 1)
@@ -260,7 +295,8 @@ class Planners:
             if planner is not None:
                 planner.stop()
             others = [p.conn for p in self._planners if p is not None and p is not planner]
-            planner = self._planners[n] = _Planner(self.config, self.registry, others)
+            planner = _Planner(self.config, self.registry, others, self.owns)
+            self._planners[n] = planner
         return planner
 
     def of(self, owner: str) -> int:

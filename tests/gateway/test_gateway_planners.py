@@ -4,9 +4,12 @@ upstream summary) reaches the conversation there."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import httpx
+
+from compactkit.serve.store import SqliteServeStore
 
 from .agents import anthropic_agent
 from .conftest import KEY, Start
@@ -35,3 +38,44 @@ def test_the_upstream_summary_and_usage_reach_a_planners_conversation(
     compacted = [r.body.decode() for r in model.received if b"7f3a" in r.body]
     assert compacted and all(TASK in text for text in compacted)
     assert not any("7f3a" in sent.decode() for sent in run.sent)  # the client never sees it
+
+
+def test_another_key_in_another_planner_does_not_reset_a_session(
+    tmp_path: Path, start_gateway: Start
+) -> None:
+    """The session a serve state is reset for is owned by the credential that first named it,
+    whichever planner process each credential's requests go to: another key's rewind under the
+    same session id, planned in the other planner, leaves the state as it was; the owner's
+    resets it."""
+    from tests.serve.test_reset import FILES, Conversation, _store_read
+
+    db = tmp_path / "state.db"
+    base = start_gateway(state=str(db), trigger=6000, target=3500, processes=2)
+    store = SqliteServeStore(db)
+    text = FILES["conversations.py"].read_text(encoding="utf-8")
+    assert _store_read(store, "s1", "conversations.py", text)
+    conv = Conversation("s1")
+    start = list(conv.messages)
+    call = {"type": "tool_use", "id": "t1", "name": "read", "input": {"path": "conversations.py"}}
+    read = [
+        {"role": "assistant", "content": [call]},
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "t1", "content": text}],
+        },
+    ]
+    rewound = [{"role": "user", "content": "Summary of the review so far: nothing found."}]
+
+    def send(key: str, messages: list[Any]) -> None:
+        conv.messages = messages
+        answer = httpx.post(
+            base + "/v1/messages", json=conv.body(), headers={"x-api-key": key}, timeout=60
+        )
+        assert answer.status_code == 200
+
+    send(KEY, start)  # the first to name session s1
+    for key in ("sk-2", KEY):  # a new credential (the other planner), then the owner
+        send(key, start + read)
+        send(key, rewound)  # what the model was shown is gone from the prompt
+        # the owner's rewind resets the file's serve state (the next read is full), no other's
+        assert _store_read(store, "s1", "conversations.py", text) == (key == KEY)
