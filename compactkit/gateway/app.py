@@ -1180,7 +1180,7 @@ def create_app(config: GatewayConfig, registry: Registry | None = None) -> Starl
         # load the tokenizer now, not during the first request
         await anyio.to_thread.run_sync(gateway.policy.counter.text, "compactkit")
         if gateway.planners is not None:  # forked now: the tokenizer loaded comes along
-            gateway.planners.start()
+            await gateway.planners.start()
         # a compaction running in a worker thread holds the interpreter lock for up to this long
         # each time the event loop wants it: at Python's 5 ms a small request waited ~20 ms
         switch = sys.getswitchinterval()

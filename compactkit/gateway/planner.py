@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import dataclasses
 import itertools
+import logging
 import multiprocessing
 import os
 import queue
@@ -34,13 +35,18 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
 
+from ..errors import BadInputError
 from ..registry import Registry
 
 if TYPE_CHECKING:
     from .app import Gateway, GatewayConfig, Plan
 
+log = logging.getLogger("compactkit.gateway")
+
 NICE = 10
 """How much lower a planner process's priority is than the gateway's (`os.nice`)."""
+START_TIMEOUT = 60.0
+"""Seconds the gateway waits at start-up for its planners to be ready."""
 PLAN_TIMEOUT = 120.0
 """Seconds a request waits for its plan; later it goes upstream as the client sent it."""
 
@@ -125,7 +131,11 @@ def _serve(
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the gateway, which stops us
     with contextlib.suppress(OSError):
         os.nice(NICE)
-    gateway = Gateway(config, registry)
+    try:
+        gateway = Gateway(config, registry)
+    except BadInputError as exc:  # the --state file the gateway opened is locked now: memory
+        log.warning("%s; this planner keeps its conversations in memory only", exc)
+        gateway = Gateway(dataclasses.replace(config, state=None), registry)
     held = _Locks()
     sending = threading.Lock()
     pool = ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="compactkit-plan")
@@ -153,6 +163,8 @@ def _serve(
         return bool(said and said[0])
 
     gateway.policy.owns = owns
+    with sending:
+        conn.send(("ready", 0, None))
 
     while True:
         try:
@@ -206,6 +218,8 @@ class _Planner:
         self.waiting: dict[int, asyncio.Future[Any]] = {}
         self.ended = False
         self.loop = asyncio.get_running_loop()
+        self.ready: asyncio.Future[None] = self.loop.create_future()
+        """Done when the planner can plan (or ended)."""
         self.outbox: queue.SimpleQueue[tuple[Any, ...] | None] = queue.SimpleQueue()
         """What to send, written by a thread of its own: a body of megabytes waits for the
         planner to read it, never the event loop."""
@@ -223,9 +237,16 @@ class _Planner:
                 break
             if kind == "owns":
                 self.send(("owned", ident, self.owns(*rest)))
+            elif kind == "ready":
+                self._call(self._started)
             else:
-                self.loop.call_soon_threadsafe(self._settle, ident, rest[0])
-        self.loop.call_soon_threadsafe(self._ended)
+                self._call(self._settle, ident, rest[0])
+        self._call(self._ended)
+
+    def _call(self, fn: Callable[..., None], *args: Any) -> None:
+        """`fn(*args)` on the event loop (nothing once the loop is closed: the gateway ended)."""
+        with contextlib.suppress(RuntimeError):
+            self.loop.call_soon_threadsafe(fn, *args)
 
     def _settle(self, ident: int, result: Any) -> None:
         future = self.waiting.pop(ident, None)
@@ -239,7 +260,12 @@ class _Planner:
             except (OSError, ValueError):
                 break  # the planner ended: its reader says so
 
+    def _started(self) -> None:
+        if not self.ready.done():
+            self.ready.set_result(None)
+
     def _ended(self) -> None:
+        self._started()
         self.ended = True
         for future in self.waiting.values():
             if not future.done():
@@ -279,9 +305,11 @@ class Planners:
         self._next = itertools.count()
         self._ids = itertools.count()
 
-    def start(self) -> None:
-        for n in range(self.count):
-            self._planner(n)
+    async def start(self) -> None:
+        """Fork the planners and wait until each can plan (`START_TIMEOUT` at most)."""
+        started = [self._planner(n).ready for n in range(self.count)]
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(asyncio.gather(*started), START_TIMEOUT)
 
     def close(self) -> None:
         for planner in self._planners:

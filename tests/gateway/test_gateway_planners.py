@@ -4,6 +4,7 @@ upstream summary) reaches the conversation there."""
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -79,3 +80,34 @@ def test_another_key_in_another_planner_does_not_reset_a_session(
         send(key, rewound)  # what the model was shown is gone from the prompt
         # the owner's rewind resets the file's serve state (the next read is full), no other's
         assert _store_read(store, "s1", "conversations.py", text) == (key == KEY)
+
+
+def test_a_locked_state_database_costs_planners_nothing(
+    start_gateway: Start, tmp_path: Path
+) -> None:
+    """Another process holds the --state file locked once the planners are up: every request is
+    answered as usual, kept in memory, none counted failed (the gateway waits at start-up for
+    its planners to open the file)."""
+    db = tmp_path / "state.db"
+    base = start_gateway(state=str(db), processes=2)
+    other = sqlite3.connect(db, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # holds the write lock
+    try:
+        with httpx.Client(timeout=60) as client:
+            for n in range(6):
+                body = {"model": "m", "max_tokens": 9, "messages": [{"role": "user"}]}
+                body["messages"][0]["content"] = f"conversation {n}"
+                headers = {"x-api-key": f"key-{n % 2}"}  # both planners
+                assert (
+                    client.post(base + "/v1/messages", json=body, headers=headers).status_code
+                    == 200
+                )
+            stats = [
+                client.get(base + "/compactkit/stats", headers={"x-api-key": f"key-{k}"}).json()
+                for k in range(2)
+            ]
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    assert all(s["counters"]["failed"] == 0 for s in stats)
+    assert [len(s["conversations"]) for s in stats] == [3, 3]
