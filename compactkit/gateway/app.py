@@ -743,7 +743,7 @@ class Gateway:
         # a body too small to pass the trigger (a token is a byte at least) is read and planned
         # on the event loop when that touches no file: a trip to a worker thread costs more, and
         # more while a compaction holds the interpreter
-        small = self._inline and len(raw) <= min(self.policy.trigger, INLINE_BYTES)
+        small = self.small(raw)
         if small:
             read = self._read(api, raw, header, owner)
         else:
@@ -762,6 +762,11 @@ class Gateway:
         if plan.prepare is not None:
             self._background(self._prepare(request, api, plan))
         return await self.forward(request, api, plan, read.stream)
+
+    def small(self, raw: bytes) -> bool:
+        """Whether `raw` is too small to pass the trigger (a token is a byte at least) and its
+        planning touches no file: it is read and planned where it arrives, not in a worker."""
+        return self._inline and len(raw) <= min(self.policy.trigger, INLINE_BYTES)
 
     async def _planned_apart(
         self, request: HttpRequest, api: wire.Api, raw: bytes, header: str | None, owner: str

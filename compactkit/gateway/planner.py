@@ -6,8 +6,9 @@ A compaction is Python work that holds the interpreter: in a thread of the gatew
 at each of its steps (2.2-2.8x their latency). Planner processes are forked when the gateway
 starts; each holds the conversations of the credentials sent to it (a new credential goes to the
 next process in turn, so the first `processes` clients never share one) and runs their plans in
-its own worker threads, a conversation's requests one at a time. They run at a lower priority
-(`NICE`): the gateway's own process, which only relays bytes, is served first.
+its own worker threads, a conversation's requests one at a time. The worker threads run at a
+lower priority (`NICE`): the gateway's own process, which only relays bytes, and a planner's
+main thread, which plans the requests too small to compact, are served first.
 
 The gateway's process sends a planner the request's body, API, session header and credential tag
 (never its headers: keys stay in the gateway's process) and gets back the body to send upstream.
@@ -39,12 +40,13 @@ from ..errors import BadInputError
 from ..registry import Registry
 
 if TYPE_CHECKING:
-    from .app import Gateway, GatewayConfig, Plan
+    from .app import Gateway, GatewayConfig, Plan, _Read
 
 log = logging.getLogger("compactkit.gateway")
 
 NICE = 10
-"""How much lower a planner process's priority is than the gateway's (`os.nice`)."""
+"""How much lower the priority of a planner's worker threads, which compact, is than the
+gateway's (`os.nice`)."""
 START_TIMEOUT = 60.0
 """Seconds the gateway waits at start-up for its planners to be ready."""
 PLAN_TIMEOUT = 120.0
@@ -76,7 +78,12 @@ class Home:
 
 def _plan(gateway: Gateway, held: _Locks, api: Any, raw: bytes, header: Any, owner: str) -> Planned:
     """One request read and planned as the gateway's process would (in a planner's thread)."""
-    read = gateway._read(api, raw, header, owner)
+    return _planned(gateway, held, api, raw, gateway._read(api, raw, header, owner))
+
+
+def _planned(gateway: Gateway, held: _Locks, api: Any, raw: bytes, read: _Read) -> Planned:
+    """Request `raw`, read, planned (its conversation held meanwhile): what the gateway's
+    process needs of its plan."""
     plan = read.plan
     if plan is None:
         with held.hold(read.key):
@@ -99,6 +106,11 @@ class _Locks:
         self._held: dict[str, tuple[threading.Lock, int]] = {}
         self.prepared: dict[str, Plan] = {}
         """The plans whose summary the gateway's process is asking for, by conversation."""
+
+    def busy(self, key: str) -> bool:
+        """Whether conversation `key` is being planned (or waits to be)."""
+        with self._lock:
+            return key in self._held
 
     @contextlib.contextmanager
     def hold(self, key: str) -> Any:
@@ -129,8 +141,6 @@ def _serve(
         end.close()
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the gateway, which stops us
-    with contextlib.suppress(OSError):
-        os.nice(NICE)
     try:
         gateway = Gateway(config, registry)
     except BadInputError as exc:  # the --state file the gateway opened is locked now: memory
@@ -138,7 +148,9 @@ def _serve(
         gateway = Gateway(dataclasses.replace(config, state=None), registry)
     held = _Locks()
     sending = threading.Lock()
-    pool = ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="compactkit-plan")
+    pool = ThreadPoolExecutor(
+        max_workers=config.workers, thread_name_prefix="compactkit-plan", initializer=_lower
+    )
     asked: dict[int, tuple[threading.Event, list[bool]]] = {}
     asking = itertools.count()
 
@@ -172,7 +184,16 @@ def _serve(
         except (EOFError, OSError):
             break
         kind, ident, *args = message
-        if kind == "plan":
+        if kind == "plan" and gateway.small(args[1]):
+            # a body too small to compact is read and planned here, at the gateway's priority,
+            # unless its conversation is busy in a worker thread
+            api, raw, header, owner = args
+            read = gateway._read(api, raw, header, owner)
+            if read.plan is None and held.busy(read.key):
+                pool.submit(answer, ident, _planned, gateway, held, api, raw, read)
+            else:
+                answer(ident, _planned, gateway, held, api, raw, read)
+        elif kind == "plan":
             pool.submit(answer, ident, _plan, gateway, held, *args)
         elif kind == "owned":
             waiting = asked.get(ident)
@@ -190,6 +211,13 @@ def _serve(
                 gateway.summary_answered(plan, *answered)
     pool.shutdown(wait=False, cancel_futures=True)
     gateway.policy.conversations.close()
+
+
+def _lower() -> None:
+    """Lower the calling worker thread's priority by `NICE` (Linux: the thread's alone; other
+    systems: the process's)."""
+    with contextlib.suppress(OSError):
+        os.nice(NICE)
 
 
 class _Planner:
