@@ -46,11 +46,13 @@ def _serve(sock: socket.socket, factory: Any, arg: Any) -> None:
     uvicorn.Server(uvicorn.Config(factory(arg), log_level="warning")).run(sockets=[sock])
 
 
-def _start(factory: Any, arg: Any) -> tuple[str, Any]:
+def _start(factory: Any, arg: Any, *, daemon: bool = True) -> tuple[str, Any]:
+    """`factory(arg)` served in a forked process (`daemon=False`: one that may start its own,
+    the gateway's planner processes)."""
     sock = listening_socket("127.0.0.1", 0)  # as `compactkit gateway` listens, for all three
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     process = multiprocessing.get_context("fork").Process(
-        target=_serve, args=(sock, factory, arg), daemon=True
+        target=_serve, args=(sock, factory, arg), daemon=daemon
     )
     process.start()
     for _ in range(400):  # bounded: 20 s
@@ -66,7 +68,8 @@ def _fake(_: Any) -> Any:
     return FakeModel(turns=0).app()
 
 
-def _gateway(upstream: str) -> Any:
+def _gateway(upstream: str, **options: Any) -> Any:
+    """The benchmarks' gateway (`options`: more `GatewayConfig` fields)."""
     config = GatewayConfig(
         upstream_anthropic=upstream,
         upstream_openai=upstream,
@@ -74,6 +77,7 @@ def _gateway(upstream: str) -> Any:
         trigger=TRIGGER,
         target=TARGET,
         policy="always",  # what a compaction adds to a request is measured, on every crossing
+        **options,
     )
     return create_app(config)
 

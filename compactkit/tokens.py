@@ -23,6 +23,7 @@ import hashlib
 import os
 import re
 import secrets
+import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -401,10 +402,16 @@ class TokenCounter:
     dictionary lookup the next time it appears, in this context or any later one that shares it.
     """
 
-    def __init__(self, tokenizer: Tokenizer, max_entries: int = 500_000) -> None:
+    def __init__(
+        self, tokenizer: Tokenizer, max_entries: int = 500_000, max_bytes: int | None = None
+    ) -> None:
         self.tokenizer = tokenizer
         self._cache: dict[_Unit, int] = {}
         self._max = max_entries
+        self.max_bytes = max_bytes
+        """The bytes the memo's strings may take (None: bounded by its entries only); past
+        either bound the memo starts over."""
+        self._bytes = 0
         self._lock = threading.Lock()
         # tags this counter's memo entries on blocks and messages: random, so that a value
         # pickled in another process (a worker's, Ray's) never reads as counted by this one
@@ -420,10 +427,14 @@ class TokenCounter:
         if not missing:
             return
         counts = self._count_many(missing)
+        size = sum(map(sys.getsizeof, missing))
         with self._lock:
-            if len(cache) + len(missing) > self._max:
+            over = self.max_bytes is not None and self._bytes + size > self.max_bytes
+            if over or len(cache) + len(missing) > self._max:
                 cache.clear()
+                self._bytes = 0
             cache.update(zip(missing, counts, strict=False))
+            self._bytes += size
 
     def _count_many(self, texts: list[_Unit]) -> list[int]:
         if isinstance(self.tokenizer, TiktokenTokenizer) or not any(

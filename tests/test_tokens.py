@@ -105,6 +105,25 @@ def test_recount_after_append_tokenizes_only_the_new_message() -> None:
     assert seen_cold > 1000  # the cold count did tokenize the whole context
 
 
+def test_a_memo_bounded_in_bytes_keeps_no_more_and_counts_the_same() -> None:
+    """A counter whose memo may hold 200 KB of strings, given 2 MB of distinct ones (a gateway's
+    distinct conversations), keeps no more than that, counts what the unbounded one counts, and
+    still counts a string it holds without the tokenizer."""
+    bounded, unbounded = (
+        TokenCounter(RecordingTokenizer(), max_bytes=200_000),
+        TokenCounter(RecordingTokenizer()),
+    )
+    texts = [f"request {n}: " + "word " * 4000 for n in range(100)]
+    assert [bounded.text(t) for t in texts] == [unbounded.text(t) for t in texts]
+    assert sum(map(sys.getsizeof, bounded._cache)) <= 200_000
+    assert sum(map(sys.getsizeof, unbounded._cache)) > 2_000_000
+    tok = bounded.tokenizer
+    assert isinstance(tok, RecordingTokenizer)
+    tok.seen.clear()
+    bounded.text(texts[-1])
+    assert tok.seen == []
+
+
 @pytest.mark.parametrize("name", ["o200k_base", "cl100k_base"])
 def test_splitting_huge_texts_for_parallel_counting_is_exact(name: str) -> None:
     from compactkit.tokens import split_at_word_boundaries

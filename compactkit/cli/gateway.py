@@ -169,15 +169,16 @@ def pipeline_specs(text: str) -> list[str]:
     default=1024 * 1024 * 1024,
     show_default=True,
     metavar="BYTES",
-    help="Bytes the conversations held and the recent bodies may take (estimated); least "
-    "recently used conversations let go first.",
+    help="Bytes the conversations held, the recent bodies and the token counter's memo may "
+    "take (estimated); least recently used conversations let go first.",
 )
 @click.option(
     "--read-timeout",
     type=WAIT_SECONDS,
     default=60.0,
     show_default=True,
-    help="Seconds a client has to send its request body; a slower one is answered 408.",
+    help="Seconds a client has to send its request line and headers, and as long for its "
+    "body; a slower one is answered 408.",
 )
 @click.option(
     "--admin-token",
@@ -192,7 +193,17 @@ def pipeline_specs(text: str) -> list[str]:
     type=click.IntRange(min=1),
     default=4,
     show_default=True,
-    help="Threads that read and plan requests: up to this many conversations at once.",
+    help="Threads that read and plan requests: up to this many conversations at once (in "
+    "each planner process).",
+)
+@click.option(
+    "--processes",
+    type=click.IntRange(min=0),
+    default=2,
+    show_default=True,
+    help="Planner processes that read, plan and compact requests, each client's (API key's) "
+    "in one, so that one client's compaction never slows another's requests; 0: planned in the "
+    "gateway's process.",
 )
 @strategy_timeout_option
 @pin_option
@@ -221,6 +232,7 @@ def gateway(
     read_timeout: float,
     admin_token: str | None,
     workers: int,
+    processes: int,
     strategy_timeout: float,
     pins: tuple[str, ...],
     tokenizer: str,
@@ -271,6 +283,7 @@ def gateway(
         read_timeout=read_timeout,
         admin_token=admin_token or None,
         workers=workers,
+        processes=processes,
     )
     _serve(create_app(config, state.registry), config, host, port, verbose)
 
@@ -312,6 +325,7 @@ def _serve(app: Any, config: Any, host: str, port: int, verbose: bool) -> None:
     import uvicorn
 
     from ..gateway.app import listening_socket
+    from ..gateway.protocol import timed_protocol
 
     handler = logging.StreamHandler()
     handler.setFormatter(_Redacting("compactkit gateway: %(message)s"))
@@ -332,5 +346,7 @@ def _serve(app: Any, config: Any, host: str, port: int, verbose: bool) -> None:
         f"compaction: {'when it pays' if config.policy == 'pays' else 'always'})"
     )
     click.echo(redact(line), err=True)  # an upstream URL may hold a password
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+    # a client's request line and headers, as its body, must arrive within --read-timeout
+    http = timed_protocol(config.read_timeout)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, http=http))
     server.run(sockets=[sock])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hmac
 import json
 import logging
@@ -17,7 +18,7 @@ import socket
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Coroutine, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +47,7 @@ from . import page, recall, redis_state, summary, wire
 from .body import Bodies
 from .body import dumps as _dumps
 from .conversations import Arrived, Conversation, Conversations, Usage
+from .planner import Home, Planners
 from .record import Recorder
 from .sse import usage_of_body, usage_of_events
 
@@ -111,12 +113,15 @@ class GatewayConfig:
     """`pays` (keep a compaction only when it pays for itself) or `always` (whenever over the
     trigger)."""
     max_memory: int = 1024 * 1024 * 1024
-    """Bytes the conversations held in memory and the recent bodies may take (estimated: a
-    conversation three times its last request, a body twice); least recently used let go."""
+    """Bytes the conversations held in memory (3/4), the recent bodies (1/8) and the token
+    counter's memo of strings (1/8) may take (estimated: a conversation three times its last
+    request, a body twice); least recently used let go, the memo started over."""
     max_body: int = 32 * 1024 * 1024
     """The largest request body taken (bytes); a larger one is answered 413."""
     read_timeout: float = 60.0
-    """Seconds a client has to send its request body; a slower one is answered 408."""
+    """Seconds a client has to send its request body; a slower one is answered 408 (its request
+    line and headers too when served with `compactkit.gateway.protocol.timed_protocol`, as the
+    CLI serves)."""
     admin_token: str | None = None
     """A credential that sees every conversation in `/compactkit/stats` (others see their own)."""
     summarizer: str = "extractive"
@@ -125,7 +130,11 @@ class GatewayConfig:
     `compactkit.gateway.summary`), 'auto' (upstream for requests that carry a credential)."""
     workers: int = 4
     """Worker threads that read and plan requests: a conversation's requests one at a time,
-    up to this many conversations at once."""
+    up to this many conversations at once (in each planner process when `processes`)."""
+    processes: int = 0
+    """Planner processes that read, plan and compact requests, each credential's in one
+    (`compactkit.gateway.planner`): a client's compaction never holds another client's request
+    in the gateway's process; 0: planned in the gateway's process."""
 
 
 @dataclass
@@ -188,6 +197,8 @@ class Plan:
     """Only the compaction of this request's prompt (the summary is asked for already)."""
     prompt: AgentContext | None = None
     """The context `body` holds (what a summary prepared from it covers)."""
+    home: Home | None = None
+    """Where the conversation lives when a planner process planned it (`conversation`: None)."""
 
 
 @dataclass
@@ -251,6 +262,8 @@ class Policy:
             arrival=built.arrival,
         )
         self.counter = setup.counter
+        # the strings the counter remembers: each distinct request's text, bounded in bytes too
+        self.counter.max_bytes = config.max_memory // 8
         backends = {getattr(getattr(s, "options", None), "backend", None) for s in built.strategies}
         self.summarizer = "+".join(sorted(b for b in backends if isinstance(b, str))) or "none"
         if config.summarizer != "extractive" and self.summarizer != "none":
@@ -262,7 +275,7 @@ class Policy:
             "limit": config.max_conversations,
             "ttl": config.ttl,
             "dropped": self._dropped,
-            "max_bytes": config.max_memory - config.max_memory // 8,
+            "max_bytes": config.max_memory - 2 * (config.max_memory // 8),
         }
         self.conversations = (
             redis_state.RedisConversations(str(config.state), **limits)
@@ -285,6 +298,9 @@ class Policy:
         self._sessions: OrderedDict[str, str] = OrderedDict()
         """Which credential (its tag) owns each session name (least recently used first)."""
         self._sessions_lock = threading.Lock()
+        self.owns: Callable[[str, str], bool] = self._owns
+        """Whether a credential may reset a session's serve state (a planner process asks the
+        gateway's, which sees every credential)."""
         self.bodies = Bodies(max_bytes=config.max_memory // 8)
         """The last request bodies parsed (`parse`), whose text the next ones mostly repeat."""
 
@@ -330,7 +346,7 @@ class Policy:
         if compacted:
             tokens = self._tokens(history, tally.history)
         background = self._preparation(conv, history, tokens, upstream, compacted)
-        if session and self._owns(session, owner):
+        if session and self.owns(session, owner):
             self._forget(session, conv.last_prompt, uncompacted, history)
         cached = self._prefix(conv.last_prompt, history, tally)
         tally.sent = _Counted(history.messages, tokens - counter.preamble(history))
@@ -741,6 +757,9 @@ class Gateway:
         self._client: httpx.AsyncClient | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         """Summaries being prepared in the background."""
+        make = functools.partial(type(self), registry=registry)
+        self.planners = Planners(config, make, self.policy.owns) if config.processes else None
+        """The planner processes (started with the app), when `processes`."""
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -752,6 +771,8 @@ class Gateway:
     async def close(self) -> None:
         for task in list(self._tasks):
             task.cancel()
+        if self.planners is not None:
+            self.planners.close()
         if self._client is not None:
             await self._client.aclose()
             self._client = None
@@ -792,23 +813,28 @@ class Gateway:
     async def stats(self, request: HttpRequest) -> Response:
         """The figures of the caller's own conversations (those its credential sent), or of
         all with the `--admin-token` as its credential."""
-        return JSONResponse(self.figures(request))
+        return JSONResponse(await self.figures(request))
 
     async def dashboard(self, request: HttpRequest) -> Response:
         """`stats` as a self-contained HTML page (`page.render`)."""
-        return HTMLResponse(page.render(self.figures(request)))
+        return HTMLResponse(page.render(await self.figures(request)))
 
-    def figures(self, request: HttpRequest) -> dict[str, Any]:
-        convs = self.policy.conversations.all()
+    async def figures(self, request: HttpRequest) -> dict[str, Any]:
         admin = self.config.admin_token
         given = api_key(request.headers)
+        owner = None
         if not (admin and given and hmac.compare_digest(given.encode(), admin.encode())):
             owner = self.policy.credential(request.headers)
-            convs = [c for c in convs if c.owner == owner]
-        total = Usage()
-        for conv in convs:
-            total.add(conv.usage)
-        shown = {c.key: {**c.figures(), **page.savings(c)} for c in convs}
+        parts = [self.own_figures(owner)]
+        if self.planners is not None:
+            parts += await self.planners.figures(owner)
+        shown: dict[str, Any] = {}
+        total, counters = Usage(), dict.fromkeys(parts[0]["counters"], 0)
+        for part in parts:
+            shown.update(part["conversations"])
+            total.add(part["usage"])
+            for name, value in part["counters"].items():
+                counters[name] += value
         totals = {
             name: sum(c[name] for c in shown.values())
             for name in ("requests", "compactions", "failures", "tokens_saved")
@@ -821,12 +847,29 @@ class Gateway:
             "target": self.policy.target,
             "pipeline": self.policy.pipeline.title,
             "summarizer": self.policy.summarizer,
-            "counters": self.counters.figures(),
+            "counters": counters,
             "usage": total.__dict__,
-            "tokens_client": sum(c.tokens_client for c in convs),
-            "tokens_sent": sum(c.tokens_sent for c in convs),
+            "tokens_client": sum(p["tokens_client"] for p in parts),
+            "tokens_sent": sum(p["tokens_sent"] for p in parts),
             "totals": totals,
             "conversations": shown,
+        }
+
+    def own_figures(self, owner: str | None) -> dict[str, Any]:
+        """The figures this process holds of the conversations of credential `owner` (None:
+        everyone's), and its counters."""
+        convs = self.policy.conversations.all()
+        if owner is not None:
+            convs = [c for c in convs if c.owner == owner]
+        total = Usage()
+        for conv in convs:
+            total.add(conv.usage)
+        return {
+            "counters": self.counters.figures(),
+            "usage": total,
+            "tokens_client": sum(c.tokens_client for c in convs),
+            "tokens_sent": sum(c.tokens_sent for c in convs),
+            "conversations": {c.key: {**c.figures(), **page.savings(c)} for c in convs},
         }
 
     async def api(self, request: HttpRequest) -> Response:
@@ -837,12 +880,14 @@ class Gateway:
         self.counters.add("requests")
         header = request.headers.get(SESSION_HEADER)
         owner = self.policy.credential(request.headers)
+        if self.planners is not None:
+            return await self._planned_apart(request, api, raw, header, owner)
         # reading and planning run in the worker pool, off the event loop; a conversation's
         # requests are planned one at a time, other conversations' beside them
         # a body too small to pass the trigger (a token is a byte at least) is read and planned
         # on the event loop when that touches no file: a trip to a worker thread costs more, and
         # more while a compaction holds the interpreter
-        small = self._inline and len(raw) <= min(self.policy.trigger, INLINE_BYTES)
+        small = self.small(raw)
         if small:
             read = self._read(api, raw, header, owner)
         else:
@@ -862,6 +907,28 @@ class Gateway:
             self._background(self._prepare(request, api, plan))
         return await self.forward(request, api, plan, read.stream)
 
+    def small(self, raw: bytes) -> bool:
+        """Whether `raw` is too small to pass the trigger (a token is a byte at least) and its
+        planning touches no file: it is read and planned where it arrives, not in a worker."""
+        return self._inline and len(raw) <= min(self.policy.trigger, INLINE_BYTES)
+
+    async def _planned_apart(
+        self, request: HttpRequest, api: wire.Api, raw: bytes, header: str | None, owner: str
+    ) -> Response:
+        """`api` with the request read and planned in its credential's planner process; a
+        planner that fails sends the request as it came."""
+        assert self.planners is not None
+        n, planned = await self.planners.plan(api, raw, header, owner)
+        if planned is None:
+            self._failed(TimeoutError("the planner process did not answer"))
+            return await self.forward(request, api, Plan(raw), stream=True)
+        home = Home(n, planned.key) if planned.key else None
+        body = raw if planned.body is None else planned.body
+        plan = Plan(body, recall=planned.recall, store=planned.store, home=home)
+        if planned.summary is not None and home is not None:
+            self._background(self._ask_for(request, api, home, planned.summary))
+        return await self.forward(request, api, plan, planned.stream)
+
     def _background(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(work)
         self._tasks.add(task)
@@ -875,7 +942,7 @@ class Gateway:
         assert prepared is not None and conv is not None and prompt is not None
         asked = None
         if not plan.compact_only:
-            asked = asyncio.ensure_future(self._ask(request, api, plan.body, prepared, conv))
+            asked = asyncio.ensure_future(self._ask(request, api, plan))
         await anyio.to_thread.run_sync(self._compaction, prepared, prompt, limiter=self._limiter)
         if asked is not None:
             await asked
@@ -892,39 +959,96 @@ class Gateway:
         if prepared.over is prompt.messages:  # not asked for over a later prompt meanwhile
             prepared.compacted, prepared.settled = made, True
 
-    async def _ask(
-        self,
-        request: HttpRequest,
-        api: wire.Api,
-        sent: bytes,
-        prepared: summary.Prepared,
-        conv: Conversation,
-    ) -> None:
-        """Ask the upstream for the summary of the prompt `sent`; its answer, or why none,
-        lands in `prepared`."""
+    async def _ask(self, request: HttpRequest, api: wire.Api, plan: Plan) -> None:
+        """Ask the upstream for the summary of `plan`'s prompt; its answer, or why none, lands
+        in `plan.prepare`."""
+        # built off the event loop: a prompt may be megabytes
+        body = await anyio.to_thread.run_sync(
+            self.summary_request, api, plan, limiter=self._limiter
+        )
+        if body is not None:
+            self.summary_answered(plan, api, *await self._ask_summary(request, api, body))
+
+    async def _ask_summary(
+        self, request: HttpRequest, api: wire.Api, body: bytes
+    ) -> tuple[int, bytes, str]:
+        """The upstream's answer to the summary request `body`: its status and content, and
+        why there is none ('': there is)."""
         base = self.upstream(api)
-        conv.summary_calls += 1
         try:
             if base is None:
                 raise ValueError("no upstream")
-
-            def build() -> bytes:  # off the event loop: a prompt may be megabytes
-                return _dumps(summary.summary_body(api, json.loads(sent)))
-
-            body = await anyio.to_thread.run_sync(build, limiter=self._limiter)
             response = await self.client.post(
                 self.url(base, request), headers=self._headers(request, api), content=body
             )
-            summary.read_answer(api, response.status_code, response.content, prepared)
-        except Exception as exc:  # unreachable, late, unreadable: the extractive summary then
-            prepared.failed = type(exc).__name__
+        except Exception as exc:  # unreachable, late: the extractive summary then
+            return 0, b"", type(exc).__name__
+        return response.status_code, response.content, ""
+
+    async def _ask_for(self, request: HttpRequest, api: wire.Api, home: Home, body: bytes) -> None:
+        """`_prepare` of a conversation a planner process holds: it built `body`, and is told
+        the answer."""
+        answer = await self._ask_summary(request, api, body)
+        if self.planners is not None:
+            self.planners.tell(home, "summary", api, *answer)
+
+    def summary_request(self, api: wire.Api, plan: Plan) -> bytes | None:
+        """The summary request for `plan`'s prompt, counted in its conversation; None: there is
+        none to send (the upstream is 'none', the body unreadable), its failure counted."""
+        prepared, conv = plan.prepare, plan.conversation
+        assert prepared is not None and conv is not None and plan.prompt is not None
+        conv.summary_calls += 1
+        try:
+            if self.upstream(api) is None:
+                raise ValueError("no upstream")
+            return _dumps(summary.summary_body(api, json.loads(plan.body)))
+        except Exception as exc:
+            self.summary_answered(plan, api, 0, b"", type(exc).__name__)
+            return None
+
+    def summary_answered(
+        self, plan: Plan, api: wire.Api, status: int, content: bytes, failed: str
+    ) -> None:
+        """What the upstream answered to `plan`'s summary request (`failed`: why nothing)
+        lands in `plan.prepare` for the compaction to come."""
+        prepared, conv = plan.prepare, plan.conversation
+        assert prepared is not None and conv is not None
+        if failed:
+            prepared.failed = failed
+        else:
+            try:
+                summary.read_answer(api, status, content, prepared)
+            except Exception as exc:  # unreadable: the extractive summary then
+                prepared.failed = type(exc).__name__
         conv.summary_usage.add(prepared.usage)
         if prepared.failed:
             log.info("upstream summary failed (%s)", prepared.failed)
 
-    def _upstream_error(self, conv: Conversation | None) -> None:
+    def _upstream_error(self, plan: Plan) -> None:
         self.counters.add("upstream_errors")
-        if conv is not None:
+        if plan.conversation is not None:
+            plan.conversation.failures += 1
+        elif plan.home is not None and self.planners is not None:
+            self.planners.tell(plan.home, "usage", None, True)
+
+    def _used(self, plan: Plan, usage: Usage | None) -> None:
+        """Count what the provider reported for `plan`'s request in its conversation."""
+        if usage is None:
+            return
+        if plan.conversation is not None:
+            plan.conversation.usage.add(usage)
+        elif plan.home is not None and self.planners is not None:
+            self.planners.tell(plan.home, "usage", usage, False)
+
+    def told(self, key: str, usage: Usage | None, failed: bool) -> None:
+        """In a planner process: what the gateway's process saw of conversation `key`'s
+        response (`_used`, `_upstream_error`)."""
+        conv = self.policy.conversations.held(key)
+        if conv is None:
+            return
+        if usage is not None:
+            conv.usage.add(usage)
+        if failed:
             conv.failures += 1
 
     def _failed(self, exc: BaseException) -> None:
@@ -1051,12 +1175,11 @@ class Gateway:
             self.counters.add("upstream_errors")
             return _error(api, 502, f"upstream unreachable ({type(exc).__name__})")
         out_headers = [(k, v) for k, v in response.headers.items() if k.lower() not in _HOP_BY_HOP]
-        conv = plan.conversation
         if response.status_code >= 400:
-            self._upstream_error(conv)
+            self._upstream_error(plan)
         if stream:
             return StreamingResponse(
-                self._stream(response, api, conv),
+                self._stream(response, api, plan),
                 status_code=response.status_code,
                 headers=dict(out_headers),
             )
@@ -1067,8 +1190,8 @@ class Gateway:
             return _error(api, 502, f"upstream failed mid-response ({type(exc).__name__})")
         finally:
             await response.aclose()
-        if conv is not None and api is not None and response.status_code < 400:
-            _add_usage(conv, usage_of_body(api, body))
+        if api is not None and response.status_code < 400:
+            self._used(plan, usage_of_body(api, body))
         return Response(body, status_code=response.status_code, headers=dict(out_headers))
 
     @staticmethod
@@ -1120,9 +1243,7 @@ class Gateway:
             if response.status_code >= 400:
                 self.counters.add("upstream_errors")
                 return Response(data, status_code=response.status_code, headers=out_headers)
-            if plan.conversation is not None:
-                reported = usage_of_events(api, data) if stream else usage_of_body(api, data)
-                _add_usage(plan.conversation, reported)
+            self._used(plan, usage_of_events(api, data) if stream else usage_of_body(api, data))
             turn = recall.read_response(api, data, stream)
             if turn is None or not turn.recalls() or round_ == recall.MAX_ROUNDS:
                 return Response(data, status_code=response.status_code, headers=out_headers)
@@ -1131,7 +1252,7 @@ class Gateway:
         raise AssertionError("unreachable")  # the loop returns on its last round
 
     async def _stream(
-        self, response: httpx.Response, api: wire.Api | None, conv: Conversation | None
+        self, response: httpx.Response, api: wire.Api | None, plan: Plan
     ) -> AsyncIterator[bytes]:
         seen = bytearray()
         events = api is not None and response.headers.get("content-type", "").startswith(
@@ -1155,8 +1276,8 @@ class Gateway:
             yield _stream_error(api, f"upstream failed mid-stream ({type(exc).__name__})")
         finally:
             await response.aclose()
-        if conv is not None and api is not None and response.status_code < 400:
-            _add_usage(conv, usage_of_events(api, bytes(seen)))
+        if api is not None and response.status_code < 400:
+            self._used(plan, usage_of_events(api, bytes(seen)))
 
 
 def api_key(headers: Any) -> str:
@@ -1172,11 +1293,6 @@ def _events_end(data: bytes) -> int:
     """Where the last whole event of `data` ends (after its blank line); 0: none yet."""
     ends = [at + len(blank) for blank in _BLANK_LINES if (at := data.rfind(blank)) >= 0]
     return max(ends, default=0)
-
-
-def _add_usage(conv: Conversation, usage: Usage | None) -> None:
-    if usage is not None:
-        conv.usage.add(usage)
 
 
 _ERROR_TYPES = {
@@ -1236,6 +1352,8 @@ def create_app(config: GatewayConfig, registry: Registry | None = None) -> Starl
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         # load the tokenizer now, not during the first request
         await anyio.to_thread.run_sync(gateway.policy.counter.text, "compactkit")
+        if gateway.planners is not None:  # forked now: the tokenizer loaded comes along
+            await gateway.planners.start()
         # a compaction running in a worker thread holds the interpreter lock for up to this long
         # each time the event loop wants it: at Python's 5 ms a small request waited ~20 ms
         switch = sys.getswitchinterval()

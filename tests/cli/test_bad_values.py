@@ -161,17 +161,19 @@ def test_the_gateway_takes_its_plugin_time_limit_from_the_command_line(monkeypat
 
 
 def test_the_gateway_takes_its_bounds_from_the_command_line(monkeypatch: Any) -> None:
-    """`gateway --max-body --max-memory --read-timeout --admin-token --workers` reach its
-    configuration (the token from the environment too); a bound under 1 is exit 2."""
+    """`gateway --max-body --max-memory --read-timeout --admin-token --workers --processes`
+    reach its configuration (the token from the environment too; planner processes 2 unless
+    told); a bound under 1 is exit 2."""
     given = _configs(monkeypatch)
     cli = make_cli()
     args = ["gateway", "--listen", "127.0.0.1:0", "--max-body", "1000", "--max-memory", "5000"]
     args += ["--read-timeout", "2.5", "--admin-token", "ck-admin", "--workers", "2"]
-    assert CliRunner().invoke(cli, args).exit_code == 0
+    assert CliRunner().invoke(cli, [*args, "--processes", "0"]).exit_code == 0
     config = given[-1]
     assert (config.max_body, config.max_memory, config.read_timeout) == (1000, 5000, 2.5)
-    assert (config.admin_token, config.workers) == ("ck-admin", 2)
+    assert (config.admin_token, config.workers, config.processes) == ("ck-admin", 2, 0)
     env = {"COMPACTKIT_GATEWAY_ADMIN_TOKEN": "from-env"}
     assert CliRunner().invoke(cli, ["gateway", "--listen", "x:0"], env=env).exit_code == 0
     assert given[-1].admin_token == "from-env" and given[-1].max_body == 32 * 1024 * 1024
+    assert given[-1].processes == 2
     assert "--max-body" in _one_line_exit_2(["gateway", "--max-body", "0", "--listen", "x:0"])

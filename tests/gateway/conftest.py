@@ -12,6 +12,7 @@ import pytest
 pytest.importorskip("uvicorn", reason="the gateway extra is not installed")
 
 from compactkit.gateway import GatewayConfig, create_app
+from compactkit.gateway.protocol import timed_protocol
 from tests.live.conftest import claude_cli, codex_cli, fake_upstream, sandbox  # noqa: F401
 
 from .upstream import FakeModel, serving
@@ -56,7 +57,7 @@ def start_gateway(upstream: str) -> Iterator[Start]:
         # compaction never pays for itself; the policy is the replay test's (equal to the bench)
         options.setdefault("policy", "always")
         config = GatewayConfig(upstream_anthropic=upstream, upstream_openai=upstream, **options)
-        cm = serving(create_app(config))
+        cm = serving(create_app(config), timed_protocol(config.read_timeout))  # as the CLI serves
         url = cm.__enter__()
         stack.append(cm)
         return url

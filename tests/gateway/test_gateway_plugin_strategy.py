@@ -5,6 +5,8 @@ it) instead of holding every request of every conversation."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 from collections.abc import Callable
 
@@ -26,10 +28,30 @@ class NeverReturns(Strategy):
             time.sleep(0.1)
 
 
+class EndsItsProcess(Strategy):
+    name = "ends-its-process"
+    description = "kills the process it runs in (a crash, the kernel's OOM killer)"
+
+    def compact(self, ctx: AgentContext) -> AgentContext:
+        os.kill(os.getpid(), signal.SIGKILL)
+        raise AssertionError("killed")
+
+
 class Plugin:
     @hookimpl
     def register_strategies(self, register: Callable[[type[Strategy]], None]) -> None:
         register(NeverReturns)
+        register(EndsItsProcess)
+
+
+def _big_then_small(model: FakeModel, gateway: str) -> None:
+    """A request past the trigger, then a small one: each reaches the upstream as sent."""
+    big = {"model": "m", "max_tokens": 9, "messages": [{"role": "user", "content": "a " * 900}]}
+    small = {"model": "m", "max_tokens": 9, "messages": [{"role": "user", "content": "hi"}]}
+    for body in (big, small):
+        answer = httpx.post(gateway + "/v1/messages", json=body, timeout=60)
+        assert answer.status_code == 200
+        assert json.loads(model.received[-1].body) == body  # as the client sent it
 
 
 def test_a_plugin_that_never_returns_fails_its_compaction_alone(model: FakeModel) -> None:
@@ -43,15 +65,33 @@ def test_a_plugin_that_never_returns_fails_its_compaction_alone(model: FakeModel
             strategy_timeout=2,
         )
         with serving(create_app(config, registry)) as gateway:
-            big = {
-                "model": "m",
-                "max_tokens": 9,
-                "messages": [{"role": "user", "content": "a " * 900}],
-            }
-            small = {"model": "m", "max_tokens": 9, "messages": [{"role": "user", "content": "hi"}]}
-            for body in (big, small):
-                answer = httpx.post(gateway + "/v1/messages", json=body, timeout=30)
-                assert answer.status_code == 200
-                assert json.loads(model.received[-1].body) == body  # as the client sent it
+            _big_then_small(model, gateway)
             stats = httpx.get(gateway + "/compactkit/stats").json()
     assert stats["counters"]["failed"] == 1 and stats["counters"]["requests"] == 2
+
+
+def test_a_planner_process_that_ends_costs_its_request_only_its_compaction(
+    model: FakeModel,
+) -> None:
+    """A strategy run in-process (`strategy_timeout=0`) ends the planner process planning the
+    request: the request goes upstream as the client sent it, counted as failed; the next
+    request is planned by a fresh planner."""
+    registry = make_registry(entry_points=False, plugins=[Plugin()])
+    with serving(model.app()) as upstream:
+        config = GatewayConfig(
+            upstream_anthropic=upstream,
+            pipeline="ends-its-process",
+            trigger=200,
+            target=100,
+            strategy_timeout=0,
+            processes=1,
+        )
+        app = create_app(config, registry)
+        with serving(app) as gateway:
+            planners = app.state.gateway.planners
+            first = planners._planner(0).process
+            _big_then_small(model, gateway)
+            assert first.exitcode == -signal.SIGKILL and planners._planner(0).process is not first
+            stats = httpx.get(gateway + "/compactkit/stats").json()
+    assert stats["counters"]["failed"] == 1 and stats["counters"]["requests"] == 2
+    assert stats["counters"]["passed_through"] == 1  # the small one, by the fresh planner

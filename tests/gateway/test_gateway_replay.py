@@ -39,11 +39,22 @@ def specs(target: int, arrival: bool = False) -> list[str]:
     ]
 
 
-@pytest.mark.parametrize("arrival", [False, True], ids=["", "arrival"])
-@pytest.mark.parametrize("path", SESSIONS, ids=lambda p: p.name[:40])
-def test_gateway_replay_equals_the_persistent_bench(path: Path, arrival: bool) -> None:
-    """With an arrival stage too: the gateway folds each new tool output once, as the bench's
-    replay does for each appended message, and sends the same prompts."""
+@pytest.mark.parametrize(
+    ("path", "processes", "arrival"),
+    [(p, 0, a) for p in SESSIONS for a in (False, True)]
+    + [(SESSIONS[2], 2, False), (SESSIONS[2], 2, True)],
+    ids=lambda v: (
+        v.name[:40]
+        if isinstance(v, Path)
+        else (("arrival" if v else "") if isinstance(v, bool) else f"processes={v}")
+    ),
+)
+def test_gateway_replay_equals_the_persistent_bench(
+    path: Path, processes: int, arrival: bool
+) -> None:
+    """So with the requests planned in planner processes (`processes=2`), and with an arrival
+    stage: the gateway folds each new tool output once, as the bench's replay does for each
+    appended message, and sends the same prompts."""
     model = FakeModel(turns=0)
     api = api_for(path)
     body, ctx = as_sent(load_one(path), api)
@@ -60,6 +71,7 @@ def test_gateway_replay_equals_the_persistent_bench(path: Path, arrival: bool) -
             pipeline=specs(target, arrival),
             trigger=trigger,
             target=target,
+            processes=processes,
         )
         with serving(create_app(config)) as base:
             points = replay(base, api, body, ctx, session=path.name)

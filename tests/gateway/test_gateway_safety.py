@@ -4,13 +4,16 @@ through unchanged, a cut stream ends in an error event the SDKs read, hostile si
 
 from __future__ import annotations
 
+import contextlib
 import gc
+import http.client
 import json
 import logging
 import re
 import socket
 import sqlite3
 import threading
+import time
 import tracemalloc
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -361,11 +364,15 @@ def _stats(base: str, key: str | None) -> dict[str, Any]:
     return data
 
 
-def test_two_keys_never_share_a_conversation(model: FakeModel, start_gateway) -> None:
+@pytest.mark.parametrize("processes", [0, 2])
+def test_two_keys_never_share_a_conversation(
+    model: FakeModel, start_gateway, processes: int
+) -> None:
     """Two clients (the Anthropic and the OpenAI SDK) with different keys, the same system
     prompt and first message, the same forged session id, running at once: each has its own
     conversation, compacted as if it were alone; each sees only its own in the stats, named by
-    salted hashes; the admin token sees both."""
+    salted hashes; the admin token sees both. So with planner processes, each client's in its
+    own (`--processes 2`)."""
     model.turns = 10
     solo = start_gateway(trigger=TRIGGER, target=3000, admin_token=ADMIN)
     alone = {
@@ -375,7 +382,7 @@ def test_two_keys_never_share_a_conversation(model: FakeModel, start_gateway) ->
     counts = {
         c["requests"]: c["compactions"] for c in _stats(solo, ADMIN)["conversations"].values()
     }
-    base = start_gateway(trigger=TRIGGER, target=3000, admin_token=ADMIN)
+    base = start_gateway(trigger=TRIGGER, target=3000, admin_token=ADMIN, processes=processes)
     forged = {"x-compactkit-session": "team-a-session"}
     runs: dict[str, Any] = {}
 
@@ -521,10 +528,51 @@ def test_a_client_too_slow_to_send_its_body_gets_a_408_and_is_closed(start_gatew
     assert json.loads(rest.split(b"\r\n\r\n", 1)[1])["error"]["type"] == "timeout_error"
 
 
+def _answer_to(base: str, *parts: bytes) -> bytes:
+    """What the gateway at `base` answers a raw connection sending `parts`, a second apart,
+    until it closes the connection."""
+    host, port = base.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as conn:
+        for n, part in enumerate(parts):
+            if n:
+                time.sleep(1.0)
+            with contextlib.suppress(OSError):  # closed already
+                conn.sendall(part)
+        answer = b""
+        while chunk := conn.recv(65536):
+            answer += chunk
+    return answer
+
+
+def test_a_client_too_slow_to_send_its_headers_gets_a_408_and_is_closed(start_gateway) -> None:
+    """Slowloris: a request line and headers sent a piece a second (or nothing sent at all) get
+    a 408 in the API's error shape after --read-timeout, and the connection closed; a client
+    on time, on the same kept-alive connection, is served."""
+    base = start_gateway(read_timeout=1.5)
+    pieces = [b"POST /v1/messages HTTP/1.1\r\n", b"host: x\r\n", b"x-api-key: k\r\n"] * 3
+    for parts in (pieces, [b""]):
+        status, _, rest = _answer_to(base, *parts).partition(b"\r\n")
+        assert status == b"HTTP/1.1 408 Request Timeout"
+        assert json.loads(rest.split(b"\r\n\r\n", 1)[1])["error"]["type"] == "timeout_error"
+    body = b'{"model": "m", "max_tokens": 9, "messages": [{"role": "user", "content": "hi"}]}'
+    host, port = base.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    try:
+        for n in range(3):  # each within the timeout, the connection kept between them
+            time.sleep(1.0)
+            conn.request("POST", "/v1/messages", body, {"x-api-key": "k"})
+            if n == 0:
+                sock = conn.sock
+            answer = conn.getresponse()
+            assert (answer.status, conn.sock) == (200, sock) and answer.read()
+    finally:
+        conn.close()
+
+
 def test_memory_is_bounded_in_bytes_not_counts(tmp_path: Path) -> None:
-    """--max-memory bounds the conversations held and the recent bodies by their bytes: past it
-    the least recently used go, whatever --max-conversations allows; twenty more conversations
-    then keep no more than the bound."""
+    """--max-memory bounds the conversations held, the recent bodies and the token counter's
+    memo of strings by their bytes: past it the least recently used go, whatever
+    --max-conversations allows; twenty more conversations then keep no more than the bound."""
     bound = 400_000
     policy = Policy(GatewayConfig(trigger=2000, target=1000, max_memory=bound))
 
@@ -539,13 +587,11 @@ def test_memory_is_bounded_in_bytes_not_counts(tmp_path: Path) -> None:
     try:
         for n in range(5):
             converse(n)
-        policy.counter._cache.clear()  # the token counter's memo (bounded on its own) aside
         gc.collect()
         held = tracemalloc.get_traced_memory()[0]
         for n in range(5, 25):
             converse(n)
             assert policy.bodies.held <= bound // 8
-        policy.counter._cache.clear()
         gc.collect()
         grown = tracemalloc.get_traced_memory()[0] - held
     finally:

@@ -25,11 +25,12 @@ SUMMARY_ASK = "Stop here and do not call any tool."
 
 
 @contextlib.contextmanager
-def serving(app: Any) -> Iterator[str]:
-    """Serve `app` on 127.0.0.1 at a free port; yields its base URL; stops within 10 s."""
+def serving(app: Any, http: Any = "auto") -> Iterator[str]:
+    """Serve `app` on 127.0.0.1 at a free port (`http`: uvicorn's protocol); yields its base
+    URL; stops within 10 s."""
     sock = listening_socket("127.0.0.1", 0)
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", http=http))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
