@@ -47,6 +47,15 @@ class _Parsed:
     """Serializations of the top-level values (None: not yet), by object id."""
     item_dumps: list[bytes | None] = field(default_factory=list)
     """Serializations of the raw items, as `items` holds them (None: not yet)."""
+    raw: bytes | None = None
+    """The body's bytes when they are ASCII (each character one byte, at the same offset):
+    compared with the next body's without copying (`_holds`)."""
+
+    @property
+    def size(self) -> int:
+        """The bytes it holds, counted: its text twice (the text and what it parsed to), and
+        its raw bytes."""
+        return 2 * len(self.text) + (len(self.raw) if self.raw is not None else 0)
 
 
 class Bodies:
@@ -69,20 +78,20 @@ class Bodies:
         with self._lock:
             before = self._recent.get(key)
         try:
-            parsed = _scan(raw.decode("utf-8"), before)
+            parsed = _scan(raw.decode("utf-8"), before, raw)
         except (ValueError, StopIteration, IndexError, RecursionError):
             return None
         if parsed is None:
             return None
         with self._lock:
             old = self._recent.pop(key, None)
-            self._bytes += 2 * len(parsed.text) - (2 * len(old.text) if old is not None else 0)
+            self._bytes += parsed.size - (old.size if old is not None else 0)
             self._recent[key] = parsed
             while len(self._recent) > self._limit or (
                 self._max_bytes is not None and self._bytes > self._max_bytes and self._recent
             ):
                 _, gone = self._recent.popitem(last=False)
-                self._bytes -= 2 * len(gone.text)
+                self._bytes -= gone.size
         return parsed.body
 
     @property
@@ -137,11 +146,21 @@ def _ws(text: str, at: int) -> int:
     return match.end() if match else at
 
 
-def _scan(text: str, before: _Parsed | None) -> _Parsed | None:
-    """`text` (a JSON object) parsed as `json.loads` parses it, values and items whose text equals
-    the one `before` held at the same place being `before`'s objects; None when unsure."""
+def _holds(parsed: _Parsed, at: int, before: _Parsed, start: int, end: int) -> bool:
+    """Whether `parsed`'s text holds `before.text[start:end]` at `at`: compared as bytes, with no
+    copy of either, when both are ASCII (a re-sent history is most of a body: copying it to
+    compare costs four times the comparison)."""
+    if parsed.raw is not None and before.raw is not None:
+        return parsed.raw.startswith(memoryview(before.raw)[start:end], at)
+    return parsed.text.startswith(before.text[start:end], at)
+
+
+def _scan(text: str, before: _Parsed | None, raw: bytes | None = None) -> _Parsed | None:
+    """`text` (a JSON object; `raw`, its bytes) parsed as `json.loads` parses it, values and
+    items whose text equals the one `before` held at the same place being `before`'s objects;
+    None when unsure."""
     body: dict[str, Any] = {}
-    parsed = _Parsed(body, text)
+    parsed = _Parsed(body, text, raw=raw if raw is not None and len(raw) == len(text) else None)
     i = _ws(text, 1)
     if text[i : i + 1] == "}":
         return parsed if _ws(text, i + 1) == len(text) else None
@@ -157,7 +176,7 @@ def _scan(text: str, before: _Parsed | None) -> _Parsed | None:
             value, end = _items(text, i, parsed, before)
         else:
             old = before.fields.get(key) if before is not None else None
-            value, end = _value(text, i, before, old)
+            value, end = _value(parsed, i, before, old)
             if text[i : i + 1] in _DELIMITED:
                 parsed.fields[key] = (i, end, value)
                 _carry(parsed, before, value)
@@ -173,13 +192,14 @@ def _scan(text: str, before: _Parsed | None) -> _Parsed | None:
 
 
 def _value(
-    text: str, at: int, before: _Parsed | None, old: tuple[int, int, Any] | None
+    parsed: _Parsed, at: int, before: _Parsed | None, old: tuple[int, int, Any] | None
 ) -> tuple[Any, int]:
-    """The value at `at`: `old`'s object when its text is the same (a delimited value), else
-    parsed."""
+    """The value at `at` of `parsed`'s text: `old`'s object when its text is the same (a
+    delimited value), else parsed."""
+    text = parsed.text
     if old is not None and before is not None and text[at : at + 1] in _DELIMITED:
         start, end, value = old
-        if text.startswith(before.text[start:end], at):
+        if _holds(parsed, at, before, start, end):
             return value, at + end - start
     return _SCAN(text, at)  # type: ignore[no-any-return]
 
@@ -200,7 +220,7 @@ def _items(text: str, at: int, parsed: _Parsed, before: _Parsed | None) -> tuple
         index = len(items)
         old = olds[index] if index < len(olds) else None
         if text[i : i + 1] == "{":
-            value, end = _value(text, i, before, old)
+            value, end = _value(parsed, i, before, old)
             parsed.items.append((i, end, value))
             parsed.item_dumps.append(
                 before.item_dumps[index]
@@ -228,14 +248,14 @@ def _same_items(text: str, at: int, parsed: _Parsed, before: _Parsed, items: lis
     if not olds or olds[0][0] != at:
         return at
     lo, hi = 0, len(olds)  # the most items whose text up to their end is `before`'s
-    if text.startswith(before.text[at : olds[-1][1]], at):
+    if _holds(parsed, at, before, at, olds[-1][1]):
         lo = hi  # all of them, as an agent's next request has them
     else:
         hi -= 1
     while lo < hi:
         mid = (lo + hi + 1) // 2
         end = olds[mid - 1][1]
-        if text.startswith(before.text[at:end], at):
+        if _holds(parsed, at, before, at, end):
             lo = mid
         else:
             hi = mid - 1
