@@ -8,7 +8,9 @@ import json
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import httpx
 
@@ -54,19 +56,24 @@ def _big_then_small(model: FakeModel, gateway: str) -> None:
         assert json.loads(model.received[-1].body) == body  # as the client sent it
 
 
-def test_a_plugin_that_never_returns_fails_its_compaction_alone(model: FakeModel) -> None:
+@contextmanager
+def _gateway(model: FakeModel, pipeline: str, **options: Any) -> Iterator[tuple[Any, str]]:
+    """A gateway (its app, its URL) whose pipeline is one of the plugin's strategies, compacting
+    past 200 tokens, the fake model upstream."""
     registry = make_registry(entry_points=False, plugins=[Plugin()])
     with serving(model.app()) as upstream:
         config = GatewayConfig(
-            upstream_anthropic=upstream,
-            pipeline="never-returns",
-            trigger=200,
-            target=100,
-            strategy_timeout=2,
+            upstream_anthropic=upstream, pipeline=pipeline, trigger=200, target=100, **options
         )
-        with serving(create_app(config, registry)) as gateway:
-            _big_then_small(model, gateway)
-            stats = httpx.get(gateway + "/compactkit/stats").json()
+        app = create_app(config, registry)
+        with serving(app) as gateway:
+            yield app, gateway
+
+
+def test_a_plugin_that_never_returns_fails_its_compaction_alone(model: FakeModel) -> None:
+    with _gateway(model, "never-returns", strategy_timeout=2) as (_, gateway):
+        _big_then_small(model, gateway)
+        stats = httpx.get(gateway + "/compactkit/stats").json()
     assert stats["counters"]["failed"] == 1 and stats["counters"]["requests"] == 2
 
 
@@ -76,22 +83,11 @@ def test_a_planner_process_that_ends_costs_its_request_only_its_compaction(
     """A strategy run in-process (`strategy_timeout=0`) ends the planner process planning the
     request: the request goes upstream as the client sent it, counted as failed; the next
     request is planned by a fresh planner."""
-    registry = make_registry(entry_points=False, plugins=[Plugin()])
-    with serving(model.app()) as upstream:
-        config = GatewayConfig(
-            upstream_anthropic=upstream,
-            pipeline="ends-its-process",
-            trigger=200,
-            target=100,
-            strategy_timeout=0,
-            processes=1,
-        )
-        app = create_app(config, registry)
-        with serving(app) as gateway:
-            planners = app.state.gateway.planners
-            first = planners._planner(0).process
-            _big_then_small(model, gateway)
-            assert first.exitcode == -signal.SIGKILL and planners._planner(0).process is not first
-            stats = httpx.get(gateway + "/compactkit/stats").json()
+    with _gateway(model, "ends-its-process", strategy_timeout=0, processes=1) as (app, gateway):
+        planners = app.state.gateway.planners
+        first = planners._planner(0).process
+        _big_then_small(model, gateway)
+        assert first.exitcode == -signal.SIGKILL and planners._planner(0).process is not first
+        stats = httpx.get(gateway + "/compactkit/stats").json()
     assert stats["counters"]["failed"] == 1 and stats["counters"]["requests"] == 2
     assert stats["counters"]["passed_through"] == 1  # the small one, by the fresh planner

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.live.terminal import Terminal
-from tests.live.upstream import FakeUpstream, RecordedRequest, Script, Turn
+from tests.live.upstream import FakeUpstream, RecordedRequest, Script, Turn, answer
 
 
 @dataclass(frozen=True)
@@ -625,3 +625,43 @@ def claude_project(sandbox: Sandbox) -> Path:
     cwd, every character but a letter or digit made "-"."""
     slug = re.sub(r"[^A-Za-z0-9]", "-", str(sandbox.workspace))
     return sandbox.home / ".claude" / "projects" / slug
+
+
+QUESTION = "How many lines does f.txt have?"
+"""What the resume tests ask an agent resumed on a session of `FIRST_TASK`."""
+
+
+def session_target(run: Callable[..., CliRun], sandbox: Sandbox, session_id: str) -> Path:
+    """Where the agent `run` starts finds session `session_id` in `sandbox` (the folder made):
+    Claude Code's project folder, a Codex day folder of rollouts, pi's sessions of the workspace."""
+    if run is run_claude:
+        folder, name = claude_project(sandbox), f"{session_id}.jsonl"
+    elif run is run_codex:
+        folder = sandbox.codex_home / "sessions" / "2026" / "01" / "01"
+        name = f"rollout-2026-01-01T00-00-00-{session_id}.jsonl"
+    else:
+        folder, name = pi_session_dir(sandbox), f"2026-01-01T00-00-00-000Z_{session_id}.jsonl"
+    folder.mkdir(parents=True)
+    return folder / name
+
+
+def resume(
+    run: Callable[..., CliRun],
+    sandbox: Sandbox,
+    upstream: FakeUpstream,
+    session_id: str,
+    executable: Path,
+    reply: str = "3000 lines.",
+) -> CliRun:
+    """The agent resumed on session `session_id` in `sandbox` and asked `QUESTION`, the model
+    answering `reply`; checked to have ended well."""
+    resumed = run(
+        QUESTION,
+        sandbox,
+        upstream=upstream,
+        script=[answer(reply)],
+        resume=session_id,
+        executable=executable,
+    )
+    assert resumed.returncode == 0, resumed.describe()
+    return resumed

@@ -19,12 +19,12 @@ from compactkit.cli import make_cli
 from compactkit.registry import make_registry
 from tests.live.clis import (
     Sandbox,
-    claude_project,
     first_session,
-    pi_session_dir,
+    resume,
     run_claude,
     run_codex,
     run_pi,
+    session_target,
 )
 from tests.live.test_resume import (
     CODEX_SCRIPT,
@@ -36,7 +36,7 @@ from tests.live.test_resume import (
     shape_of_request,
     turn_request,
 )
-from tests.live.upstream import FakeUpstream, answer
+from tests.live.upstream import FakeUpstream
 
 pytestmark = pytest.mark.live
 
@@ -79,20 +79,10 @@ def test_claude_code_sends_the_system_prompt_written_into_its_session(
     run = first_session(run_claude, tmp_path / "first", fake_upstream, SCRIPT, claude_cli)
     ctx = with_prompt_and_a_failure(run.session_file)
     second = Sandbox.create(tmp_path / "second")
-    project = claude_project(second)
-    project.mkdir(parents=True)
-    stderr = convert_into(ctx, "claude-code", project / f"{run.session_id}.jsonl")
-    assert "1 system prompt written as a user message" in stderr
+    target = session_target(run_claude, second, run.session_id)
+    assert "1 system prompt written as a user message" in convert_into(ctx, "claude-code", target)
 
-    resumed = run_claude(
-        "How many lines does f.txt have?",
-        second,
-        upstream=fake_upstream,
-        script=[answer("3000 lines.")],
-        resume=run.session_id,
-        executable=claude_cli,
-    )
-    assert resumed.returncode == 0, resumed.describe()
+    resumed = resume(run_claude, second, fake_upstream, run.session_id, claude_cli)
     assert fake_upstream.problems == []
     messages = turn_request(resumed.requests)["messages"]
     assert messages[0]["role"] == "user" and PROMPT in first_user_text(messages[0])
@@ -114,20 +104,10 @@ def test_pi_sends_the_system_prompt_written_into_its_session(
     run = first_session(run_pi, tmp_path / "first", fake_upstream, PI_SCRIPT, pi_cli)
     ctx = with_prompt_and_a_failure(run.session_file)
     second = Sandbox.create(tmp_path / "second")
-    folder = pi_session_dir(second)
-    folder.mkdir(parents=True)
-    target = folder / f"2026-01-01T00-00-00-000Z_{run.session_id}.jsonl"
+    target = session_target(run_pi, second, run.session_id)
     assert "1 system prompt written as a user message" in convert_into(ctx, "pi-session", target)
 
-    resumed = run_pi(
-        "How many lines does f.txt have?",
-        second,
-        upstream=fake_upstream,
-        script=[answer("3000 lines.")],
-        resume=run.session_id,
-        executable=pi_cli,
-    )
-    assert resumed.returncode == 0, resumed.describe()
+    resumed = resume(run_pi, second, fake_upstream, run.session_id, pi_cli)
     assert fake_upstream.problems == []
     (request,) = resumed.turn_requests()
     sent = [shape_of_request(m) for m in request.body["messages"]]
@@ -143,23 +123,13 @@ def test_codex_resumes_a_rollout_that_keeps_an_error_flag(
     run = first_session(run_codex, tmp_path / "first", fake_upstream, CODEX_SCRIPT, codex_cli)
     ctx = with_prompt_and_a_failure(run.session_file)
     second = Sandbox.create(tmp_path / "second")
-    day = second.codex_home / "sessions" / "2026" / "01" / "01"
-    day.mkdir(parents=True)
-    target = day / f"rollout-2026-01-01T00-00-00-{run.session_id}.jsonl"
+    target = session_target(run_codex, second, run.session_id)
     # all carried but the model (a rollout keeps it in turn_context records, not written)
     warning = "warning: codex-rollout export dropped 1 session model"
     assert convert_into(ctx, "codex-rollout", target).splitlines() == [warning]
     assert '"compactkit_is_error": true' in target.read_text(encoding="utf-8")
 
-    resumed = run_codex(
-        "How many lines does f.txt have?",
-        second,
-        upstream=fake_upstream,
-        script=[answer("3000.")],
-        resume=run.session_id,
-        executable=codex_cli,
-    )
-    assert resumed.returncode == 0, resumed.describe()
+    resumed = resume(run_codex, second, fake_upstream, run.session_id, codex_cli, "3000.")
     body = resumed.turn_requests()[0].body
     sent = [shape_of_item(i) for i in body["input"]]
     expected = [shape for m in ctx.messages for shape in shape_of_codex_message(m)]

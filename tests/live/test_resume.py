@@ -17,13 +17,14 @@ from compactkit.cli import make_cli
 from compactkit.context import Message
 from compactkit.registry import make_registry
 from tests.live.clis import (
+    QUESTION,
     Sandbox,
-    claude_project,
     first_session,
-    pi_session_dir,
+    resume,
     run_claude,
     run_codex,
     run_pi,
+    session_target,
 )
 from tests.live.upstream import FakeUpstream, RecordedRequest, answer, call, last_tool_result
 
@@ -104,20 +105,10 @@ def test_claude_code_resumes_a_compacted_session_with_exactly_that_history(
 
     # compact it and write it back in Claude Code's format, into a fresh HOME's project folder
     second = Sandbox.create(tmp_path / "second")
-    project = claude_project(second)
-    project.mkdir(parents=True)
-    target = project / f"{run.session_id}.jsonl"
+    target = session_target(run_claude, second, run.session_id)
     compacted = compact_into(run.session_file, "claude-code", target)
 
-    resumed = run_claude(
-        "How many lines does f.txt have?",
-        second,
-        upstream=fake_upstream,
-        script=[answer("3000 lines.")],
-        resume=run.session_id,
-        executable=claude_cli,
-    )
-    assert resumed.returncode == 0, resumed.describe()
+    resumed = resume(run_claude, second, fake_upstream, run.session_id, claude_cli)
     assert fake_upstream.problems == []
     sent = [
         shape_of_request(m)
@@ -128,7 +119,7 @@ def test_claude_code_resumes_a_compacted_session_with_exactly_that_history(
     assert sent[: len(expected)] == expected  # exactly the compacted history, in order
     new_turn = sent[len(expected) :]
     assert new_turn and new_turn[-1][0] == "user"
-    assert ("text", "How many lines does f.txt have?") in new_turn[-1][1]
+    assert ("text", QUESTION) in new_turn[-1][1]
 
 
 # --------------------------------------------------------------------------- Codex
@@ -176,27 +167,17 @@ def test_codex_resumes_a_compacted_rollout_with_exactly_that_history(
     run = first_session(run_codex, tmp_path / "first", fake_upstream, CODEX_SCRIPT, codex_cli)
 
     second = Sandbox.create(tmp_path / "second")
-    day = second.codex_home / "sessions" / "2026" / "01" / "01"
-    day.mkdir(parents=True)
-    target = day / f"rollout-2026-01-01T00-00-00-{run.session_id}.jsonl"
+    target = session_target(run_codex, second, run.session_id)
     compacted = compact_into(run.session_file, "codex-rollout", target)
 
-    resumed = run_codex(
-        "How many lines does f.txt have?",
-        second,
-        upstream=fake_upstream,
-        script=[answer("3000.")],
-        resume=run.session_id,
-        executable=codex_cli,
-    )
-    assert resumed.returncode == 0, resumed.describe()
+    resumed = resume(run_codex, second, fake_upstream, run.session_id, codex_cli, "3000.")
     sent = [shape_of_item(i) for i in resumed.turn_requests()[0].body["input"]]
     expected = [shape for m in compacted.messages for shape in shape_of_codex_message(m)]
     start = sent.index(expected[0])
     # Codex puts its own instructions first (developer messages), then the rollout's history
     assert all(item[:2] == ("message", "developer") for item in sent[:start]), sent[:start]
     assert sent[start : start + len(expected)] == expected  # exactly the compacted history
-    assert ("message", "user", "How many lines does f.txt have?") in sent[start + len(expected) :]
+    assert ("message", "user", QUESTION) in sent[start + len(expected) :]
 
 
 # --------------------------------------------------------------------------- pi
@@ -216,21 +197,11 @@ def test_pi_resumes_a_compacted_session_with_exactly_that_history(
 
     # compact it and write it back as a pi session among a fresh HOME's sessions of the workspace
     second = Sandbox.create(tmp_path / "second")
-    folder = pi_session_dir(second)
-    folder.mkdir(parents=True)
-    target = folder / f"2026-01-01T00-00-00-000Z_{run.session_id}.jsonl"
+    target = session_target(run_pi, second, run.session_id)
     compacted = compact_into(run.session_file, "pi-session", target)
     assert compacted.metadata["session_id"] == run.session_id  # pi finds it by this id
 
-    resumed = run_pi(
-        "How many lines does f.txt have?",
-        second,
-        upstream=fake_upstream,
-        script=[answer("3000 lines.")],
-        resume=run.session_id,
-        executable=pi_cli,
-    )
-    assert resumed.returncode == 0, resumed.describe()
+    resumed = resume(run_pi, second, fake_upstream, run.session_id, pi_cli)
     assert fake_upstream.problems == []
     assert resumed.output.strip() == "3000 lines."
     requests = resumed.turn_requests()
@@ -238,7 +209,7 @@ def test_pi_resumes_a_compacted_session_with_exactly_that_history(
     sent = [shape_of_request(m) for m in requests[0].body["messages"]]
     expected = [shape_of_message(m) for m in compacted.messages]
     assert sent[: len(expected)] == expected  # exactly the compacted history, in order
-    assert sent[len(expected) :] == [("user", [("text", "How many lines does f.txt have?")])]
+    assert sent[len(expected) :] == [("user", [("text", QUESTION)])]
     # pi went on in the converted file: the new turn is appended to the compacted history
     assert resumed.session_file == target
     after = compactkit.load_one(target)
