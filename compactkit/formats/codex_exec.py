@@ -58,15 +58,13 @@ from ..context import (
     ToolResultBlock,
 )
 from ._events import built
-from ._pairing import Turn, repair_pairing
+from ._pairing import Turn
 from ._util import (
     as_dict,
     as_list,
     as_text,
-    context_metadata,
-    note_repairs,
-    note_skipped,
     str_or_none,
+    turns_context,
 )
 from .base import Document, Format
 
@@ -326,22 +324,15 @@ class _CodexExecContextBuilder:
         if not any(t.role == "user" for t in self.turns):
             note = Turn("user", [TextBlock(text=PROMPT_NOT_RECORDED)], {ORIGIN_KEY: "harness"})
             self.turns.insert(0, note)
-        repaired = repair_pairing(
-            [t.freeze() for t in self.turns],
-            close="unless_answered",
-            keep_pending="last_assistant",
-            orphan_results="user_message_each",
-        )
-        meta = context_metadata(
+        return turns_context(
             CodexExecFormat.name,
+            self.turns,
+            self.skipped,
             session_id=self.head.get("session_id"),
             cwd=self.head.get("cwd"),
             model=self.head.get("model"),
             codex_errors=[e for e in self.errors if e] or None,
         )
-        note_repairs(meta, repaired)
-        note_skipped(meta, self.skipped)
-        return AgentContext(messages=tuple(repaired.messages), metadata=meta)
 
 
 def _call(kind: str, item_id: str, item: dict[str, Any]) -> tuple[ToolCallBlock, str, bool] | None:

@@ -61,16 +61,14 @@ from ..context import (
     ToolResultBlock,
 )
 from ..errors import BadInputError
-from ._pairing import Turn, repair_pairing
+from ._pairing import Turn
 from ._util import (
     as_dict,
     as_list,
     as_text,
-    context_metadata,
-    note_repairs,
-    note_skipped,
     parse_arguments,
     str_or_none,
+    turns_context,
 )
 from .base import Document, Format, read_document
 from .openai_chat import OpenAIChatFormat
@@ -281,26 +279,18 @@ class _CopilotCliContextBuilder:
         return True
 
     def context(self) -> AgentContext:
-        repaired = repair_pairing(
-            [t.freeze() for t in self.turns],
-            close="unless_answered",
-            keep_pending="last_assistant",
-            orphan_results="user_message_each",
-        )
         context = as_dict(self.session.get("context"))
-        meta = context_metadata(
+        ctx = turns_context(
             CopilotCliFormat.name,
+            self.turns,
+            self.skipped,
             session_id=str_or_none(self.session.get("sessionId")),
             cwd=str_or_none(context.get("cwd")),
             model=str_or_none(self.session.get("selectedModel")) or self.model,
             copilot_version=str_or_none(self.session.get("copilotVersion")),
             git_branch=str_or_none(context.get("branch")),
         )
-        note_repairs(meta, repaired)
-        note_skipped(meta, self.skipped)
-        return AgentContext(
-            system_instruction=self.system, messages=tuple(repaired.messages), metadata=meta
-        )
+        return ctx.replace(system_instruction=self.system) if self.system else ctx
 
 
 # --------------------------------------------------------------------------- helpers

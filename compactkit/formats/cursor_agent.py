@@ -58,18 +58,16 @@ from ..context import (
     ToolResultBlock,
 )
 from ..errors import BadInputError
-from ._pairing import Turn, repair_pairing
+from ._pairing import Turn
 from ._sqlite import open_snapshot, schema_of
 from ._util import (
     as_dict,
     as_list,
     as_text,
-    context_metadata,
     is_sqlite,
-    note_repairs,
-    note_skipped,
     parse_arguments,
     str_or_none,
+    turns_context,
 )
 from .base import Document, Format
 
@@ -364,26 +362,18 @@ class _CursorAgentContextBuilder:
             self.skipped["message/assistant (empty)"] += 1
 
     def context(self, info: dict[str, JsonValue]) -> AgentContext:
-        repaired = repair_pairing(
-            [t.freeze() for t in self.turns],
-            close="unless_answered",
-            keep_pending="last_assistant",
-            orphan_results="user_message_each",
-        )
-        meta = context_metadata(
+        ctx = turns_context(
             CursorAgentFormat.name,
+            self.turns,
+            self.skipped,
             session_id=str_or_none(info.get("agentId")),
             model=str_or_none(info.get("lastUsedModel")),
             title=str_or_none(info.get("name")),
             cursor_mode=str_or_none(info.get("mode")),
             created_at=info.get("createdAt"),
         )
-        note_repairs(meta, repaired)
-        note_skipped(meta, self.skipped)
         system = "\n\n".join(t for t in self.system if t) or None
-        return AgentContext(
-            messages=tuple(repaired.messages), system_instruction=system, metadata=meta
-        )
+        return ctx.replace(system_instruction=system) if system else ctx
 
 
 def _only_tags(text: str) -> bool:

@@ -41,8 +41,8 @@ from ..context import (
     ToolResultBlock,
 )
 from ..errors import BadInputError
-from ._pairing import Turn, repair_pairing
-from ._util import context_metadata, note_repairs, note_skipped
+from ._pairing import Turn
+from ._util import turns_context
 from .base import Document, Format
 from .cursor import USER_QUERY, only_tags
 
@@ -223,16 +223,7 @@ class _CursorTextContextBuilder:
         self.flush()
         if self.role != "assistant":
             self.user()
-        repaired = repair_pairing(
-            [t.freeze() for t in self.turns],
-            close="unless_answered",
-            keep_pending="last_assistant",
-            orphan_results="user_message_each",
-        )
-        meta = context_metadata(CursorTextFormat.name)
-        note_repairs(meta, repaired)
-        note_skipped(meta, self.skipped)
-        return AgentContext(messages=tuple(repaired.messages), metadata=meta)
+        return turns_context(CursorTextFormat.name, self.turns, self.skipped)
 
 
 __all__ = ["CursorTextFormat"]

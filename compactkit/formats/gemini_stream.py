@@ -36,15 +36,13 @@ from pydantic import JsonValue
 
 from ..context import ORIGIN_KEY, AgentContext, Block, TextBlock, ToolCallBlock, ToolResultBlock
 from ._events import built, refuse_unless
-from ._pairing import Turn, repair_pairing
+from ._pairing import Turn
 from ._util import (
     as_dict,
     as_list,
     as_text,
-    context_metadata,
-    note_repairs,
-    note_skipped,
     str_or_none,
+    turns_context,
 )
 from .base import Document, Format
 
@@ -176,23 +174,16 @@ class _GeminiStreamContextBuilder:
 
     def context(self) -> AgentContext:
         self.flush()
-        repaired = repair_pairing(
-            [t.freeze() for t in self.turns],
-            close="unless_answered",
-            keep_pending="last_assistant",
-            orphan_results="user_message_each",
-        )
-        meta = context_metadata(
+        return turns_context(
             GeminiCliStreamFormat.name,
+            self.turns,
+            self.skipped,
             session_id=self.head.get("session_id"),
             model=self.head.get("model"),
             gemini_status=self.head.get("status"),
             usage=self.head.get("usage"),
             gemini_errors=self.errors or None,
         )
-        note_repairs(meta, repaired)
-        note_skipped(meta, self.skipped)
-        return AgentContext(messages=tuple(repaired.messages), metadata=meta)
 
 
 def _result(event: dict[str, Any]) -> ToolResultBlock:

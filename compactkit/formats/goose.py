@@ -60,19 +60,17 @@ from ..context import (
     canonical_json,
 )
 from ..errors import BadInputError
-from ._pairing import Turn, repair_pairing
+from ._pairing import Turn
 from ._util import (
     as_dict,
     as_list,
     as_text,
-    context_metadata,
     is_sqlite,
-    note_repairs,
-    note_skipped,
     number_conversations,
     sqlite_read_only,
     sqlite_tables,
     str_or_none,
+    turns_context,
 )
 from .base import Document, Format
 
@@ -245,14 +243,10 @@ class _GooseContextBuilder:
         self.turns.append(Turn("assistant" if role == "assistant" else "user", blocks, meta))
 
     def context(self, info: dict[str, Any]) -> AgentContext:
-        repaired = repair_pairing(
-            [t.freeze() for t in self.turns],
-            close="unless_answered",
-            keep_pending="last_assistant",
-            orphan_results="user_message_each",
-        )
-        meta = context_metadata(
+        return turns_context(
             GooseFormat.name,
+            self.turns,
+            self.skipped,
             session_id=str_or_none(info.get("id")),
             cwd=str_or_none(info.get("working_dir")),
             title=str_or_none(info.get("name")) or str_or_none(info.get("description")),
@@ -260,9 +254,6 @@ class _GooseContextBuilder:
                 as_dict(_maybe_json(info.get("model_config_json"))).get("model_name")
             ),
         )
-        note_repairs(meta, repaired)
-        note_skipped(meta, self.skipped)
-        return AgentContext(messages=tuple(repaired.messages), metadata=meta)
 
 
 # --------------------------------------------------------------------------- helpers

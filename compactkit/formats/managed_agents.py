@@ -53,15 +53,13 @@ from ..context import (
 from ._chat import anthropic_block
 from ._events import built
 from ._marks import Span, Where, mark_words
-from ._pairing import Turn, repair_pairing
+from ._pairing import Turn
 from ._util import (
     as_dict,
     as_list,
     as_text,
-    context_metadata,
-    note_repairs,
-    note_skipped,
     str_or_none,
+    turns_context,
 )
 from .base import Document, Format
 
@@ -202,20 +200,13 @@ class _ManagedAgentsContextBuilder:
 
     def context(self) -> AgentContext:
         self.flush()
-        repaired = repair_pairing(
-            [t.freeze() for t in self.turns],
-            close="unless_answered",
-            keep_pending="last_assistant",
-            orphan_results="user_message_each",
-        )
-        meta = context_metadata(
+        ctx = turns_context(
             ManagedAgentsFormat.name,
+            self.turns,
+            self.skipped,
             interrupts=self.interrupts or None,
             session_errors=self.errors or None,
         )
-        note_repairs(meta, repaired)
-        note_skipped(meta, self.skipped)
-        ctx = AgentContext(messages=tuple(repaired.messages), metadata=meta)
         return mark_words(ctx, _users_words)
 
 

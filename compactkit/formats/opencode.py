@@ -60,19 +60,17 @@ from ..context import (
 from ..errors import BadInputError
 from ._marks import Span, Where, find_after, mark_words
 from ._opencode_legacy import is_project_storage, project_storage_sessions
-from ._pairing import Turn, repair_pairing
+from ._pairing import Turn
 from ._util import (
     as_dict,
     as_list,
     as_text,
-    context_metadata,
     is_sqlite,
-    note_repairs,
-    note_skipped,
     number_conversations,
     sqlite_read_only,
     sqlite_tables,
     str_or_none,
+    turns_context,
 )
 from .base import Document, Format, read_document
 
@@ -228,14 +226,10 @@ class _OpenCodeContextBuilder:
             self.turns.append(Turn("tool", results))
 
     def context(self, session: dict[str, Any]) -> AgentContext:
-        repaired = repair_pairing(
-            [t.freeze() for t in self.turns],
-            close="unless_answered",
-            keep_pending="last_assistant",
-            orphan_results="user_message_each",
-        )
-        meta = context_metadata(
+        ctx = turns_context(
             OpenCodeFormat.name,
+            self.turns,
+            self.skipped,
             session_id=str_or_none(session.get("id")),
             cwd=str_or_none(session.get("directory")),
             model=self.model,
@@ -243,11 +237,7 @@ class _OpenCodeContextBuilder:
             parent_session=str_or_none(session.get("parentID") or session.get("parent_id")),
             version=str_or_none(session.get("version")),
         )
-        note_repairs(meta, repaired)
-        note_skipped(meta, self.skipped)
-        return mark_words(
-            AgentContext(messages=tuple(repaired.messages), metadata=meta), _users_words
-        )
+        return mark_words(ctx, _users_words)
 
 
 # --------------------------------------------------------------------------- reading the stores

@@ -39,15 +39,12 @@ from pydantic import JsonValue
 from ..context import ORIGIN_KEY, AgentContext
 from ._events import refuse_unless
 from ._marks import Span, Where, find_after, mark_words
-from ._pairing import repair_pairing
 from ._util import (
     as_dict,
     as_list,
     as_text,
-    context_metadata,
-    note_repairs,
-    note_skipped,
     str_or_none,
+    turns_context,
 )
 from .base import Document, Format
 from .gemini_cli import history_turns, users_words
@@ -80,25 +77,18 @@ class QwenCodeFormat(Format):
         skipped: Counter[str] = Counter()
         path = _path(records, skipped)
         history, metas = _history(path, skipped)
-        repaired = repair_pairing(
-            [t.freeze() for t in history_turns(history, metas)],
-            close="unless_answered",
-            keep_pending="last_assistant",
-            orphan_results="user_message_each",
-        )
         first = path[0] if path else (records[0] if records else {})
         models = [m for r in path if isinstance(m := r.get("model"), str)]
-        meta = context_metadata(
+        ctx = turns_context(
             self.name,
+            history_turns(history, metas),
+            skipped,
             session_id=str_or_none(first.get("sessionId")),
             cwd=str_or_none(first.get("cwd")),
             model=models[-1] if models else None,
             version=str_or_none(first.get("version")),
             git_branch=str_or_none(first.get("gitBranch")),
         )
-        note_repairs(meta, repaired)
-        note_skipped(meta, skipped)
-        ctx = AgentContext(messages=tuple(repaired.messages), metadata=meta)
         return [mark_words(ctx, _users_words)]
 
 
