@@ -7,6 +7,8 @@ from a first real run, gets a system prompt and a failed result, and goes back t
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,7 @@ from compactkit import AgentContext
 from compactkit.cli import make_cli
 from compactkit.registry import make_registry
 from tests.live.clis import (
+    CliRun,
     Sandbox,
     first_session,
     resume,
@@ -66,6 +69,39 @@ def convert_into(ctx: AgentContext, fmt: str, target: Path) -> str:
     return str(result.stderr)
 
 
+@dataclass
+class Carried:
+    """A first real run's session, with a system prompt and a failed result, converted back to
+    the agent's format and resumed."""
+
+    ctx: AgentContext
+    stderr: str
+    """What `compactkit convert` said."""
+    target: Path
+    resumed: CliRun
+
+
+def carried(
+    run: Callable[..., CliRun],
+    executable: Path,
+    script: Any,
+    fmt: str,
+    upstream: FakeUpstream,
+    folder: Path,
+    reply: str = "3000 lines.",
+) -> Carried:
+    """The agent `run` run once on `script`, its session given a system prompt and a failure
+    (`with_prompt_and_a_failure`), converted `--to fmt` where a fresh sandbox's agent finds it,
+    and resumed there."""
+    first = first_session(run, folder / "first", upstream, script, executable)
+    ctx = with_prompt_and_a_failure(first.session_file)
+    second = Sandbox.create(folder / "second")
+    target = session_target(run, second, first.session_id)
+    stderr = convert_into(ctx, fmt, target)
+    resumed = resume(run, second, upstream, first.session_id, executable, reply)
+    return Carried(ctx, stderr, target, resumed)
+
+
 def first_user_text(message: dict[str, Any]) -> str:
     content = message["content"]
     if isinstance(content, str):
@@ -76,14 +112,10 @@ def first_user_text(message: dict[str, Any]) -> str:
 def test_claude_code_sends_the_system_prompt_written_into_its_session(
     claude_cli: Path, fake_upstream: FakeUpstream, tmp_path: Path
 ) -> None:
-    run = first_session(run_claude, tmp_path / "first", fake_upstream, SCRIPT, claude_cli)
-    ctx = with_prompt_and_a_failure(run.session_file)
-    second = Sandbox.create(tmp_path / "second")
-    target = session_target(run_claude, second, run.session_id)
-    assert "1 system prompt written as a user message" in convert_into(ctx, "claude-code", target)
-
-    resumed = resume(run_claude, second, fake_upstream, run.session_id, claude_cli)
+    done = carried(run_claude, claude_cli, SCRIPT, "claude-code", fake_upstream, tmp_path)
+    assert "1 system prompt written as a user message" in done.stderr
     assert fake_upstream.problems == []
+    ctx, resumed = done.ctx, done.resumed
     messages = turn_request(resumed.requests)["messages"]
     assert messages[0]["role"] == "user" and PROMPT in first_user_text(messages[0])
     sent = [shape_of_request(m) for m in messages if m["role"] in ("user", "assistant")]
@@ -101,14 +133,10 @@ def test_claude_code_sends_the_system_prompt_written_into_its_session(
 def test_pi_sends_the_system_prompt_written_into_its_session(
     pi_cli: Path, fake_upstream: FakeUpstream, tmp_path: Path
 ) -> None:
-    run = first_session(run_pi, tmp_path / "first", fake_upstream, PI_SCRIPT, pi_cli)
-    ctx = with_prompt_and_a_failure(run.session_file)
-    second = Sandbox.create(tmp_path / "second")
-    target = session_target(run_pi, second, run.session_id)
-    assert "1 system prompt written as a user message" in convert_into(ctx, "pi-session", target)
-
-    resumed = resume(run_pi, second, fake_upstream, run.session_id, pi_cli)
+    done = carried(run_pi, pi_cli, PI_SCRIPT, "pi-session", fake_upstream, tmp_path)
+    assert "1 system prompt written as a user message" in done.stderr
     assert fake_upstream.problems == []
+    ctx, resumed = done.ctx, done.resumed
     (request,) = resumed.turn_requests()
     sent = [shape_of_request(m) for m in request.body["messages"]]
     expected = [("user", [("text", PROMPT)])] + [shape_of_message(m) for m in ctx.messages]
@@ -120,17 +148,15 @@ def test_pi_sends_the_system_prompt_written_into_its_session(
 def test_codex_resumes_a_rollout_that_keeps_an_error_flag(
     codex_cli: Path, fake_upstream: FakeUpstream, tmp_path: Path
 ) -> None:
-    run = first_session(run_codex, tmp_path / "first", fake_upstream, CODEX_SCRIPT, codex_cli)
-    ctx = with_prompt_and_a_failure(run.session_file)
-    second = Sandbox.create(tmp_path / "second")
-    target = session_target(run_codex, second, run.session_id)
+    done = carried(
+        run_codex, codex_cli, CODEX_SCRIPT, "codex-rollout", fake_upstream, tmp_path, "3000."
+    )
     # all carried but the model (a rollout keeps it in turn_context records, not written)
     warning = "warning: codex-rollout export dropped 1 session model"
-    assert convert_into(ctx, "codex-rollout", target).splitlines() == [warning]
-    assert '"compactkit_is_error": true' in target.read_text(encoding="utf-8")
-
-    resumed = resume(run_codex, second, fake_upstream, run.session_id, codex_cli, "3000.")
-    body = resumed.turn_requests()[0].body
+    assert done.stderr.splitlines() == [warning]
+    assert '"compactkit_is_error": true' in done.target.read_text(encoding="utf-8")
+    ctx = done.ctx
+    body = done.resumed.turn_requests()[0].body
     sent = [shape_of_item(i) for i in body["input"]]
     expected = [shape for m in ctx.messages for shape in shape_of_codex_message(m)]
     start = sent.index(expected[0])
