@@ -196,13 +196,13 @@ def check_upstream_summary(api: wire.Api, fake: FakeUpstream, log: str) -> None:
     asks = [r for r in fake.requests if is_summary_request(r.body)]
     assert asks, "the gateway asked for no summary"
     key = "input" if api == "openai-responses" else "messages"
+    turns = fake.turn_requests()
     for ask in asks:
-        before = [r for r in fake.requests[: fake.requests.index(ask)] if r.is_turn]
-        prompt = next(r.body for r in reversed(before) if r.body[key] == ask.body[key][:-1])
+        # the summary is asked beside the request whose prompt it extends: either may arrive first
+        prompt = next(r.body for r in turns if r.body[key] == ask.body[key][:-1])
         for part in ("system", "instructions", "tools", "model"):
             assert ask.body.get(part) == prompt.get(part)
         assert ask.body[key][-1]["content"] == INSTRUCTION
-    turns = fake.turn_requests()
     sent = [json.dumps(r.body, ensure_ascii=False) for r in turns]
     assert any("UPSTREAM-SUMMARY-51d0" in text for text in sent)
     assert all(TASK in text for text in sent)
