@@ -8,8 +8,8 @@ process, measured alternately in one run):
 * per-request overhead flat in conversation length: what the gateway adds to a request at 200k
   tokens (median) <= 1.2x what it adds at 20k, the conversations growing by one turn a request
   as an agent's do. Held to the CPU time the gateway's process spends beyond the relay's (a
-  latency on a shared machine varies more than the ratio measured): 1.09-1.15x on a quiet
-  machine, 1.22-1.35x on a loaded one; held to 1.6x here so that a loaded run does not fail.
+  latency on a shared machine varies more than the ratio measured): 0.92-1.00x on a quiet
+  machine, 1.21x on one running the test suite beside it.
 """
 
 from __future__ import annotations
@@ -285,4 +285,4 @@ def test_overhead_is_flat_in_conversation_length(benchmark: Any) -> None:
     figures = benchmark.pedantic(overhead_by_length, rounds=1, iterations=1)
     benchmark.extra_info.update(figures)
     print("\n" + json.dumps(figures))
-    assert figures["cpu_added_ratio"] <= 1.6, figures  # target 1.2, not met: 1.22-1.32 here
+    assert figures["cpu_added_ratio"] <= 1.2, figures

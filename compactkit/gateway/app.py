@@ -13,7 +13,6 @@ import functools
 import hmac
 import json
 import logging
-import operator
 import socket
 import sys
 import threading
@@ -614,7 +613,7 @@ class Policy:
         if not self.incremental:
             return self.counter.context(ctx)
         messages, known = ctx.messages, last.messages
-        if known and len(known) <= len(messages) and all(map(operator.is_, known, messages)):
+        if known and len(known) <= len(messages) and known == messages[: len(known)]:
             tokens = last.tokens + sum(self.counter.messages(messages[len(known) :]))
         else:
             tokens = sum(self.counter.messages(messages))
@@ -632,7 +631,7 @@ class Policy:
             and len(sent) <= len(ctx.messages)
             and last.system_instruction == ctx.system_instruction
             and last.activated_skills == ctx.activated_skills
-            and all(map(operator.is_, sent, ctx.messages))
+            and sent == ctx.messages[: len(sent)]
         ):
             return self.counter.preamble(ctx) + tally.sent.tokens
         return prefix_tokens(last, ctx, self.counter)

@@ -1,18 +1,19 @@
 """Request bodies parsed and serialized as `json.loads` and `json.dumps` do, reusing what a recent
-request of the same client held as the very same text.
+request of the same client held as the very same bytes.
 
-An agent re-sends its whole history on every call: most of a body is text the gateway parsed (and
+An agent re-sends its whole history on every call: most of a body is bytes the gateway parsed (and
 serialized) one request before. A JSON object or array or string is a function of its text alone
 (its end is its closing delimiter), so a raw item of `messages`/`input`, or a top-level field,
-whose text equals the one a recent body held at the same place is that body's object, and its
-serialization that body's bytes. Anything unusual (a body not starting with `{`, not strict UTF-8,
-not well formed) is left to `json.loads`, which then parses it or raises as it always did.
+whose bytes equal the ones a recent body held at the same place is that body's object, and its
+serialization that body's bytes. Bodies are compared as bytes, where they lie (no copy), and only
+what follows the re-sent items is decoded: reading a request costs what it adds, not its length.
+Anything unusual (a body not starting with `{`, not strict UTF-8, not well formed, a key given
+twice) is left to `json.loads`, which then parses it or raises as it always did.
 """
 
 from __future__ import annotations
 
 import json
-import operator
 import re
 import threading
 from collections import OrderedDict
@@ -28,6 +29,10 @@ _DELIMITED = ("{", "[", '"')
 _KEY_BYTES = 512
 """Bodies are matched with a recent one by their first bytes (the model and the first message)."""
 
+_Span = tuple[int, int, int, Any]
+"""Where a value lies in a body: its first byte, the byte after it, its length in characters, and
+the value."""
+
 
 def dumps(value: Any) -> bytes:
     """What the gateway sends for a value it wrote: compact JSON, UTF-8, non-ASCII as it is."""
@@ -36,26 +41,29 @@ def dumps(value: Any) -> bytes:
 
 @dataclass
 class _Parsed:
-    """One body as scanned: its text, where each top-level value and raw item lies in it, and
+    """One body as scanned: its bytes, where each top-level value and raw item lies in them, and
     the bytes of those serialized so far (by object id; the objects are held here)."""
 
     body: dict[str, Any]
-    text: str
-    fields: dict[str, tuple[int, int, Any]] = field(default_factory=dict)
-    items: list[tuple[int, int, Any]] = field(default_factory=list)
+    raw: bytes
+    fields: dict[str, _Span] = field(default_factory=dict)
+    """The top-level values that are objects, arrays or strings."""
+    head: list[str] = field(default_factory=list)
+    """The keys before the items' array, in order."""
+    item_key: str | None = None
+    """The key of the items' array (`messages` or `input`)."""
+    items: list[_Span] = field(default_factory=list)
+    values: list[Any] = field(default_factory=list)
+    """The items' values (the body's array itself)."""
     dumped: dict[int, bytes | None] = field(default_factory=dict)
     """Serializations of the top-level values (None: not yet), by object id."""
     item_dumps: list[bytes | None] = field(default_factory=list)
     """Serializations of the raw items, as `items` holds them (None: not yet)."""
-    raw: bytes | None = None
-    """The body's bytes when they are ASCII (each character one byte, at the same offset):
-    compared with the next body's without copying (`_holds`)."""
 
     @property
     def size(self) -> int:
-        """The bytes it holds, counted: its text twice (the text and what it parsed to), and
-        its raw bytes."""
-        return 2 * len(self.text) + (len(self.raw) if self.raw is not None else 0)
+        """The bytes it holds, counted: its bytes, and as much again for what they parsed to."""
+        return 2 * len(self.raw)
 
 
 class Bodies:
@@ -63,7 +71,7 @@ class Bodies:
 
     def __init__(self, limit: int = 32, max_bytes: int | None = None) -> None:
         """At most `limit` bodies, of at most `max_bytes` in all (each counted twice its size:
-        its text and what it parsed to)."""
+        its bytes and what they parsed to)."""
         self._recent: OrderedDict[bytes, _Parsed] = OrderedDict()
         self._limit = limit
         self._max_bytes = max_bytes
@@ -71,14 +79,15 @@ class Bodies:
         self._lock = threading.Lock()
 
     def loads(self, raw: bytes) -> Any | None:
-        """`json.loads(raw)`, or None when `raw` is left to `json.loads` (call it then)."""
+        """`json.loads(raw)`, or None when `raw` is left to `json.loads` (call it then). What it
+        returns is read only: its objects are the next body's too, where it re-sends them."""
         if not raw.startswith(b"{"):
             return None
         key = raw[:_KEY_BYTES]
         with self._lock:
             before = self._recent.get(key)
         try:
-            parsed = _scan(raw.decode("utf-8"), before, raw)
+            parsed = _scan(raw, before)
         except (ValueError, StopIteration, IndexError, RecursionError):
             return None
         if parsed is None:
@@ -96,7 +105,7 @@ class Bodies:
 
     @property
     def held(self) -> int:
-        """The bytes held (the bodies' text, twice)."""
+        """The bytes held (the bodies' bytes, twice)."""
         with self._lock:
             return self._bytes
 
@@ -111,7 +120,7 @@ class Bodies:
             parts = []
             for key, value in body.items():
                 if key in _ITEM_KEYS and isinstance(value, list):
-                    where = {id(item): k for k, (_, _, item) in enumerate(parsed.items)}
+                    where = {id(item[3]): k for k, item in enumerate(parsed.items)}
                     text = b"[" + b",".join(_item(parsed, where, item) for item in value) + b"]"
                 else:
                     text = _dumped(parsed, value)
@@ -141,137 +150,184 @@ def _dumped(parsed: _Parsed, value: Any) -> bytes:
     return known
 
 
+class _Text:
+    """The part of a body's bytes from `start` on, decoded, and where its characters lie in the
+    bytes (each character one byte when it is ASCII; else counted as the scan goes on)."""
+
+    def __init__(self, raw: bytes, start: int) -> None:
+        self.raw = raw
+        self.text = raw[start:].decode("utf-8")  # strict: anything else is json.loads's
+        self.start = start
+        self.ascii = self.text.isascii()
+        self._at = (0, start)  # a character and the byte it begins at
+
+    def byte(self, i: int) -> int:
+        """The offset in the body's bytes of character `i`."""
+        if self.ascii:
+            return self.start + i
+        at, byte = self._at
+        if i < at:
+            at, byte = 0, self.start
+        byte += len(self.text[at:i].encode("utf-8"))
+        self._at = (i, byte)
+        return byte
+
+    def holds(self, at: int, before: _Parsed, start: int, end: int) -> bool:
+        """Whether the body holds `before`'s bytes `start:end` at byte `at` (compared where they
+        lie: a re-sent history is most of a body, copying it to compare costs more than the
+        comparison)."""
+        return self.raw.startswith(memoryview(before.raw)[start:end], at)
+
+    def known(self, i: int, byte: int) -> None:
+        """Character `i` begins at `byte` (found by a comparison): no need to count to it."""
+        if not self.ascii:
+            self._at = (i, byte)
+
+
 def _ws(text: str, at: int) -> int:
     match = _WS.match(text, at)
     return match.end() if match else at
 
 
-def _holds(parsed: _Parsed, at: int, before: _Parsed, start: int, end: int) -> bool:
-    """Whether `parsed`'s text holds `before.text[start:end]` at `at`: compared as bytes, with no
-    copy of either, when both are ASCII (a re-sent history is most of a body: copying it to
-    compare costs four times the comparison)."""
-    if parsed.raw is not None and before.raw is not None:
-        return parsed.raw.startswith(memoryview(before.raw)[start:end], at)
-    return parsed.text.startswith(before.text[start:end], at)
-
-
-def _scan(text: str, before: _Parsed | None, raw: bytes | None = None) -> _Parsed | None:
-    """`text` (a JSON object; `raw`, its bytes) parsed as `json.loads` parses it, values and
-    items whose text equals the one `before` held at the same place being `before`'s objects;
-    None when unsure."""
-    body: dict[str, Any] = {}
-    parsed = _Parsed(body, text, raw=raw if raw is not None and len(raw) == len(text) else None)
-    i = _ws(text, 1)
-    if text[i : i + 1] == "}":
-        return parsed if _ws(text, i + 1) == len(text) else None
-    while True:
-        if text[i : i + 1] != '"':
-            return None
-        key, i = _STRING(text, i + 1, True)
-        i = _ws(text, i)
-        if text[i : i + 1] != ":":
-            return None
-        i = _ws(text, i + 1)
-        if key in _ITEM_KEYS and text[i : i + 1] == "[":
-            value, end = _items(text, i, parsed, before)
-        else:
-            old = before.fields.get(key) if before is not None else None
-            value, end = _value(parsed, i, before, old)
-            if text[i : i + 1] in _DELIMITED:
-                parsed.fields[key] = (i, end, value)
-                _carry(parsed, before, value)
-        body[key] = value
-        i = _ws(text, end)
-        sep = text[i : i + 1]
-        if sep == "}":
-            break
-        if sep != ",":
-            return None
-        i = _ws(text, i + 1)
-    return parsed if _ws(text, i + 1) == len(text) else None
-
-
-def _value(
-    parsed: _Parsed, at: int, before: _Parsed | None, old: tuple[int, int, Any] | None
-) -> tuple[Any, int]:
-    """The value at `at` of `parsed`'s text: `old`'s object when its text is the same (a
-    delimited value), else parsed."""
-    text = parsed.text
-    if old is not None and before is not None and text[at : at + 1] in _DELIMITED:
-        start, end, value = old
-        if _holds(parsed, at, before, start, end):
-            return value, at + end - start
-    return _SCAN(text, at)  # type: ignore[no-any-return]
-
-
-def _items(text: str, at: int, parsed: _Parsed, before: _Parsed | None) -> tuple[list[Any], int]:
-    """The array at `at` (`[` there), each object whose text is the one at the same index of
-    `before`'s array being `before`'s object."""
-    items: list[Any] = []
-    olds = before.items if before is not None else []
-    i = _ws(text, at + 1)
-    if text[i : i + 1] == "]":
-        return items, i + 1
-    if before is not None:
-        i = _same_items(text, i, parsed, before, items)
-        if text[i : i + 1] == "]":
-            return items, i + 1
-    while True:
-        index = len(items)
-        old = olds[index] if index < len(olds) else None
-        if text[i : i + 1] == "{":
-            value, end = _value(parsed, i, before, old)
-            parsed.items.append((i, end, value))
-            parsed.item_dumps.append(
-                before.item_dumps[index]
-                if before is not None and old is not None and value is old[2]
-                else None
-            )
-        else:
-            value, end = _SCAN(text, i)
-        items.append(value)
-        i = _ws(text, end)
-        sep = text[i : i + 1]
-        if sep == "]":
-            return items, i + 1
-        if sep != ",":
-            raise ValueError("not an array")
-        i = _ws(text, i + 1)
-
-
-def _same_items(text: str, at: int, parsed: _Parsed, before: _Parsed, items: list[Any]) -> int:
-    """Where scanning the array whose first item is at `at` goes on, after taking in one step
-    every item of `before` the text holds as it was, at the same place: the text up to the end
-    of one of them equal to `before`'s (a single comparison) makes them all `before`'s, so a
-    body re-sending a long history costs a comparison, not a scan of each item."""
-    olds = before.items
-    if not olds or olds[0][0] != at:
-        return at
-    lo, hi = 0, len(olds)  # the most items whose text up to their end is `before`'s
-    if _holds(parsed, at, before, at, olds[-1][1]):
-        lo = hi  # all of them, as an agent's next request has them
+def _scan(raw: bytes, before: _Parsed | None) -> _Parsed | None:
+    """`raw` (a JSON object) parsed as `json.loads` parses it, values and items whose bytes equal
+    the ones `before` held at the same place being `before`'s objects; None when unsure. The
+    bytes up to the end of the items `raw` re-sends are not decoded."""
+    parsed = _Parsed({}, raw)
+    kept = _kept(raw, before) if before is not None else 0
+    if before is None or not kept:
+        text = _Text(raw, 0)
+        return _members(text, _ws(text.text, 1), parsed, before, first=True)
+    # the bytes up to the end of item `kept` are `before`'s: so is everything they hold
+    for key in before.head:
+        value = parsed.body[key] = before.body[key]
+        if key in before.fields:
+            parsed.fields[key] = before.fields[key]
+            _carry(parsed, before, value)
+    parsed.head, parsed.item_key = list(before.head), before.item_key
+    same = before.items[:kept]
+    parsed.items.extend(same)
+    parsed.item_dumps.extend(before.item_dumps[:kept])
+    items = parsed.values = parsed.body[str(before.item_key)] = before.values[:kept]
+    text = _Text(raw, same[-1][1])
+    src = text.text
+    i = _ws(src, 0)
+    sep = src[i : i + 1]
+    if sep == ",":
+        i = _items(text, _ws(src, i + 1), parsed, before, items)
+    elif sep == "]":
+        i += 1
     else:
-        hi -= 1
+        return None
+    return _members(text, _ws(src, i), parsed, before, first=False)
+
+
+def _kept(raw: bytes, before: _Parsed) -> int:
+    """How many of `before`'s items `raw` holds as they were, with every byte before them: the
+    most whose last byte ends a prefix `raw` shares with `before`. All of them (an agent's next
+    request) and all but the last (a cache breakpoint moved on) are tried first; each
+    comparison goes on from the end of a prefix already found shared and stops at the first
+    byte that differs, so a re-sent history costs about one comparison, not one per item."""
+    olds, old = before.items, memoryview(before.raw)
+    lo, hi, shared = 0, len(olds), 0  # `shared`: the bytes found equal, to the end of item `lo`
+    for probe in (hi, hi - 1):
+        if probe > 0 and raw.startswith(old[: olds[probe - 1][1]]):
+            return probe
+        hi = probe - 1
     while lo < hi:
         mid = (lo + hi + 1) // 2
         end = olds[mid - 1][1]
-        if _holds(parsed, at, before, at, end):
-            lo = mid
+        if raw.startswith(old[shared:end], shared):
+            lo, shared = mid, end
         else:
             hi = mid - 1
-    if lo == 0:
-        return at
-    same = olds[:lo]
-    parsed.items.extend(same)
-    values = list(map(operator.itemgetter(2), same))
-    items.extend(values)
-    parsed.item_dumps.extend(before.item_dumps[:lo])
-    i = _ws(text, same[-1][1])
-    if text[i : i + 1] == ",":
-        i = _ws(text, i + 1)
-    elif text[i : i + 1] != "]":
-        raise ValueError("not an array")
-    return i
+    return max(lo, 0)
+
+
+def _members(
+    text: _Text, i: int, parsed: _Parsed, before: _Parsed | None, first: bool
+) -> _Parsed | None:
+    """The object's members from `i` (after its `{`, or after a member when not `first`) to its
+    `}`, which must end the body."""
+    src, body = text.text, parsed.body
+    if src[i : i + 1] == "}":
+        return parsed if _ws(src, i + 1) == len(src) else None
+    if not first:
+        if src[i : i + 1] != ",":
+            return None
+        i = _ws(src, i + 1)
+    while True:
+        if src[i : i + 1] != '"':
+            return None
+        key, i = _STRING(src, i + 1, True)
+        if key in body:  # given twice: json.loads's (the last one wins)
+            return None
+        i = _ws(src, i)
+        if src[i : i + 1] != ":":
+            return None
+        i = _ws(src, i + 1)
+        if parsed.item_key is None and key in _ITEM_KEYS and src[i : i + 1] == "[":
+            parsed.item_key = key
+            items: list[Any] = []
+            body[key] = parsed.values = items
+            i = _ws(src, i + 1)
+            end = i + 1 if src[i : i + 1] == "]" else _items(text, i, parsed, before, items)
+        else:
+            old = before.fields.get(key) if before is not None else None
+            value, end, span = _value(text, i, before, old)
+            body[key] = value
+            if src[i : i + 1] in _DELIMITED:
+                parsed.fields[key] = span
+                _carry(parsed, before, value)
+            if parsed.item_key is None:
+                parsed.head.append(key)
+        i = _ws(src, end)
+        sep = src[i : i + 1]
+        if sep == "}":
+            return parsed if _ws(src, i + 1) == len(src) else None
+        if sep != ",":
+            return None
+        i = _ws(src, i + 1)
+
+
+def _value(
+    text: _Text, at: int, before: _Parsed | None, old: _Span | None
+) -> tuple[Any, int, _Span]:
+    """The value at character `at`, the character after it, and its span: `old`'s object when
+    its bytes are there (a delimited value), else parsed."""
+    byte = text.byte(at)
+    if old is not None and before is not None and text.text[at : at + 1] in _DELIMITED:
+        start, end, chars, value = old
+        if text.holds(byte, before, start, end):
+            text.known(at + chars, byte + end - start)
+            return value, at + chars, (byte, byte + end - start, chars, value)
+    value, stop = _SCAN(text.text, at)
+    return value, stop, (byte, text.byte(stop), stop - at, value)
+
+
+def _items(text: _Text, i: int, parsed: _Parsed, before: _Parsed | None, items: list[Any]) -> int:
+    """The array's items from `i` (an item there) to the character after its `]`, each whose
+    bytes are the ones at the same index of `before`'s array being its object."""
+    src = text.text
+    olds = before.items if before is not None else []
+    while True:
+        index = len(items)
+        old = olds[index] if index < len(olds) else None
+        value, end, span = _value(text, i, before, old)
+        parsed.items.append(span)
+        parsed.item_dumps.append(
+            before.item_dumps[index]
+            if before is not None and old is not None and value is old[3]
+            else None
+        )
+        items.append(value)
+        i = _ws(src, end)
+        sep = src[i : i + 1]
+        if sep == "]":
+            return i + 1
+        if sep != ",":
+            raise ValueError("not an array")
+        i = _ws(src, i + 1)
 
 
 def _carry(parsed: _Parsed, before: _Parsed | None, value: Any) -> None:

@@ -15,7 +15,6 @@ import functools
 import hashlib
 import itertools
 import json
-import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -105,22 +104,35 @@ def read(api: Api, body: Any) -> Request:
 
 def items_of(api: Api, body: Any) -> list[Any]:
     """The raw items of a request (`messages`, or a Responses `input`); raises `Unreadable`."""
+    return _objects(api, _array(api, body))
+
+
+def _array(api: Api, body: Any) -> list[Any]:
+    """The request's items' array, not empty (its items not looked at); raises `Unreadable`."""
     if not isinstance(body, dict):
         raise Unreadable("the body is not a JSON object")
-    key = "input" if api == "openai-responses" else "messages"
-    items = body.get(key)
+    items = body.get(_ITEMS[api == "openai-responses"])
     if not isinstance(items, list) or not items:
-        raise Unreadable(f"no {key} array")
-    if not all(map(isinstance, items, itertools.repeat(dict))):
-        raise Unreadable(f"{key} holds a non-object item")
+        raise Unreadable(f"no {_ITEMS[api == 'openai-responses']} array")
     return items
+
+
+def _objects(api: Api, items: list[Any], known: int = 0) -> list[Any]:
+    """`items`, each an object (the first `known` are); raises `Unreadable`."""
+    if not all(map(isinstance, items[known:] if known else items, itertools.repeat(dict))):
+        raise Unreadable(f"{_ITEMS[api == 'openai-responses']} holds a non-object item")
+    return items
+
+
+_ITEMS = ("messages", "input")
+"""The items' key: `messages`, or `input` for the Responses API."""
 
 
 def extends(before: list[Any], now: list[Any]) -> bool:
     """Whether `now` starts with `before`'s items (a moved `cache_control` aside)."""
     if len(now) < len(before):
         return False
-    if all(map(operator.is_, before, now)):  # the same items: one pass, no comparison
+    if before == now[: len(before)]:  # the same items: one pass, each compared as itself
         return True
     for a, b in zip(before, now, strict=False):
         if a is not b and a != b and strip_cache_control(a) != strip_cache_control(b):
@@ -142,6 +154,8 @@ class Reader:
         self.items: list[Any] = []
         self.builder: Any = None
         self.frozen: list[tuple[Turn, int, Message]] = []
+        self._messages: list[Message] = []
+        """The messages of `frozen`, in a list of their own (taken in one slice)."""
         self.extended = False
         """Whether the last request read extended the one before it."""
         self._mark: _Mark | None = None
@@ -154,12 +168,13 @@ class Reader:
         return CodexRolloutContextBuilder()
 
     def read(self, body: Any) -> Request:
-        items = items_of(self.api, body)
+        items = _array(self.api, body)
         self.extended = self.builder is not None and extends(self.items, items)
+        _objects(self.api, items, len(self.items) if self.extended else 0)  # those were
         mark, self._mark = self._mark, None
         if not self.extended:
             self.builder = self._builder(body)
-            self.items, self.frozen = [], []
+            self.items, self.frozen, self._messages = [], [], []
         builder = self.builder
         builder.container = body
         turns: list[Turn] = builder.turns
@@ -178,7 +193,7 @@ class Reader:
             self.builder = None  # half-fed: start over next time
             raise
         self.items = list(items)
-        messages = list(map(operator.itemgetter(2), self.frozen[:settled]))
+        messages = self._messages[:settled]
         kept_upto = len(turns)  # messages before it are the previous request's, as they were
         for pos in range(settled, len(turns)):
             turn = turns[pos]
@@ -187,10 +202,11 @@ class Reader:
                 if kept is turn and blocks == len(turn.blocks):
                     messages.append(message)
                     continue
-                del self.frozen[pos:]
+                del self.frozen[pos:], self._messages[pos:]
             kept_upto = min(kept_upto, pos)
             message = turn.freeze()
             self.frozen.append((turn, len(turn.blocks), message))
+            self._messages.append(message)
             messages.append(message)
         if not self.extended or not self.incremental:
             mark = None
@@ -577,8 +593,10 @@ def conversation_key(api: Api, body: Any, header: str | None) -> str:
     is qualified by the system prompt and tool names, so a client's side requests under the
     same session (a title request: another system prompt, no tools) are conversations of their
     own and never disturb the main one; without an id, the first message joins them."""
-    items = items_of(api, body)
+    items = _array(api, body)
     sid = session_name(api, body, header)
+    if sid is None or api == "openai-chat":  # items looked at below (the reader checks them all)
+        _objects(api, items)
     system = body.get("instructions") if api == "openai-responses" else body.get("system")
     if api == "openai-chat" and items[0].get("role") in ("system", "developer"):
         system = items[0].get("content")
