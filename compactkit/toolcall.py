@@ -299,6 +299,14 @@ def payload_path(call: ToolCallBlock | None) -> str | None:
     `cat`/`sed -n`/`head` style shell command on one file."""
     if call is None:
         return None
+    held = call.__dict__  # a block never changes: what it names is worked out once
+    if "_payload_path" not in held:
+        held["_payload_path"] = _payload_path(call)
+    found: str | None = held["_payload_path"]
+    return found
+
+
+def _payload_path(call: ToolCallBlock) -> str | None:
     path = path_arg(call)
     if path:
         return path
@@ -334,8 +342,12 @@ def failed(result: ToolResultBlock | None) -> tuple[bool, int | None]:
     exit code. A call with no result has not failed."""
     if result is None:
         return False, None
-    code = exit_code(shown_text(result))
-    return result.is_error or (code is not None and code != 0), code
+    held = result.__dict__  # a block never changes: its outcome is read once
+    if "_failed" not in held:
+        code = exit_code(shown_text(result))
+        held["_failed"] = (result.is_error or (code is not None and code != 0), code)
+    found: tuple[bool, int | None] = held["_failed"]
+    return found
 
 
 def error_line(text: str) -> str:

@@ -15,8 +15,10 @@ changes nothing (each output is folded once by each folder).
 
 from __future__ import annotations
 
+import functools
+import itertools
 import re
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
@@ -90,10 +92,13 @@ KEEP_WHOLE_WORDS = ("ok", "test", "tests")
 _MARKUP = re.compile(r"^(?:\s|</?[\w-]+>|\d)*$")
 
 
-def matching_lines(pattern: re.Pattern[str], text: str, lines: Sequence[str]) -> set[int]:
-    """Indexes of the `lines` (`text` split at newlines) `pattern` finds something in, searched
-    in the whole text at once (one search per line found, none per line passed over)."""
-    starts = _starts(lines)
+def matching_lines(
+    pattern: re.Pattern[str], text: str, lines: Sequence[str], starts: list[int] | None = None
+) -> set[int]:
+    """Indexes of the `lines` (`text` split at newlines; `starts`, where they start, when at
+    hand) `pattern` finds something in, searched in the whole text at once (one search per line
+    found, none per line passed over)."""
+    starts = _starts(lines) if starts is None else starts
     out: set[int] = set()
     pos = 0
     while (found := pattern.search(text, pos)) is not None:
@@ -107,43 +112,157 @@ def _starts(lines: Sequence[str]) -> list[int]:
     return list(accumulate((len(line) + 1 for line in lines), initial=0))
 
 
-def _lines_with(text: str, starts: list[int], word: str, out: set[int], whole: bool) -> None:
-    """Add to `out` the lines of `text` holding `word` (as a whole word only, with `whole`)."""
-    pos = text.find(word)
+def lines_with(
+    text: str,
+    starts: list[int],
+    word: str,
+    out: set[int],
+    whole: bool = False,
+    lo: int = 0,
+    hi: int | None = None,
+) -> None:
+    """Add to `out` the lines of `text` (starting at `starts`) holding `word` (as a whole word
+    only, with `whole`), found in the whole text (or its characters `lo:hi`) at once."""
+    hi = len(text) if hi is None else hi
+    pos = text.find(word, lo, hi)
     while pos >= 0:
         end = pos + len(word)
         if whole and (text[pos - 1 : pos].isalnum() or text[end : end + 1].isalnum()):
-            pos = text.find(word, pos + 1)
+            pos = text.find(word, pos + 1, hi)
             continue
         i = bisect_right(starts, pos) - 1
         out.add(i)
-        pos = text.find(word, starts[i + 1]) if i + 1 < len(starts) else -1
+        pos = text.find(word, starts[i + 1], hi) if i + 1 < len(starts) else -1
 
 
 def kept_lines(lines: Sequence[str], failed: bool = True) -> set[int]:
     """Indexes of the lines of an output that stay whole: every line `KEEP` matches, every
     line of a traceback, and for a failed call the first and last lines with content (past
     wrapper tags such as `<returncode>1</returncode>`), which say how it failed."""
-    whole = "\n".join(lines).lower()
-    starts = _starts(lines)
-    out: set[int] = set()
-    for word in KEEP_WORDS:
-        _lines_with(whole, starts, word, out, False)
-    for word in KEEP_WHOLE_WORDS:
-        _lines_with(whole, starts, word, out, True)
-    if failed:
-        content = [i for i, line in enumerate(lines) if line.strip() and not _MARKUP.match(line)]
-        out.update(content[:1] + content[-1:])
-    in_trace = False
-    for i, line in enumerate(lines):
-        if line.startswith("Traceback"):
-            in_trace = True
-        elif in_trace and line and not line[0].isspace():
-            out.add(i)  # the exception line ends it
-            in_trace = False
-        if in_trace:
-            out.add(i)
-    return out
+    return set(Lines("\n".join(lines)).kept(failed))
+
+
+_BLOCK = 256
+"""Lines whose kept lines are looked for together, when a folder asks about some lines only."""
+
+
+class Lines:
+    """One output's text, its lines and what the folders ask of them, each worked out once and
+    only when asked (the folders of one arrival ask about the same text: `lines_of`). Read
+    only."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.lines = text.split("\n")
+        self._lower: str | None = None
+        self._starts: list[int] | None = None
+        self._lower_starts: list[int] | None = None
+        self._blocks: dict[int, frozenset[int]] = {}
+        self._special: dict[bool, list[int]] = {}
+        self._kept: dict[bool, frozenset[int]] = {}
+
+    @property
+    def lower(self) -> str:
+        """The text in lower case (the same lines, at the same offsets unless a character
+        lowered to two)."""
+        if self._lower is None:
+            self._lower = self.text.lower()
+        return self._lower
+
+    @property
+    def starts(self) -> list[int]:
+        """Where each line starts in the text (and one past its end)."""
+        if self._starts is None:
+            self._starts = _starts(self.lines)
+        return self._starts
+
+    @property
+    def lower_starts(self) -> list[int]:
+        """Where each line starts in `lower`."""
+        if self._lower_starts is None:
+            same = len(self.lower) == len(self.text)  # else a character lowered to two
+            self._lower_starts = self.starts if same else _starts(self.lower.split("\n"))
+        return self._lower_starts
+
+    def kept(self, failed: bool) -> frozenset[int]:
+        """`kept_lines` of the lines."""
+        known = self._kept.get(failed)
+        if known is None:
+            out = set(self.special(failed))
+            for block in range((len(self.lines) + _BLOCK - 1) // _BLOCK):
+                out |= self._block(block)
+            known = self._kept[failed] = frozenset(out)
+        return known
+
+    def first_kept(self, i: int, j: int, failed: bool) -> int:
+        """The first of lines `i` to `j` (excluded) that `kept` holds, or `j`: only the lines
+        asked about are looked at (a block of lines at a time)."""
+        known = self._kept.get(failed)
+        special = self.special(failed)
+        k = bisect_left(special, i)
+        first = special[k] if k < len(special) and special[k] < j else j
+        for block in range(i // _BLOCK, (first - 1) // _BLOCK + 1) if first > i else ():
+            found = [x for x in (self._block(block) if known is None else known) if i <= x < first]
+            if found:
+                return min(found)
+        return first
+
+    def _block(self, block: int) -> frozenset[int]:
+        """The lines of block `block` holding one of `KEEP_WORDS` (or `KEEP_WHOLE_WORDS`)."""
+        known = self._blocks.get(block)
+        if known is None:
+            whole, starts = self.lower, self.lower_starts
+            lo = starts[block * _BLOCK]
+            hi = starts[min((block + 1) * _BLOCK, len(self.lines))]
+            out: set[int] = set()
+            for word in KEEP_WORDS:
+                lines_with(whole, starts, word, out, False, lo, hi)
+            for word in KEEP_WHOLE_WORDS:
+                lines_with(whole, starts, word, out, True, lo, hi)
+            known = self._blocks[block] = frozenset(out)
+        return known
+
+    def special(self, failed: bool) -> list[int]:
+        """The kept lines no word marks, in order: the first and last with content of a failed
+        call's output, the lines of a traceback."""
+        known = self._special.get(failed)
+        if known is None:
+            known = self._special[failed] = sorted(self._traceback() | self._ends(failed))
+        return known
+
+    def _ends(self, failed: bool) -> set[int]:
+        lines, out = self.lines, set[int]()
+        if failed:
+            content = (i for i, line in enumerate(lines) if _content(line))
+            out.update(itertools.islice(content, 1))
+            last = (i for i in range(len(lines) - 1, -1, -1) if _content(lines[i]))
+            out.update(itertools.islice(last, 1))
+        return out
+
+    def _traceback(self) -> set[int]:
+        out: set[int] = set()
+        if "Traceback" not in self.text:
+            return out
+        in_trace = False
+        for i, line in enumerate(self.lines):
+            if line.startswith("Traceback"):
+                in_trace = True
+            elif in_trace and line and not line[0].isspace():
+                out.add(i)  # the exception line ends it
+                in_trace = False
+            if in_trace:
+                out.add(i)
+        return out
+
+
+def _content(line: str) -> bool:
+    return bool(line.strip()) and not _MARKUP.match(line)
+
+
+@functools.lru_cache(maxsize=8)
+def lines_of(text: str) -> Lines:
+    """The `Lines` of an output's text, shared by the folders that ask about it."""
+    return Lines(text)
 
 
 NOTE_START = "[folded: "

@@ -23,11 +23,12 @@ from pydantic import Field
 
 from ..context import AgentContext
 from ..strategy import ARRIVAL, Strategy
-from .fold_common import Fold, FoldOptions, Output, fold_new_results, kept_lines
+from .fold_common import Fold, FoldOptions, Output, fold_new_results, lines_of
 
 GREP = re.compile(r"^(?P<path>[^\s:][^:\n]*?)(?P<sep>[:-])(?P<no>\d+)(?P=sep)(?P<rest>.*)$")
-GREP_LINES = re.compile(r"^[^\s:][^:\n]*?[:-]\d+[:-]", re.M)
-"""The start of a search-result line, found in a whole output at once (before the lines are)."""
+GREP_LINES = re.compile(r"\n[^\s:][^:\n]*?[:-]\d+[:-]")
+"""The start of a search-result line, found in a whole output (after a newline put before it)
+at once: a pattern that begins with a character is searched for that character first."""
 PATH = re.compile(r"^\.{0,2}/?(?:[\w.@+-]+/)+[\w.@+-]+/?$")
 
 
@@ -47,7 +48,7 @@ class FoldListingsOptions(FoldOptions):
     )
 
 
-def _grep(lines: list[str], kept: set[int], share: float) -> list[str] | None:
+def _grep(lines: list[str], kept: frozenset[int], share: float) -> list[str] | None:
     matches = [GREP.match(line) for line in lines]
     hits = sum(1 for m in matches if m is not None)
     if hits < share * sum(1 for line in lines if line.strip()) or hits < 4:
@@ -66,7 +67,9 @@ def _grep(lines: list[str], kept: set[int], share: float) -> list[str] | None:
     return out
 
 
-def _paths(lines: list[str], share: float) -> list[str] | None:
+def _paths(text: str, lines: list[str], share: float) -> list[str] | None:
+    if text.count("/") < share * len(lines) - 1:  # fewer slashes than lines with one needed
+        return None
     if sum(1 for line in lines if "/" in line) < share * len(lines) - 1:
         return None
     paths = [bool(PATH.match(line.strip())) and line == line.strip() for line in lines]
@@ -121,12 +124,18 @@ def _diff(text: str, lines: list[str], keep: int) -> list[str] | None:
 
 def fold_listings(output: Output, opts: FoldListingsOptions) -> Fold | None:
     text = output.text
-    lines = text.split("\n")
-    grep_like = len(GREP_LINES.findall(text)) >= max(4, opts.min_share * len(lines) - 1)
-    grouped = _grep(lines, kept_lines(lines, output.failed), opts.min_share) if grep_like else None
+    view = lines_of(text)
+    lines = view.lines
+    wanted = max(4, opts.min_share * len(lines) - 1)
+    # each search result names its line between two of `:` and `-`: counted first, at once
+    grep_like = (
+        text.count(":") + text.count("-") >= 2 * wanted
+        and len(GREP_LINES.findall("\n" + text)) >= wanted
+    )
+    grouped = _grep(lines, view.kept(output.failed), opts.min_share) if grep_like else None
     if grouped is not None:
         return Fold("\n".join(grouped), "search results grouped by file (path once, then lines)")
-    listed = _paths(lines, opts.min_share)
+    listed = _paths(text, lines, opts.min_share)
     if listed is not None:
         return Fold("\n".join(listed), "paths grouped by directory (dir/: name  name ...)")
     cut = _diff(text, lines, opts.diff_context)

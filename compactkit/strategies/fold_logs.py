@@ -16,8 +16,11 @@ its etag.
 
 from __future__ import annotations
 
+import operator
 import re
+from bisect import bisect_right
 from collections import Counter
+from collections.abc import Iterable
 
 from pydantic import Field
 
@@ -26,9 +29,12 @@ from ..strategy import ARRIVAL, Strategy
 from .fold_common import (
     Fold,
     FoldOptions,
+    Lines,
     Output,
     fold_new_results,
-    kept_lines,
+    lines_of,
+    lines_with,
+    matching_lines,
 )
 
 PROGRESS_STARTS = (
@@ -46,19 +52,30 @@ BARS = re.compile(r"[█▉▊▋▌▍▎▏■━─]{3,}")
 _GLYPHS = frozenset("█▉▊▋▌▍▎▏■━─")
 
 
-def progress_lines(lines: list[str]) -> set[int]:
+_STARTS = re.compile(r"\n[^\S\n]*(?:" + "|".join(map(re.escape, PROGRESS_STARTS)) + ")")
+"""A line beginning as in `PROGRESS_STARTS`, searched for in the whole text after a newline put
+before it (a pattern beginning with a character is searched for that character first)."""
+
+
+def progress_lines(lines: list[str], view: Lines | None = None) -> set[int]:
     """Indexes of the lines that report progress: those starting as in `PROGRESS_STARTS`, and
-    those holding a percentage or a bar (`45%`, `█████`, `[=====>   ]`, `#####`)."""
-    out: set[int] = set()
-    for i, line in enumerate(lines):
-        if (
-            line.lstrip().startswith(PROGRESS_STARTS)
-            or ("%" in line and PERCENT.search(line))
-            or "=====" in line
-            or "#####" in line
-            or (not _GLYPHS.isdisjoint(line) and BARS.search(line))
-        ):
+    those holding a percentage or a bar (`45%`, `█████`, `[=====>   ]`, `#####`). `view`: the
+    `Lines` of `lines` when at hand. Each is looked for in the whole text at once."""
+    view = Lines("\n".join(lines)) if view is None else view
+    text, starts = view.text, view.starts
+    # the newline found is put before the text or ends the line before: the line starts there
+    out = {bisect_right(starts, m.start()) - 1 for m in _STARTS.finditer("\n" + text)}
+    pos = text.find("%")
+    while pos >= 0:  # a line with a percent sign: is it a percentage?
+        i = bisect_right(starts, pos) - 1
+        end = starts[i + 1] - 1 if i + 1 < len(lines) else len(text)
+        if PERCENT.search(text, starts[i], end):
             out.add(i)
+        pos = text.find("%", end)
+    for bar in ("=====", "#####"):
+        lines_with(text, starts, bar, out)
+    if any(glyph in text for glyph in _GLYPHS):
+        out |= matching_lines(BARS, text, lines, starts)
     return out
 
 
@@ -79,7 +96,13 @@ def _rewritten(line: str) -> str:
     return shown[-1] if shown else ""
 
 
-def _progress_runs(lines: list[str], progress: set[int], kept: set[int], min_run: int) -> list[str]:
+def _progress_runs(
+    lines: list[str], progress: set[int], kept: frozenset[int], min_run: int
+) -> list[str]:
+    """`lines` with runs of at least `min_run` progress lines, or of equal lines, folded (`lines`
+    itself when there is none)."""
+    if not _runs(lines, progress, min_run):
+        return lines
     out: list[str] = []
     i = 0
     while i < len(lines):
@@ -105,9 +128,30 @@ def _progress_runs(lines: list[str], progress: set[int], kept: set[int], min_run
     return out
 
 
-def _counted_warnings(lines: list[str]) -> list[str]:
-    """Warnings kept where each first appears, later exact repeats dropped and counted."""
-    counts = Counter(line for line in lines if WARNING.search(line))
+def _runs(lines: list[str], progress: set[int], min_run: int) -> bool:
+    """Whether `lines` may hold a run to fold: `min_run` consecutive progress lines, or as many
+    equal lines (compared all at once)."""
+    ordered = sorted(progress)
+    if any(b - a == min_run - 1 for a, b in zip(ordered, ordered[min_run - 1 :], strict=False)):
+        return True
+    equal = bytes(map(operator.eq, lines[1:], lines[:-1]))
+    run = b"\x01" * (min_run - 1)
+    if run not in equal:
+        return False
+    # only lines with content: a run of blank lines stays
+    filled = bytes(map(operator.and_, equal, map(bool, map(str.strip, lines[1:]))))
+    return run in filled
+
+
+def _counted_warnings(lines: list[str], warned: Iterable[int] | None = None) -> list[str]:
+    """Warnings kept where each first appears, later exact repeats dropped and counted (`lines`
+    itself when no warning repeats). `warned`: the indexes of the lines naming a warning, when
+    known."""
+    if warned is None:
+        warned = (i for i, line in enumerate(lines) if WARNING.search(line))
+    counts = Counter(lines[i] for i in warned)
+    if not counts or max(counts.values()) < 2:
+        return lines
     seen: set[str] = set()
     out: list[str] = []
     for line in lines:
@@ -124,14 +168,24 @@ def _counted_warnings(lines: list[str]) -> list[str]:
 
 def fold_logs(output: Output, opts: FoldLogsOptions) -> Fold | None:
     text = output.text
-    original = text.split("\n")
-    lines = [_rewritten(line) for line in original] if "\r" in text else original
-    progress = progress_lines(lines)
-    if lines is original and not progress and len(set(original)) == len(original):
-        return None  # nothing to fold: no redrawn line, no progress, no line repeated
+    view = lines_of(text)
+    original = view.lines
+    if "\r" in text:
+        view = Lines("\n".join(_rewritten(line) for line in original))
+    lines = view.lines
+    progress = progress_lines(lines, view)
     redrawn = lines != original
-    kept = kept_lines(lines, output.failed)
-    folded = _counted_warnings(_progress_runs(lines, progress - kept, kept, opts.min_run))
+    if not redrawn and not progress and len(set(original)) == len(original):
+        return None  # nothing to fold: no redrawn line, no progress, no line repeated
+    runs = lines
+    if _runs(lines, progress, opts.min_run):  # with every progress line: kept ones excluded next
+        kept = view.kept(output.failed)
+        runs = _progress_runs(lines, progress - kept, kept, opts.min_run)
+    warned: set[int] | None = None
+    if runs is lines:  # the lines naming a warning, found in the whole text at once
+        warned = set()
+        lines_with(view.lower, view.starts, "warn", warned)
+    folded = _counted_warnings(runs, warned)
     if folded == original:
         return None
     what = "progress lines, repeated lines and warnings counted"

@@ -18,15 +18,18 @@ compaction, etag-collapse puts the folded output back (`restore_orphaned_folds`)
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import compress, count, takewhile
+from operator import eq, truth
 
 from pydantic import Field
 
-from ..context import AgentContext, TextBlock, ToolResultBlock
+from ..context import AgentContext, Message, TextBlock, ToolResultBlock
 from ..strategy import ARRIVAL, Strategy
-from .fold_common import Fold, FoldOptions, Output, fold_new_results, kept_lines
+from .fold_common import Fold, FoldOptions, Output, fold_new_results, lines_of
 
 ANCHOR = 4
 """Equal consecutive lines that start a run (a run is then extended line by line)."""
@@ -47,12 +50,15 @@ class FoldRepeatsOptions(FoldOptions):
     )
 
 
+def _keys(lines: Sequence[str]) -> list[int]:
+    """The hash of the `ANCHOR` consecutive lines from each line (all made at once)."""
+    return list(map(hash, zip(*(lines[k:] for k in range(ANCHOR)), strict=False)))
+
+
 def _anchors(lines: Sequence[str]) -> dict[int, int]:
     """hash of `ANCHOR` consecutive lines -> the first line where they start."""
-    index: dict[int, int] = {}
-    for i in range(len(lines) - ANCHOR + 1):
-        index.setdefault(hash(tuple(lines[i : i + ANCHOR])), i)
-    return index
+    keys = _keys(lines)
+    return dict(zip(reversed(keys), range(len(keys) - 1, -1, -1), strict=True))
 
 
 @dataclass
@@ -81,17 +87,39 @@ def _source(result: ToolResultBlock) -> _Source | None:
 def _earlier(ctx: AgentContext, lookback: int) -> list[_Source]:
     """The newest `lookback` earlier outputs shown in full, newest first."""
     out: list[_Source] = []
-    for msg in reversed(ctx.messages[:-1]):
+    messages = ctx.messages
+    for at in range(len(messages) - 2, -1, -1):  # no copy of the history
         if len(out) >= lookback:
             break
-        if msg.role != "tool":
-            continue
-        for block in reversed(msg.content):
-            if isinstance(block, ToolResultBlock) and len(out) < lookback:
-                source = _source(block)
-                if source is not None:
-                    out.append(source)
-    return out
+        msg = messages[at]
+        if msg.role == "tool":
+            out.extend(_sources(msg))
+    return out[:lookback]
+
+
+def _sources(msg: Message) -> list[_Source]:
+    """The outputs of a tool message shown in full, last first (remembered on the message,
+    which never changes)."""
+    held = msg.__dict__
+    found = held.get("_fold_sources")
+    if not isinstance(found, list):
+        blocks = [b for b in reversed(msg.content) if isinstance(b, ToolResultBlock)]
+        found = held["_fold_sources"] = [s for s in map(_source, blocks) if s is not None]
+    return found
+
+
+def _equal_run(a: list[str], i: int, b: list[str], j: int, most: int) -> int:
+    """How many lines from `a[i]` equal those from `b[j]`, at most `most`: compared a slice at a
+    time (twice as long each time), each slice in one pass."""
+    n, step = 0, 2 * ANCHOR
+    while n < most:
+        k = min(step, most - n)
+        same = len(list(takewhile(truth, map(eq, a[i + n : i + n + k], b[j + n : j + n + k]))))
+        n += same
+        if same < k:
+            break
+        step *= 2
+    return n
 
 
 @dataclass
@@ -109,7 +137,6 @@ class _Folding:
     ) -> None:
         self.lines = lines
         self.opts = opts
-        self.kept: set[int] = set()
         self.keys = keys
         self.sources = sources
         self.shown: list[str] = []
@@ -119,12 +146,24 @@ class _Folding:
         # anchors worth asking about: seen in an earlier output, or twice in this one
         counts = Counter(keys)
         self.twice = {k for k, n in counts.items() if n > 1}
+        self.twice_at = list(compress(count(), map(self.twice.__contains__, keys)))
         self.hits = self.twice.union(*(s.anchors.keys() & counts.keys() for s in sources))
+        self.first_kept: Callable[[int, int], int] = lambda i, j: j
+        """The first kept line (`kept_lines`) of lines `i` to `j` (excluded), or `j`: no run
+        takes one in."""
 
     def run(self) -> list[str]:
-        i, lines, keys, hits = 0, self.lines, self.keys, self.hits
+        lines = self.lines
+        at = self.asked()
+        i, h = 0, 0
         while i < len(lines):
-            best = self.best(i) if i < len(keys) and keys[i] in hits else None
+            h = bisect_left(at, i, h)
+            j = at[h] if h < len(at) else len(lines)
+            if j > i:  # no line to ask about before `j`: shown as they are, at once
+                self.shown_through(i, j)
+                i = j
+                continue
+            best = self.best(i)
             if best is None:
                 self.verbatim(i)
                 i += 1
@@ -134,6 +173,22 @@ class _Folding:
             i += best.length
         return self.shown
 
+    def asked(self) -> list[int]:
+        """The lines a run may start at, in order: a run of `min_lines` repeats the
+        `min_lines - ANCHOR + 1` anchors it begins with, each one seen before (`hits`), so a
+        line whose next anchors are not all hits starts none (found all at once)."""
+        flags = bytes(map(self.hits.__contains__, self.keys))
+        need = self.opts.min_lines - ANCHOR + 1
+        at: list[int] = []
+        pos = flags.find(1)
+        while pos >= 0:
+            end = flags.find(0, pos)
+            end = len(flags) if end < 0 else end
+            if end - pos >= need:
+                at.extend(range(pos, end - need + 1))
+            pos = flags.find(1, end)
+        return at
+
     def best(self, i: int) -> _Run | None:
         key, lines, found = self.keys[i], self.lines, None
         candidates: list[tuple[_Source | None, list[str], int]] = []
@@ -141,16 +196,16 @@ class _Folding:
         if start is not None:
             candidates.append((None, lines, start))
         candidates.extend((s, s.lines, s.anchors[key]) for s in self.sources if key in s.anchors)
+        runs = []
         for source, other, start in candidates:
-            n = 0
             limit = i if source is None else len(other)  # a run above ends before this line
-            while (
-                i + n < len(lines)
-                and start + n < limit
-                and lines[i + n] == other[start + n]
-                and i + n not in self.kept
-            ):
-                n += 1
+            runs.append(_equal_run(lines, i, other, start, limit - start))
+        longest = max(runs, default=0)
+        if longest < self.opts.min_lines:
+            return None
+        kept = self.first_kept(i, i + longest)  # a run stops before a kept line
+        for (source, _, start), n in zip(candidates, runs, strict=True):
+            n = min(n, kept - i)
             if source is None:  # only lines shown verbatim and together can be named
                 n = self.contiguous(start, n)
             if n >= self.opts.min_lines and (found is None or n > found.length):
@@ -171,15 +226,19 @@ class _Folding:
         return k
 
     def verbatim(self, i: int) -> None:
-        self.shown_at[i] = len(self.shown)
-        self.shown.append(self.lines[i])
-        begin = i - ANCHOR + 1
-        if (
-            begin >= 0
-            and self.keys[begin] in self.twice
-            and self.shown_at.get(begin) == self.shown_at[i] - ANCHOR + 1
-        ):
-            self.own.setdefault(self.keys[begin], begin)
+        self.shown_through(i, i + 1)
+
+    def shown_through(self, i: int, j: int) -> None:
+        """Lines `i` to `j` (excluded) shown as they are; the anchors of this output they end,
+        shown verbatim and together, named for the lines below."""
+        base = len(self.shown)
+        self.shown.extend(self.lines[i:j])
+        self.shown_at.update(zip(range(i, j), range(base, base + j - i), strict=True))
+        at = self.twice_at
+        for k in range(bisect_left(at, i - ANCHOR + 1), bisect_left(at, j - ANCHOR + 1)):
+            begin = at[k]
+            if self.shown_at.get(begin) == self.shown_at[begin + ANCHOR - 1] - ANCHOR + 1:
+                self.own.setdefault(self.keys[begin], begin)
 
     def reference(self, run: _Run) -> str:
         if run.source is None:
@@ -190,17 +249,21 @@ class _Folding:
 
 
 def fold_repeats(output: Output, opts: FoldRepeatsOptions) -> Fold | None:
-    lines = output.text.split("\n")
+    view = lines_of(output.text)
+    lines = view.lines
     if len(lines) < opts.min_lines:
         return None
-    keys = [hash(tuple(lines[i : i + ANCHOR])) for i in range(len(lines) - ANCHOR + 1)]
+    keys = _keys(lines)
     wanted = set(keys)
-    # only outputs sharing an anchor with this one are asked about each line
-    sources = [s for s in _earlier(output.ctx, opts.lookback) if not wanted.isdisjoint(s.anchors)]
+    # only outputs sharing an anchor with this one are asked about each line (the smaller of
+    # the two looked through)
+    sources = [
+        s for s in _earlier(output.ctx, opts.lookback) if not s.anchors.keys().isdisjoint(wanted)
+    ]
     if not sources and len(wanted) == len(keys):
         return None  # no anchor seen before, here or in an earlier output: nothing repeats
     folding = _Folding(lines, keys, sources, opts)
-    folding.kept = kept_lines(lines, output.failed)
+    folding.first_kept = lambda i, j: view.first_kept(i, j, output.failed)
     shown = folding.run()
     if not folding.folded:
         return None
