@@ -66,9 +66,13 @@ def canonical_json(value: Any) -> str:
     return _CANONICAL.encode(value)
 
 
+ETAG_CHARS = 16
+"""An etag's length: the first hex digits of a sha256."""
+
+
 def etag_of(text: str) -> str:
-    """Content address of a payload: the first 16 hex digits of its sha256."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    """Content address of a payload: the first `ETAG_CHARS` hex digits of its sha256."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:ETAG_CHARS]
 
 
 # --------------------------------------------------------------------------- content blocks

@@ -29,6 +29,7 @@ from typing import IO, Any, TextIO
 from pydantic import TypeAdapter, ValidationError
 
 from .context import (
+    ETAG_CHARS,
     MARKER_TYPES,
     AgentContext,
     Block,
@@ -76,7 +77,7 @@ def _etag(pieces: Iterable[str]) -> str:
     digest = hashlib.sha256()
     for piece in pieces:
         digest.update(piece.encode("utf-8"))
-    return digest.hexdigest()[:16]
+    return digest.hexdigest()[:ETAG_CHARS]
 
 
 _REMEMBER_CHARS = 1 << 23
@@ -258,6 +259,16 @@ def put(store: MutableMapping[str, str], items: Iterable[Any]) -> str:
 def payload_etag(items: Iterable[Any]) -> str:
     """The etag `put` would give these items, without storing them."""
     return _pieces(items)[1]
+
+
+def payload_entry(items: Iterable[Any]) -> tuple[str, str]:
+    """The entry `put` would store for items that are not messages, and its etag: stored by
+    `store.setdefault(etag, text)`, made once when the etag is needed before it is stored."""
+    items = list(items)
+    if any(isinstance(item, Message) for item in items):
+        raise TypeError("payload_entry takes blocks, not messages (put stores those in parts)")
+    pieces, etag = _pieces(items)
+    return "".join(pieces), etag
 
 
 def result_etag(block: ToolResultBlock) -> str:

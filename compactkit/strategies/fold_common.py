@@ -15,10 +15,12 @@ changes nothing (each output is folded once by each folder).
 
 from __future__ import annotations
 
-import functools
 import itertools
+import operator
 import re
+import threading
 from bisect import bisect_left, bisect_right
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
@@ -26,8 +28,16 @@ from itertools import accumulate
 from pydantic import Field
 
 from ..arrival import arrival_pins, new_results, replace_last
-from ..context import AgentContext, Block, ContentPart, ElidedBlock, TextBlock, ToolCallBlock
-from ..recovery import payload_etag, put
+from ..context import (
+    ETAG_CHARS,
+    AgentContext,
+    Block,
+    ContentPart,
+    ElidedBlock,
+    TextBlock,
+    ToolCallBlock,
+)
+from ..recovery import payload_entry
 from ..strategy import StrategyOptions
 from ..toolcall import failed, payload_path
 from ._common import FOLD_REF, ToolNames
@@ -76,6 +86,12 @@ class Output:
     """The context the output arrives in (its last message holds it)."""
     failed: bool = False
     """Whether the call failed (an error result, or a nonzero exit code it reports)."""
+    part: ContentPart | None = None
+    """The part of the tool result `text` is the text of (None: not told)."""
+
+    def lines(self) -> Lines:
+        """The `Lines` of `text`: one for a part, whichever folder asks (they ask in turn)."""
+        return Lines(self.text) if self.part is None else _view(self.part, self.text)
 
 
 Folder = Callable[[Output], Fold | None]
@@ -109,7 +125,9 @@ def matching_lines(
 
 
 def _starts(lines: Sequence[str]) -> list[int]:
-    return list(accumulate((len(line) + 1 for line in lines), initial=0))
+    """Where each line starts in the lines joined by newlines (and one past the end): the
+    lengths before it, and a newline each."""
+    return list(map(operator.add, accumulate(map(len, lines), initial=0), itertools.count()))
 
 
 def lines_with(
@@ -148,7 +166,7 @@ _BLOCK = 256
 
 class Lines:
     """One output's text, its lines and what the folders ask of them, each worked out once and
-    only when asked (the folders of one arrival ask about the same text: `lines_of`). Read
+    only when asked (the folders of one arrival ask about the same text: `Output.lines`). Read
     only."""
 
     def __init__(self, text: str) -> None:
@@ -189,8 +207,11 @@ class Lines:
         known = self._kept.get(failed)
         if known is None:
             out = set(self.special(failed))
-            for block in range((len(self.lines) + _BLOCK - 1) // _BLOCK):
-                out |= self._block(block)
+            if self._blocks:  # some blocks looked at already: the others
+                for block in range((len(self.lines) + _BLOCK - 1) // _BLOCK):
+                    out |= self._block(block)
+            else:
+                out |= self._words(0, len(self.lower))
             known = self._kept[failed] = frozenset(out)
         return known
 
@@ -211,16 +232,21 @@ class Lines:
         """The lines of block `block` holding one of `KEEP_WORDS` (or `KEEP_WHOLE_WORDS`)."""
         known = self._blocks.get(block)
         if known is None:
-            whole, starts = self.lower, self.lower_starts
+            starts = self.lower_starts
             lo = starts[block * _BLOCK]
             hi = starts[min((block + 1) * _BLOCK, len(self.lines))]
-            out: set[int] = set()
-            for word in KEEP_WORDS:
-                lines_with(whole, starts, word, out, False, lo, hi)
-            for word in KEEP_WHOLE_WORDS:
-                lines_with(whole, starts, word, out, True, lo, hi)
-            known = self._blocks[block] = frozenset(out)
+            known = self._blocks[block] = frozenset(self._words(lo, hi))
         return known
+
+    def _words(self, lo: int, hi: int) -> set[int]:
+        """The lines holding one of `KEEP_WORDS` (or `KEEP_WHOLE_WORDS`) in `lower[lo:hi]`."""
+        whole, starts = self.lower, self.lower_starts
+        out: set[int] = set()
+        for word in KEEP_WORDS:
+            lines_with(whole, starts, word, out, False, lo, hi)
+        for word in KEEP_WHOLE_WORDS:
+            lines_with(whole, starts, word, out, True, lo, hi)
+        return out
 
     def special(self, failed: bool) -> list[int]:
         """The kept lines no word marks, in order: the first and last with content of a failed
@@ -240,18 +266,20 @@ class Lines:
         return out
 
     def _traceback(self) -> set[int]:
+        """The lines of each traceback: from a line beginning `Traceback` to the first line
+        with content not indented after it (the exception), found from where each begins."""
         out: set[int] = set()
-        if "Traceback" not in self.text:
-            return out
-        in_trace = False
-        for i, line in enumerate(self.lines):
-            if line.startswith("Traceback"):
-                in_trace = True
-            elif in_trace and line and not line[0].isspace():
-                out.add(i)  # the exception line ends it
-                in_trace = False
-            if in_trace:
+        lines, text, starts = self.lines, self.text, self.starts
+        pos = 0 if text.startswith("Traceback") else text.find("\nTraceback")
+        while pos >= 0:
+            i = bisect_right(starts, pos + (text[pos] == "\n")) - 1
+            while i < len(lines):
                 out.add(i)
+                line = lines[i]
+                i += 1
+                if line and not line[0].isspace() and not line.startswith("Traceback"):
+                    break  # the exception line ends it
+            pos = text.find("\nTraceback", starts[i] - 1) if i < len(lines) else -1
         return out
 
 
@@ -259,10 +287,25 @@ def _content(line: str) -> bool:
     return bool(line.strip()) and not _MARKUP.match(line)
 
 
-@functools.lru_cache(maxsize=8)
-def lines_of(text: str) -> Lines:
-    """The `Lines` of an output's text, shared by the folders that ask about it."""
-    return Lines(text)
+_VIEWS: OrderedDict[int, tuple[ContentPart, Lines]] = OrderedDict()
+"""The `Lines` of the last parts folders asked about, by the part's identity (the part held)."""
+_VIEWS_LOCK = threading.Lock()
+
+
+def _view(part: ContentPart, text: str) -> Lines:
+    """The `Lines` of `text`, the text of `part`: made once for the folders of one arrival (a
+    part's text is a function of the part; looked up by identity, not by hashing the text)."""
+    with _VIEWS_LOCK:
+        held = _VIEWS.get(id(part))
+        if held is not None and held[0] is part:
+            _VIEWS.move_to_end(id(part))
+            return held[1]
+    view = Lines(text)
+    with _VIEWS_LOCK:
+        _VIEWS[id(part)] = (part, view)
+        while len(_VIEWS) > 8:
+            _VIEWS.popitem(last=False)
+    return view
 
 
 NOTE_START = "[folded: "
@@ -325,14 +368,16 @@ def fold_new_results(
         for part, text in zip(result.content, texts, strict=True):
             found = None
             if text is not None and len(text) >= options.min_chars:
-                found = folder(Output(text, call, result.tool_call_id, ctx, failed(result)[0]))
-            marker = _marker(part, found, name, options) if found is not None else None
-            if marker is None:
+                output = Output(text, call, result.tool_call_id, ctx, failed(result)[0], part)
+                found = folder(output)
+            made = _marker(part, found, name, options) if found is not None else None
+            if made is None:
                 parts.append(part)
                 continue
-            if isinstance(part, TextBlock):
+            marker, entry = made
+            if entry is not None:  # the original part, stored under the marker's etag
                 store = dict(ctx.recovery) if store is None else store
-                put(store, (part,))
+                store.setdefault(marker.etag, entry)
             parts.append(marker)
         if any(a is not b for a, b in zip(parts, result.content, strict=True)):
             replaced[j] = with_parts(result, tuple(parts))
@@ -343,17 +388,23 @@ def fold_new_results(
     return replace_last(ctx, with_content(last, content), store)
 
 
-def _marker(part: ContentPart, found: Fold, name: str, options: FoldOptions) -> ElidedBlock | None:
-    """The marker for `part` folded to `found`, or None when that does not save enough."""
+def _marker(
+    part: ContentPart, found: Fold, name: str, options: FoldOptions
+) -> tuple[ElidedBlock, str | None] | None:
+    """The marker for `part` folded to `found` and the recovery entry of a text part (None:
+    the etag a folded part names already), or None when that does not save enough (told before
+    the part is serialized and hashed: an etag is `ETAG_CHARS` long whatever it is)."""
+    entry: str | None = None
     if isinstance(part, ElidedBlock):
-        original, etag = part.text, part.etag
-        whats, names = [*_whats(part), found.what], f"{part.label},{name}"
-        size = len(original)
+        etag, whats, names = part.etag, [*_whats(part), found.what], f"{part.label},{name}"
+        size = len(part.text)
     else:
         assert isinstance(part, TextBlock)
-        etag = payload_etag((part,))
-        whats, names, size = [found.what], name, len(part.text)
-    text = found.text + "\n" + note("; ".join(whats), etag)
-    if len(text) > size * (1 - options.min_saving):
+        etag, whats, names, size = "0" * ETAG_CHARS, [found.what], name, len(part.text)
+    what = "; ".join(whats)
+    if len(found.text) + 1 + len(note(what, etag)) > size * (1 - options.min_saving):
         return None
-    return ElidedBlock(etag=etag, ref=REF, text=text, label=names)
+    if isinstance(part, TextBlock):
+        entry, etag = payload_entry((part,))
+    text = found.text + "\n" + note(what, etag)
+    return ElidedBlock(etag=etag, ref=REF, text=text, label=names), entry

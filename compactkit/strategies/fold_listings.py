@@ -23,7 +23,7 @@ from pydantic import Field
 
 from ..context import AgentContext
 from ..strategy import ARRIVAL, Strategy
-from .fold_common import Fold, FoldOptions, Output, fold_new_results, lines_of
+from .fold_common import Fold, FoldOptions, Output, fold_new_results
 
 GREP = re.compile(r"^(?P<path>[^\s:][^:\n]*?)(?P<sep>[:-])(?P<no>\d+)(?P=sep)(?P<rest>.*)$")
 GREP_LINES = re.compile(r"\n[^\s:][^:\n]*?[:-]\d+[:-]")
@@ -96,35 +96,34 @@ def _diff(text: str, lines: list[str], keep: int) -> list[str] | None:
         return None
     out: list[str] = []
     in_hunk = False
-    run: list[str] = []
-
-    def flush() -> None:
-        if len(run) > 2 * keep + 1:
-            out.extend(run[:keep])
-            out.append(f"[{len(run) - 2 * keep} unchanged lines]")
-            out.extend(run[len(run) - keep :])
-        else:
-            out.extend(run)
-        run.clear()
-
-    for line in lines:
-        if line.startswith("@@ "):
-            flush()
-            in_hunk = True
-            out.append(line)
-        elif in_hunk and line.startswith(" "):
-            run.append(line)
-        else:
-            flush()
-            in_hunk = in_hunk and line[:1] in ("+", "-", "\\")
-            out.append(line)
-    flush()
+    run = -1  # where the run of unchanged lines being read began
+    for at, line in enumerate(lines):
+        if in_hunk and line.startswith(" "):
+            run = at if run < 0 else run
+            continue
+        if run >= 0:
+            _cut(out, lines[run:at], keep)
+            run = -1
+        in_hunk = line.startswith("@@ ") or (in_hunk and line[:1] in ("+", "-", "\\"))
+        out.append(line)
+    if run >= 0:
+        _cut(out, lines[run:], keep)
     return out
+
+
+def _cut(out: list[str], run: list[str], keep: int) -> None:
+    """A run of unchanged lines, `keep` at each end around the count of those cut."""
+    if len(run) > 2 * keep + 1:
+        out.extend(run[:keep])
+        out.append(f"[{len(run) - 2 * keep} unchanged lines]")
+        out.extend(run[len(run) - keep :])
+    else:
+        out.extend(run)
 
 
 def fold_listings(output: Output, opts: FoldListingsOptions) -> Fold | None:
     text = output.text
-    view = lines_of(text)
+    view = output.lines()
     lines = view.lines
     wanted = max(4, opts.min_share * len(lines) - 1)
     # each search result names its line between two of `:` and `-`: counted first, at once

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import operator
 import re
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Iterable
 
@@ -32,7 +32,6 @@ from .fold_common import (
     Lines,
     Output,
     fold_new_results,
-    lines_of,
     lines_with,
     matching_lines,
 )
@@ -100,12 +99,19 @@ def _progress_runs(
     lines: list[str], progress: set[int], kept: frozenset[int], min_run: int
 ) -> list[str]:
     """`lines` with runs of at least `min_run` progress lines, or of equal lines, folded (`lines`
-    itself when there is none)."""
-    if not _runs(lines, progress, min_run):
+    itself when there is none). Only the lines a run may start at are looked at one by one."""
+    starts = _starts_of_runs(lines, progress, min_run)
+    if not starts:
         return lines
     out: list[str] = []
-    i = 0
+    i, c = 0, 0
     while i < len(lines):
+        c = bisect_left(starts, i, c)
+        at = starts[c] if c < len(starts) else len(lines)
+        out.extend(lines[i:at])  # no run starts before `at`
+        i = at
+        if i == len(lines):
+            break
         j = i
         while j in progress:
             j += 1
@@ -126,6 +132,29 @@ def _progress_runs(
         out.append(lines[i])
         i += 1
     return out
+
+
+def _starts_of_runs(lines: list[str], progress: set[int], min_run: int) -> list[int]:
+    """The lines, in order, that begin `min_run` progress lines, or a line with content and
+    as many equal to it (compared all at once)."""
+    found: list[int] = []
+    ordered = sorted(progress)
+    first = 0
+    for k in range(1, len(ordered) + 1):  # runs of consecutive progress lines
+        if k == len(ordered) or ordered[k] != ordered[k - 1] + 1:
+            if k - first >= min_run:
+                found.extend(range(ordered[first], ordered[k - 1] - min_run + 2))
+            first = k
+    equal = bytes(map(operator.eq, lines[1:], lines[:-1]))
+    if b"\x01" * (min_run - 1) in equal:  # `filled[q]`: line q + 1 is line q, with content
+        filled = bytes(map(operator.and_, equal, map(bool, map(str.strip, lines[1:]))))
+        pos = filled.find(1)
+        while pos >= 0:
+            end = filled.find(0, pos)
+            end = len(filled) if end < 0 else end
+            found.extend(range(pos, end - min_run + 2))
+            pos = filled.find(1, end)
+    return sorted(set(found))
 
 
 def _runs(lines: list[str], progress: set[int], min_run: int) -> bool:
@@ -168,7 +197,7 @@ def _counted_warnings(lines: list[str], warned: Iterable[int] | None = None) -> 
 
 def fold_logs(output: Output, opts: FoldLogsOptions) -> Fold | None:
     text = output.text
-    view = lines_of(text)
+    view = output.lines()
     original = view.lines
     if "\r" in text:
         view = Lines("\n".join(_rewritten(line) for line in original))
@@ -181,10 +210,14 @@ def fold_logs(output: Output, opts: FoldLogsOptions) -> Fold | None:
     if _runs(lines, progress, opts.min_run):  # with every progress line: kept ones excluded next
         kept = view.kept(output.failed)
         runs = _progress_runs(lines, progress - kept, kept, opts.min_run)
-    warned: set[int] | None = None
-    if runs is lines:  # the lines naming a warning, found in the whole text at once
+    warned: set[int] = set()  # the lines naming a warning, found in the whole text at once
+    lines_with(view.lower, view.lower_starts, "warn", warned)
+    if runs is not lines:  # the lines of `runs` are some of `lines` (and notes without one)
+        repeated = len({lines[i] for i in warned}) < len(warned)
+        shown = Lines("\n".join(runs)) if repeated else None
         warned = set()
-        lines_with(view.lower, view.starts, "warn", warned)
+        if shown is not None:
+            lines_with(shown.lower, shown.lower_starts, "warn", warned)
     folded = _counted_warnings(runs, warned)
     if folded == original:
         return None

@@ -29,7 +29,7 @@ from pydantic import Field
 
 from ..context import AgentContext, Message, TextBlock, ToolResultBlock
 from ..strategy import ARRIVAL, Strategy
-from .fold_common import Fold, FoldOptions, Output, fold_new_results, lines_of
+from .fold_common import Fold, FoldOptions, Output, fold_new_results
 
 ANCHOR = 4
 """Equal consecutive lines that start a run (a run is then extended line by line)."""
@@ -249,7 +249,7 @@ class _Folding:
 
 
 def fold_repeats(output: Output, opts: FoldRepeatsOptions) -> Fold | None:
-    view = lines_of(output.text)
+    view = output.lines()
     lines = view.lines
     if len(lines) < opts.min_lines:
         return None
