@@ -21,7 +21,7 @@ import re
 import threading
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 
@@ -215,6 +215,18 @@ class Lines:
             known = self._kept[failed] = frozenset(out)
         return known
 
+    def kept_of(self, asked: Collection[int], failed: bool) -> frozenset[int]:
+        """The lines of `asked` that `kept` holds: each line asked about looked at alone when
+        they are few."""
+        known = self._kept.get(failed)
+        if known is None and len(asked) * 8 > len(self.lines):
+            known = self.kept(failed)
+        if known is not None:
+            return known.intersection(asked)
+        special = set(self.special(failed))
+        lines = self.lines
+        return frozenset(i for i in asked if i in special or _line_kept(lines[i]))
+
     def first_kept(self, i: int, j: int, failed: bool) -> int:
         """The first of lines `i` to `j` (excluded) that `kept` holds, or `j`: only the lines
         asked about are looked at (a block of lines at a time)."""
@@ -281,6 +293,19 @@ class Lines:
                     break  # the exception line ends it
             pos = text.find("\nTraceback", starts[i] - 1) if i < len(lines) else -1
         return out
+
+
+def _line_kept(line: str) -> bool:
+    """Whether one line holds one of `KEEP_WORDS` or `KEEP_WHOLE_WORDS` (`lines_with` on it)."""
+    low = line.lower()
+    if any(word in low for word in KEEP_WORDS):
+        return True
+    for word in KEEP_WHOLE_WORDS:
+        found: set[int] = set()
+        lines_with(low, [0, len(low) + 1], word, found, True)
+        if found:
+            return True
+    return False
 
 
 def _content(line: str) -> bool:

@@ -20,7 +20,7 @@ import operator
 import re
 from bisect import bisect_left, bisect_right
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from pydantic import Field
 
@@ -134,6 +134,35 @@ def _progress_runs(
     return out
 
 
+def _filled(lines: list[str], min_run: int) -> bytes | None:
+    """`filled[q]`: line q + 1 is line q, with content (compared all at once); None when no
+    `min_run` lines are equal."""
+    equal = bytes(map(operator.eq, lines[1:], lines[:-1]))
+    if b"\x01" * (min_run - 1) not in equal:
+        return None
+    return bytes(map(operator.and_, equal, map(bool, map(str.strip, lines[1:]))))
+
+
+def _spans(flags: bytes) -> Iterator[tuple[int, int]]:
+    """The runs of ones in `flags`, as (first, past the last)."""
+    pos = flags.find(1)
+    while pos >= 0:
+        end = flags.find(0, pos)
+        end = len(flags) if end < 0 else end
+        yield pos, end
+        pos = flags.find(1, end)
+
+
+def _equal_lines(lines: list[str], min_run: int) -> set[int]:
+    """The lines of runs of `min_run` or more equal lines with content."""
+    filled = _filled(lines, min_run)
+    out: set[int] = set()
+    for first, end in _spans(filled) if filled is not None else ():
+        if end - first >= min_run - 1:
+            out.update(range(first, end + 1))
+    return out
+
+
 def _starts_of_runs(lines: list[str], progress: set[int], min_run: int) -> list[int]:
     """The lines, in order, that begin `min_run` progress lines, or a line with content and
     as many equal to it (compared all at once)."""
@@ -145,15 +174,9 @@ def _starts_of_runs(lines: list[str], progress: set[int], min_run: int) -> list[
             if k - first >= min_run:
                 found.extend(range(ordered[first], ordered[k - 1] - min_run + 2))
             first = k
-    equal = bytes(map(operator.eq, lines[1:], lines[:-1]))
-    if b"\x01" * (min_run - 1) in equal:  # `filled[q]`: line q + 1 is line q, with content
-        filled = bytes(map(operator.and_, equal, map(bool, map(str.strip, lines[1:]))))
-        pos = filled.find(1)
-        while pos >= 0:
-            end = filled.find(0, pos)
-            end = len(filled) if end < 0 else end
-            found.extend(range(pos, end - min_run + 2))
-            pos = filled.find(1, end)
+    filled = _filled(lines, min_run)
+    for first, end in _spans(filled) if filled is not None else ():
+        found.extend(range(first, end - min_run + 2))
     return sorted(set(found))
 
 
@@ -163,13 +186,8 @@ def _runs(lines: list[str], progress: set[int], min_run: int) -> bool:
     ordered = sorted(progress)
     if any(b - a == min_run - 1 for a, b in zip(ordered, ordered[min_run - 1 :], strict=False)):
         return True
-    equal = bytes(map(operator.eq, lines[1:], lines[:-1]))
-    run = b"\x01" * (min_run - 1)
-    if run not in equal:
-        return False
-    # only lines with content: a run of blank lines stays
-    filled = bytes(map(operator.and_, equal, map(bool, map(str.strip, lines[1:]))))
-    return run in filled
+    filled = _filled(lines, min_run)  # only lines with content: a run of blank lines stays
+    return filled is not None and b"\x01" * (min_run - 1) in filled
 
 
 def _counted_warnings(lines: list[str], warned: Iterable[int] | None = None) -> list[str]:
@@ -208,7 +226,8 @@ def fold_logs(output: Output, opts: FoldLogsOptions) -> Fold | None:
         return None  # nothing to fold: no redrawn line, no progress, no line repeated
     runs = lines
     if _runs(lines, progress, opts.min_run):  # with every progress line: kept ones excluded next
-        kept = view.kept(output.failed)
+        # only the progress lines and the lines of equal runs are asked whether they are kept
+        kept = view.kept_of(progress | _equal_lines(lines, opts.min_run), output.failed)
         runs = _progress_runs(lines, progress - kept, kept, opts.min_run)
     warned: set[int] = set()  # the lines naming a warning, found in the whole text at once
     lines_with(view.lower, view.lower_starts, "warn", warned)

@@ -151,6 +151,9 @@ class _Folding:
         self.first_kept: Callable[[int, int], int] = lambda i, j: j
         """The first kept line (`kept_lines`) of lines `i` to `j` (excluded), or `j`: no run
         takes one in."""
+        self._known = (0, -1, False)
+        """What `kept_before` found last: no kept line from the first line to the second, which
+        is kept when the third is true."""
 
     def run(self) -> list[str]:
         lines = self.lines
@@ -196,16 +199,29 @@ class _Folding:
         if start is not None:
             candidates.append((None, lines, start))
         candidates.extend((s, s.lines, s.anchors[key]) for s in self.sources if key in s.anchors)
-        runs = []
-        for source, other, start in candidates:
-            limit = i if source is None else len(other)  # a run above ends before this line
-            runs.append(_equal_run(lines, i, other, start, limit - start))
-        longest = max(runs, default=0)
-        if longest < self.opts.min_lines:
+        least = self.opts.min_lines
+        # a run is asked how far it goes only when its first `min_lines` repeat, and no
+        # further than a kept line found already
+        firsts = [
+            _equal_run(lines, i, other, start, min(least, (i if s is None else len(other)) - start))
+            for s, other, start in candidates
+        ]
+        if max(firsts, default=0) < least:
             return None
-        kept = self.first_kept(i, i + longest)  # a run stops before a kept line
+        bound = self.kept_bound(i)
+        if bound - i < least:
+            return None
+        runs = [
+            _equal_run(
+                lines, i, other, start, min(bound - i, (i if s is None else len(other)) - start)
+            )
+            if first == least
+            else first
+            for (s, other, start), first in zip(candidates, firsts, strict=True)
+        ]
+        kept = self.kept_before(i, i + max(runs))  # a run stops before a kept line
+        runs = [min(n, kept - i) for n in runs]
         for (source, _, start), n in zip(candidates, runs, strict=True):
-            n = min(n, kept - i)
             if source is None:  # only lines shown verbatim and together can be named
                 n = self.contiguous(start, n)
             if n >= self.opts.min_lines and (found is None or n > found.length):
@@ -214,6 +230,22 @@ class _Folding:
             return None
         chars = sum(len(x) + 1 for x in lines[i : i + found.length])
         return found if chars >= self.opts.min_block_chars else None
+
+    def kept_bound(self, i: int) -> int:
+        """A line no run from line `i` reaches: the first kept line at or after `i` when one was
+        found already, else past the last line."""
+        begin, end, hit = self._known
+        return end if hit and begin <= i <= end else len(self.lines)
+
+    def kept_before(self, i: int, j: int) -> int:
+        """The first kept line of lines `i` to `j` (excluded), or `j`; what it found is kept for
+        the lines after `i` (no kept line lies between `i` and it)."""
+        begin, end, hit = self._known
+        if begin <= i <= end and (j <= end or hit):
+            return min(end, j)
+        found = self.first_kept(i, j)
+        self._known = (i, found, found < j)
+        return found
 
     def contiguous(self, start: int, n: int) -> int:
         """How many of the `n` lines from `start` were shown verbatim, one after another."""
