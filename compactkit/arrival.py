@@ -49,11 +49,17 @@ def new_results(ctx: AgentContext) -> Iterator[tuple[int, ToolResultBlock, ToolC
     call looked up in the messages just before it: the turn the results answer)."""
     if not ctx.messages or ctx.messages[-1].role != "tool":
         return
-    window = arrival_window(ctx)
-    calls = {c.id: c for m in window.messages for c in m.tool_calls}
-    for j, block in enumerate(ctx.messages[-1].content):
-        if isinstance(block, ToolResultBlock):
-            yield j, block, calls.get(block.tool_call_id)
+    held = ctx.__dict__  # a context never changes: every arrival strategy asks the same
+    found = held.get("_new_results")
+    if not isinstance(found, list):
+        window = arrival_window(ctx)
+        calls = {c.id: c for m in window.messages for c in m.tool_calls}
+        found = held["_new_results"] = [
+            (j, block, calls.get(block.tool_call_id))
+            for j, block in enumerate(ctx.messages[-1].content)
+            if isinstance(block, ToolResultBlock)
+        ]
+    yield from found
 
 
 def arrival_pins(ctx: AgentContext) -> PinSet:

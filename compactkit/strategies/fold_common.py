@@ -302,7 +302,8 @@ def _line_kept(line: str) -> bool:
         return True
     for word in KEEP_WHOLE_WORDS:
         found: set[int] = set()
-        lines_with(low, [0, len(low) + 1], word, found, True)
+        if word in low:
+            lines_with(low, [0, len(low) + 1], word, found, True)
         if found:
             return True
     return False

@@ -15,13 +15,15 @@ note says so), and the original text is recoverable by its etag. Text around the
 from __future__ import annotations
 
 import json
+import re
+from bisect import bisect_right
 from typing import Any
 
 from pydantic import Field
 
 from ..context import AgentContext
 from ..strategy import ARRIVAL, Strategy
-from .fold_common import Fold, FoldOptions, Output, fold_new_results
+from .fold_common import Fold, FoldOptions, Lines, Output, fold_new_results
 
 KEYS, ROWS = "[keys]", "[rows]"
 
@@ -89,11 +91,18 @@ def _table(values: list[Any], min_rows: int) -> dict[str, Any] | None:
     return None
 
 
-def _json_span(lines: list[str]) -> tuple[int, int] | None:
+_OPENS = re.compile(r"\n[^\S\n]*[\[{]")
+"""A line whose first character past its indentation opens a JSON value, found in the whole text
+after a newline put before it (a pattern beginning with a character is searched for it first)."""
+
+
+def _json_span(view: Lines) -> tuple[int, int] | None:
     """The lines from the first that opens a JSON value to the last that closes one."""
-    start = next((i for i, x in enumerate(lines) if x.lstrip()[:1] in ("[", "{")), None)
-    if start is None:
+    opens = _OPENS.search("\n" + view.text)
+    if opens is None:
         return None
+    start = bisect_right(view.starts, opens.start()) - 1
+    lines = view.lines
     end = next(
         (i for i in range(len(lines) - 1, start - 1, -1) if lines[i].rstrip()[-1:] in ("]", "}")),
         None,
@@ -102,13 +111,14 @@ def _json_span(lines: list[str]) -> tuple[int, int] | None:
 
 
 def fold_json(output: Output, opts: FoldJsonOptions) -> Fold | None:
-    lines = output.text.split("\n")
-    span = _json_span(lines)
+    view = output.lines()
+    span = _json_span(view)
     if span is None:
         return None
     start, end = span
+    lines, starts = view.lines, view.starts
     try:
-        value = json.loads("\n".join(lines[start:end]))
+        value = json.loads(view.text[starts[start] : starts[end] - 1])
     except (ValueError, RecursionError):
         return None
     if not isinstance(value, (dict, list)):
