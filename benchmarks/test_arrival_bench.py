@@ -1,13 +1,12 @@
 """The arrival stage's work per appended message, as a ratio to counting the same text cold.
 
 Target (issue 30): at most 2 ms per 10,000 tokens appended. Counting 10,000 tokens cold with the
-bundled tokenizer takes a few milliseconds on one core, so the target is a ratio to that count:
-the default arrival stage (`default:arrival=on`, checked as a `Session` runs it) over every message
-of the three sessions with the most tool output, against one cold count of the same messages, on
-the same machine. The target is NOT met yet: the stage takes 1.5x-2.1x a cold count (3.3-3.5 ms
-per 10k tokens on the 2-core machine, where the target is about 1.2x); the assert holds a bound
-(`BOUND`) a quarter above the worst measured, so that it does not get worse, and the print says
-how far the target is.
+bundled tokenizer takes 1.6-1.7 ms on one core of the 2-core machine the project is measured on,
+so the target is held as a ratio to that count (`BOUND`, 2 ms over 1.65 ms): the default arrival
+stage (`default:arrival=on`, checked as a `Session` runs it) over every message of the three
+sessions with the most tool output, against one cold count of the same messages, on the same
+machine. Measured: 0.98-1.14x a cold count, 1.76-1.83 ms per 10,000 tokens (1.5-2.1x, 3.3 ms,
+before the folders worked out what they share once and only when asked).
 """
 
 from __future__ import annotations
@@ -23,8 +22,8 @@ from .conftest import corpus_contexts
 
 TOKENIZER = TiktokenTokenizer("o200k_base")
 TARGET_MS_PER_10K = 2.0
-BOUND = 2.6
-"""What the stage is held to now, as a multiple of a cold count (see the module docs)."""
+BOUND = 1.2
+"""The target as a multiple of a cold count (see the module docs)."""
 
 
 def _sessions() -> list[tuple[str, compactkit.AgentContext]]:

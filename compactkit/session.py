@@ -53,7 +53,7 @@ from .formats.session_log import (
 )
 from .pins import with_rules
 from .pipeline import Pipeline, RunResult, build_pipeline, copy_pipeline
-from .policy import CompactionPolicy, PolicyName, prefix_tokens
+from .policy import CompactionPolicy, PolicyName, prefix_tokens, unfolded_tokens
 from .policy import floor as policy_floor
 from .registry import Registry, get_counter, use_registry
 from .serve.reset import served_session
@@ -131,6 +131,9 @@ class Session:
         self._ledger = policy.ledger()
         self._raw = self._tokens
         """Tokens the context would have with nothing ever compacted (what the policy weighs)."""
+        self._unfolded = 0
+        """Tokens arrival took off the messages since the last compaction: they do not put the
+        next one off (`compactkit.policy.unfolded_tokens`)."""
         self._sent: AgentContext | None = None
         self._sent_tokens = 0
         self._appended_only = False
@@ -164,6 +167,7 @@ class Session:
         self._context = appended(before, new) if grown is None else grown
         self._tokens += added
         self._raw += added if grown is None else sum(self._counter.messages(new))
+        self._unfolded += 0 if grown is None else unfolded_tokens(new, arrived, self._counter)
         if self._sent is not None:  # the model's answers to the last call: its output
             answers = [m for m in new if m.role == "assistant"]
             self._ledger.output(sum(self._counter.messages(answers)) if answers else 0)
@@ -182,7 +186,7 @@ class Session:
         before_tokens = self._tokens
         cached = self._cached(self._context)
         result: RunResult | None = None
-        if ledger.due(before_tokens):
+        if ledger.due(before_tokens + self._unfolded):
             candidate = self.pipeline.run(self._context, self._counter)
             if candidate.context is not self._context:
                 after = candidate.context
@@ -231,6 +235,7 @@ class Session:
             )
         self._context = after
         self._tokens = result.tokens_after
+        self._unfolded = 0
         self._appended_only = False
         self._bus.emit(
             SessionCompacted(
@@ -261,6 +266,7 @@ class Session:
         self._context = snapshot
         self._tokens = self._counter.context(snapshot)
         self._raw = max(self._raw, self._tokens)
+        self._unfolded = 0
         self._ledger = self.policy.ledger()
         self._sent, self._appended_only = None, False
         self._bus.emit(SessionRestored(self._tokens, len(snapshot.messages)))
@@ -390,6 +396,9 @@ class Session:
             target=target if target is not None else _saved_count(file, saved, "target", None),
             tokenizer=tokenizer or saved.get("tokenizer") or DEFAULT_TOKENIZER,
             registry=registry,
+        )
+        session._unfolded = sum(  # what arrival took off since the last compaction
+            unfolded_tokens(given, made, session._counter) for given, made in state.arrivals
         )
         # the next line must not be glued to a torn one, and the end record goes: it is
         # written again, with the new count, when this session closes

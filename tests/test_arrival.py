@@ -22,7 +22,7 @@ from compactkit import (
     message,
 )
 from compactkit.bench.pricing import PROFILES
-from compactkit.bench.replay import run_session
+from compactkit.bench.replay import SessionResult, call_points, run_session
 from compactkit.errors import ConfigError
 from compactkit.recovery import expand, put
 from compactkit.registry import get_counter
@@ -161,23 +161,26 @@ def test_the_spec_says_whether_default_runs_its_arrival_stage() -> None:
     assert "fold-repeats" not in [s.name for s in pipeline.strategies]
 
 
-def test_the_persistent_replay_folds_each_appended_message() -> None:
-    """A session that never reaches the trigger: every call is sent the folded outputs."""
-    ctx = compactkit.load_one(sample("gemini3pro"))
-    counter = get_counter("o200k_base")
-    profiles = [PROFILES["anthropic"]]
-    results = {
+def _replayed(ctx: AgentContext, trigger: int) -> dict[str, SessionResult]:
+    """The bench's persistent replay of `ctx` under the default with its arrival stage ("on")
+    and without it ("off"), priced as Anthropic and OpenAI bill."""
+    return {
         arrival: run_session(
             "s",
             ctx,
             compactkit.build_pipeline([f"default:arrival={arrival}"], budget=15_000),
             "persistent",
-            counter,
-            profiles,
-            trigger=1_000_000,
+            get_counter("o200k_base"),
+            [PROFILES["anthropic"], PROFILES["openai"]],
+            trigger=trigger,
         )
         for arrival in ("on", "off")
     }
+
+
+def test_the_persistent_replay_folds_each_appended_message() -> None:
+    """A session that never reaches the trigger: every call is sent the folded outputs."""
+    results = _replayed(compactkit.load_one(sample("gemini3pro")), 1_000_000)
     on, off = results["on"], results["off"]
     assert on.prompt_tokens < 0.95 * off.prompt_tokens
     assert on.cost["anthropic"] < 0.97 * off.cost["anthropic"]
@@ -185,3 +188,53 @@ def test_the_persistent_replay_folds_each_appended_message() -> None:
     assert on.retention["share"] == off.retention["share"] == 1.0
     assert on.recoverability["share"] == 1.0
     assert on.violations == 0
+
+
+def _first_compactions(
+    ctx: AgentContext, spec: str, trigger: int, reload: Path | None = None
+) -> list[int]:
+    """The model calls (indexes of the session's answers) before which a `Session` running
+    `spec` compacted, appending the session's messages as an agent does; with `reload`, the
+    session is saved there and loaded again halfway to its first compaction."""
+    session = Session(pipeline=spec, trigger=trigger)
+    if reload is not None:
+        session.save(reload)
+    messages, consumed, compacted = ctx.messages, 0, []
+    for index in call_points(ctx):
+        session.append(*messages[consumed:index])
+        if reload is not None and index > len(messages) // 4:
+            session.close()
+            session, reload = Session.load(reload), None
+        if session.compact_if_needed() is not None:
+            compacted.append(index)
+        session.append(messages[index])
+        consumed = index + 1
+    session.close()
+    return compacted
+
+
+def test_arrival_does_not_put_a_compaction_off(tmp_path: Path) -> None:
+    """Arrival makes each message smaller as it comes; the policy asks whether a compaction is
+    due of the history plus what arrival took off since the last one, so the first compaction
+    falls on the same call with arrival as without it (else the calls meanwhile send a large
+    cached prompt where a compacted one is small: the session below cost 1.02x/1.04x what it
+    cost without arrival, its compaction 18 calls later), in the bench, in a `Session` and in
+    one resumed from its log; and the session costs less with arrival, not more."""
+    ctx = compactkit.load_one(sample("sphinx"))
+    runs = _replayed(ctx, 30_000)
+    on, off = ([c.message for c in runs[a].calls if c.compacted] for a in ("on", "off"))
+    assert off and on[0] == off[0]
+
+    def before(arrival: str) -> int:  # prompt tokens sent up to the compaction
+        return sum(c.prompt_tokens for c in runs[arrival].calls if c.message < off[0])
+
+    assert before("on") < before("off")  # folded before the compaction, which falls where it did
+    for profile in ("anthropic", "openai"):
+        assert runs["on"].cost[profile] < runs["off"].cost[profile]
+    sessions = {
+        spec: _first_compactions(ctx, spec, 30_000)[0]
+        for spec in ("default:arrival=on", "default:arrival=off")
+    }
+    assert sessions["default:arrival=on"] == sessions["default:arrival=off"] == off[0]
+    resumed = _first_compactions(ctx, "default:arrival=on", 30_000, tmp_path / "s.jsonl")
+    assert resumed[0] == off[0]

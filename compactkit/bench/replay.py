@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from ..context import AgentContext, Message, SummaryBlock
 from ..pipeline import Pipeline, builtin_strategies, copy_pipeline
-from ..policy import CompactionPolicy, Ledger, PolicyName, floor, prefix_tokens
+from ..policy import CompactionPolicy, Ledger, PolicyName, floor, prefix_tokens, unfolded_tokens
 from ..pricing import PricingProfile, get_profile
 from ..recovery import markers
 from ..tokens import TokenCounter
@@ -274,31 +274,40 @@ def charge_summaries(
 
 
 def _extend(
-    history: AgentContext, new: Sequence[Message], source: AgentContext, pipeline: Pipeline
-) -> AgentContext:
+    history: AgentContext,
+    new: Sequence[Message],
+    source: AgentContext,
+    pipeline: Pipeline,
+    counter: TokenCounter,
+) -> tuple[AgentContext, int]:
     """Append session messages to the replayed history, each through the pipeline's arrival
     stage once (`Pipeline.arrive`), with the session's own recovery entries (markers the session
-    format recorded) so that they never dangle."""
+    format recorded) so that they never dangle; and the tokens arrival took off them
+    (`unfolded_tokens`)."""
     grown = pipeline.arrive(history, new)
     if source.recovery and any(k not in grown.recovery for k in source.recovery):
         grown = grown.replace(recovery={**source.recovery, **grown.recovery})
-    return grown
+    return grown, unfolded_tokens(new, grown.messages[len(history.messages) :], counter)
 
 
 def _maybe_compact(
     pipeline: Pipeline,
     history: AgentContext,
     previous: AgentContext | None,
-    raw: int,
+    weighed: tuple[int, int],
     ledger: Ledger,
     counter: TokenCounter,
     checker: _Checker,
     use: SummarizerUse,
 ) -> tuple[AgentContext, bool, dict[str, float]]:
     """The history to send for this call under the ledger's policy, whether it compacted, and
-    what the summaries it wrote cost (a model writing them is paid for, and weighed)."""
+    what the summaries it wrote cost (a model writing them is paid for, and weighed).
+    `weighed`: the session's tokens as sent so far with nothing compacted, and those arrival
+    took off the messages since the last compaction, which do not put the compaction off
+    (`compactkit.policy`)."""
+    raw, unfolded = weighed
     tokens = counter.context(history)
-    if not ledger.due(tokens):
+    if not ledger.due(tokens + unfolded):
         return history, False, {}
     out = _compact(pipeline, history, counter, checker)
     if out is history:
@@ -340,6 +349,17 @@ def _compact_charged(
     return out
 
 
+def _ledger(pipeline: Pipeline, policy: CompactionPolicy, mode: Mode) -> Ledger | None:
+    """The policy's ledger for a persistent replay of a pipeline that compacts at the trigger;
+    None for the policies that decide themselves when to compact (the peers: they see the
+    history before every call)."""
+    self_triggered = bool(pipeline.strategies) and all(
+        getattr(s, "self_triggered", False) for s in pipeline.strategies
+    )
+    compacts = bool(pipeline.strategies) and not self_triggered
+    return policy.ledger() if compacts and mode == "persistent" else None
+
+
 def _replay(
     ctx: AgentContext,
     pipeline: Pipeline,
@@ -355,13 +375,9 @@ def _replay(
     consumed = 0
     previous: AgentContext | None = None
     cost = {p.name: 0.0 for p in profiles}
-    # policies that decide themselves when to compact (the peers) see the history before every call
-    self_triggered = bool(pipeline.strategies) and all(
-        getattr(s, "self_triggered", False) for s in pipeline.strategies
-    )
-    compacts = bool(pipeline.strategies) and not self_triggered
-    ledger = policy.ledger() if compacts and mode == "persistent" else None
+    ledger = _ledger(pipeline, policy, mode)
     sizes = counter.messages(messages)
+    unfolded = 0  # what arrival took off the messages since the last compaction
     raw = counter.preamble(ctx)
     raw_at = 0
     for index in call_points(ctx):
@@ -374,16 +390,26 @@ def _replay(
             prompt = _compact_charged(pipeline, seen, previous, counter, checker, result)
             compacted = prompt.messages != messages[:index]
         else:
-            history = _extend(history, messages[consumed:index], ctx, pipeline)
+            history, took = _extend(history, messages[consumed:index], ctx, pipeline, counter)
+            unfolded += took
             consumed = index
             if ledger is None:
                 out = _compact_charged(pipeline, history, previous, counter, checker, result)
                 compacted = out is not history
                 history = out
             else:
+                weighed = (raw, unfolded)
                 history, compacted, summary = _maybe_compact(
-                    pipeline, history, previous, raw, ledger, counter, checker, result.summarizer
+                    pipeline,
+                    history,
+                    previous,
+                    weighed,
+                    ledger,
+                    counter,
+                    checker,
+                    result.summarizer,
                 )
+            unfolded = 0 if compacted else unfolded
             result.compactions += compacted
             prompt = history
         tokens = counter.context(prompt)
@@ -400,14 +426,15 @@ def _replay(
         result.output_tokens += out_tokens
         previous = prompt
         if mode == "persistent":
-            history = _extend(history, messages[index : index + 1], ctx, pipeline)
+            history, took = _extend(history, messages[index : index + 1], ctx, pipeline, counter)
+            unfolded += took
             consumed = index + 1
     if ledger is not None:
         result.policy = ledger.as_json()
     result.cost = cost
     # what the next call would be shown: the whole session under the same regime
     if mode == "persistent":
-        final = _extend(history, messages[consumed:], ctx, pipeline)
+        final = _extend(history, messages[consumed:], ctx, pipeline, counter)[0]
     else:
         final = _compact(pipeline, ctx, counter, checker)
     result.tokens_after = counter.context(final)

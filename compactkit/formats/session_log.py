@@ -111,6 +111,9 @@ class Replayed:
     """The chain's head: what the next record's `prev` is."""
     ended: bool = False
     """Whether the log ends with its end record (it was closed)."""
+    arrivals: list[tuple[list[Message], list[Message]]] = field(default_factory=list)
+    """The messages appended since the last compaction (or restore) that the arrival stage
+    changed: as given, and as they arrived."""
 
 
 @dataclass
@@ -129,6 +132,7 @@ class _SessionLogContextBuilder:
     legacy: bool = False
     head: str = ""
     end_line: int = 0
+    arrivals: list[tuple[list[Message], list[Message]]] = field(default_factory=list)
 
     def add(self, number: int, record: Any) -> None:
         if not isinstance(record, dict):
@@ -211,7 +215,9 @@ class _SessionLogContextBuilder:
                 raise ValueError("an arrived append must hold one message per message appended")
             if not all(isinstance(v, str) for v in added.values()):
                 raise ValueError("recovery entries must be JSON strings")
-            self.state = appended(self.state, [Message.model_validate(m) for m in arrived], added)
+            made = [Message.model_validate(m) for m in arrived]
+            self.state = appended(self.state, made, added)
+            self.arrivals.append((messages, made))
         self.transcript.extend(messages)
 
     def compact(self, record: dict[str, Any]) -> None:
@@ -221,10 +227,12 @@ class _SessionLogContextBuilder:
         recovery.update(out.recovery)
         self.state = out.replace(recovery=recovery)
         self.compactions += 1
+        self.arrivals = []
 
     def restore(self, record: dict[str, Any]) -> None:
         self.state = AgentContext.from_native(record["context"])
         self.reset_transcript(self.state)
+        self.arrivals = []
 
     def reset_transcript(self, ctx: AgentContext) -> None:
         whole = expand(ctx) if ctx.recovery else ctx
@@ -248,6 +256,7 @@ class _SessionLogContextBuilder:
             chained=not self.legacy,
             head=self.head,
             ended=bool(self.end_line),
+            arrivals=self.arrivals,
         )
 
 

@@ -214,6 +214,8 @@ class _Tally:
 
     client: _Counted = field(default_factory=_Counted)
     history: _Counted = field(default_factory=_Counted)
+    given: _Counted = field(default_factory=_Counted)
+    """The history before the arrival stage (the base and the messages after it, as sent)."""
     sent: _Counted = field(default_factory=_Counted)
     """The messages of the last prompt sent and their tokens."""
 
@@ -334,17 +336,22 @@ class Policy:
         client_tokens = self._tokens(client, tally.client)
         conv.tokens_client += client_tokens
         history, new = self._on_base(conv, request)
+        unfolded = 0  # what arrival took off the messages since the base: no compaction put off
         if self.pipeline.arrival:
+            sent = history
             history = self._arrival(conv, request, history, new, arrived)
+            if history is not sent:
+                sizes = client_tokens if sent is client else self._tokens(sent, tally.given)
+                unfolded = max(0, sizes - self._tokens(history, tally.history))
         tokens = client_tokens if history is client else self._tokens(history, tally.history)
         uncompacted = history
         ledger = self._ledger(conv, client)
         upstream = self._upstream_summary(owner)
-        history = self._compact(conv, request, history, tokens, client_tokens, upstream)
+        history = self._compact(conv, request, history, tokens, client_tokens, upstream, unfolded)
         compacted = history is not uncompacted
         if compacted:
-            tokens = self._tokens(history, tally.history)
-        background = self._preparation(conv, history, tokens, upstream, compacted)
+            tokens, unfolded = self._tokens(history, tally.history), 0
+        background = self._preparation(conv, history, tokens + unfolded, upstream, compacted)
         if session and self.owns(session, owner):
             self._forget(session, conv.last_prompt, uncompacted, history)
         cached = self._prefix(conv.last_prompt, history, tally)
@@ -437,15 +444,18 @@ class Policy:
         tokens: int,
         client_tokens: int,
         upstream: bool,
+        unfolded: int = 0,
     ) -> AgentContext:
         """`history` compacted when the policy says a compaction is due and keeps it (with the
-        agent's own model's summary swapped in when `upstream`), else `history` itself."""
+        agent's own model's summary swapped in when `upstream`), else `history` itself.
+        `unfolded`: what arrival took off the messages since the base, which does not put a
+        compaction off (`compactkit.policy`)."""
         ledger: Ledger = conv.ledger
-        if not ledger.due(tokens):
+        if not ledger.due(tokens + unfolded):
             return history
         spliced = self._prepared(conv, history) if upstream else None
         fits = spliced is not None and self.counter.context(spliced) <= self.target
-        if not fits and upstream and self._deferred(conv, history, tokens):
+        if not fits and upstream and self._deferred(conv, history, tokens + unfolded):
             return history  # compacted by a later request, off this one's path
         if spliced is not None and not fits:  # the pipeline on less than the whole history
             after = self.pipeline.run(spliced, self.counter).context
