@@ -7,9 +7,10 @@ process, measured alternately in one run):
   neither), the median of `REPLAYS` replays;
 * per-request overhead flat in conversation length: what the gateway adds to a request at 200k
   tokens (median) <= 1.2x what it adds at 20k, the conversations growing by one turn a request
-  as an agent's do. Held to the CPU time the gateway's process spends beyond the relay's (a
-  latency on a shared machine varies more than the ratio measured): 0.92-1.00x on a quiet
-  machine, 1.21x on one running the test suite beside it.
+  as an agent's do, their bodies UTF-8 with non-ASCII characters as they are (what a JavaScript
+  client sends). Held to the CPU time the gateway's process spends beyond the relay's (a latency
+  on a shared machine varies more than the ratio measured): 1.00-1.09x (1.76x when a non-ASCII
+  body was decoded whole and compared as text).
 """
 
 from __future__ import annotations
@@ -192,8 +193,11 @@ class _Agent:
         ]
 
     def body(self) -> bytes:
+        """The request as a JavaScript client writes it (`JSON.stringify`: UTF-8, non-ASCII
+        characters as they are)."""
         return json.dumps(
-            {"model": "claude-bench", "max_tokens": 64, "messages": self.messages}
+            {"model": "claude-bench", "max_tokens": 64, "messages": self.messages},
+            ensure_ascii=False,
         ).encode()
 
 
