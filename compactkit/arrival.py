@@ -14,11 +14,16 @@ that cheap: nothing here walks the history, so an arrival costs what the new mes
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 
-from .context import AgentContext, Message, ToolCallBlock, ToolResultBlock
+from .context import AgentContext, ElidedBlock, Message, ToolCallBlock, ToolResultBlock
 from .pins import PinSet, pinned
+from .tokens import TokenCounter
 from .validate import arrival_window
+
+FOLD_REF = "the tool output as it arrived"
+"""The `ref` of the markers the built-in arrival folders leave: what `etag` recovers."""
 
 
 def grown(ctx: AgentContext, message: Message) -> AgentContext:
@@ -68,4 +73,43 @@ def arrival_pins(ctx: AgentContext) -> PinSet:
     return pinned(arrival_window(ctx))
 
 
-__all__ = ["arrival_pins", "grown", "new_results", "replace_last"]
+def folded_savings(ctx: AgentContext, counter: TokenCounter) -> int:
+    """The tokens the built-in folders' markers (`FOLD_REF`) in `ctx` took off the tool outputs
+    they stand for: what the history would hold more with each output as it arrived. Asked once
+    per compaction (`compactkit.policy`: arrival never puts a compaction off, including through
+    the messages a compaction keeps); each marker's figure is remembered on it."""
+    held = ctx.__dict__  # a context never changes
+    known = held.get("_folded_savings")
+    if isinstance(known, int):
+        return known
+    saved = 0
+    for msg in ctx.messages:
+        if msg.role != "tool":
+            continue
+        for block in msg.content:
+            if isinstance(block, ToolResultBlock):
+                for part in block.content:
+                    if isinstance(part, ElidedBlock) and part.ref == FOLD_REF:
+                        saved += _saving(part, ctx.recovery, counter)
+    held["_folded_savings"] = saved
+    return saved
+
+
+def _saving(part: ElidedBlock, store: Mapping[str, str], counter: TokenCounter) -> int:
+    held = part.__dict__  # a marker never changes, nor what its etag names
+    found = held.get("_saving")
+    if isinstance(found, int):
+        return found
+    raw = store.get(part.etag)
+    if raw is None:  # its original dropped from the store: nothing to weigh
+        return 0
+    try:
+        parts = json.loads(raw)
+        texts = [p["text"] for p in parts if isinstance(p, dict) and p.get("type") == "text"]
+    except (ValueError, TypeError, KeyError):
+        return 0
+    found = held["_saving"] = max(0, sum(map(counter.text, texts)) - counter.text(part.text))
+    return found
+
+
+__all__ = ["FOLD_REF", "arrival_pins", "folded_savings", "grown", "new_results", "replace_last"]

@@ -34,9 +34,12 @@ as it comes, so the history reaches the trigger later; the calls meanwhile send 
 read from the cache where a compacted one would be small, and on the sessions that reach the
 trigger that costs more than the folds save (4 of the corpus's 10 cost more than without
 arrival, up to 1.04x, each compaction 18 to 24 calls later). So whether a compaction is due is
-asked of the history plus what arrival took off the messages since the last compaction
-(`unfolded_tokens`): the trigger falls where it would without arrival, and arrival only makes
-each call cheaper. Whether the compaction pays is still weighed on the history as it is.
+asked of the history plus what arrival took off its messages: those appended since the last
+compaction (`unfolded_tokens`), and the folds that compaction kept (`arrival.folded_savings`,
+which a compaction keeping more messages, folded, would otherwise hide). The trigger falls where
+it would without arrival (the first compaction on the same call, the later ones no later), and
+arrival only makes each call cheaper. Whether the compaction pays is still weighed on the history
+as it is.
 """
 
 from __future__ import annotations

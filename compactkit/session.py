@@ -34,6 +34,7 @@ try:
 except ImportError:  # pragma: no cover - Windows has no flock
     fcntl = None  # type: ignore[assignment]
 
+from .arrival import folded_savings
 from .atomic import write_atomic
 from .context import AgentContext, Message
 from .defaults import DEFAULT_TRIGGER
@@ -131,9 +132,10 @@ class Session:
         self._ledger = policy.ledger()
         self._raw = self._tokens
         """Tokens the context would have with nothing ever compacted (what the policy weighs)."""
-        self._unfolded = 0
-        """Tokens arrival took off the messages since the last compaction: they do not put the
-        next one off (`compactkit.policy.unfolded_tokens`)."""
+        self._unfolded = folded_savings(self._context, self._counter)
+        """Tokens arrival took off the messages of the context: they do not put a compaction off
+        (`compactkit.policy`): what it took off the messages appended since the last compaction,
+        and what the built-in folders took off those the compaction kept (`folded_savings`)."""
         self._sent: AgentContext | None = None
         self._sent_tokens = 0
         self._appended_only = False
@@ -235,7 +237,7 @@ class Session:
             )
         self._context = after
         self._tokens = result.tokens_after
-        self._unfolded = 0
+        self._unfolded = folded_savings(after, self._counter)
         self._appended_only = False
         self._bus.emit(
             SessionCompacted(
@@ -266,7 +268,7 @@ class Session:
         self._context = snapshot
         self._tokens = self._counter.context(snapshot)
         self._raw = max(self._raw, self._tokens)
-        self._unfolded = 0
+        self._unfolded = folded_savings(snapshot, self._counter)
         self._ledger = self.policy.ledger()
         self._sent, self._appended_only = None, False
         self._bus.emit(SessionRestored(self._tokens, len(snapshot.messages)))
@@ -397,9 +399,9 @@ class Session:
             tokenizer=tokenizer or saved.get("tokenizer") or DEFAULT_TOKENIZER,
             registry=registry,
         )
-        session._unfolded = sum(  # what arrival took off since the last compaction
+        session._unfolded = folded_savings(state.settled, session._counter) + sum(
             unfolded_tokens(given, made, session._counter) for given, made in state.arrivals
-        )
+        )  # what arrival took off: as the last compaction left it, and since
         # the next line must not be glued to a torn one, and the end record goes: it is
         # written again, with the new count, when this session closes
         end = good - len(line(records[-1]).encode("utf-8")) if state.ended else good

@@ -163,12 +163,13 @@ def test_the_spec_says_whether_default_runs_its_arrival_stage() -> None:
 
 def _replayed(ctx: AgentContext, trigger: int) -> dict[str, SessionResult]:
     """The bench's persistent replay of `ctx` under the default with its arrival stage ("on")
-    and without it ("off"), priced as Anthropic and OpenAI bill."""
+    and without it ("off"), built as a `Session` builds it, priced as Anthropic and OpenAI
+    bill."""
     return {
         arrival: run_session(
             "s",
             ctx,
-            compactkit.build_pipeline([f"default:arrival={arrival}"], budget=15_000),
+            Session(pipeline=f"default:arrival={arrival}", trigger=trigger).pipeline,
             "persistent",
             get_counter("o200k_base"),
             [PROFILES["anthropic"], PROFILES["openai"]],
@@ -190,21 +191,21 @@ def test_the_persistent_replay_folds_each_appended_message() -> None:
     assert on.violations == 0
 
 
-def _first_compactions(
-    ctx: AgentContext, spec: str, trigger: int, reload: Path | None = None
+def _compactions(
+    ctx: AgentContext, spec: str, trigger: int, reload: tuple[Path, int] | None = None
 ) -> list[int]:
     """The model calls (indexes of the session's answers) before which a `Session` running
-    `spec` compacted, appending the session's messages as an agent does; with `reload`, the
-    session is saved there and loaded again halfway to its first compaction."""
+    `spec` compacted, appending the session's messages as an agent does; with `reload` (a path
+    and a message index), the session is saved there and loaded again past that message."""
     session = Session(pipeline=spec, trigger=trigger)
     if reload is not None:
-        session.save(reload)
+        session.save(reload[0])
     messages, consumed, compacted = ctx.messages, 0, []
     for index in call_points(ctx):
         session.append(*messages[consumed:index])
-        if reload is not None and index > len(messages) // 4:
+        if reload is not None and index > reload[1]:
             session.close()
-            session, reload = Session.load(reload), None
+            session, reload = Session.load(reload[0]), None
         if session.compact_if_needed() is not None:
             compacted.append(index)
         session.append(messages[index])
@@ -215,26 +216,31 @@ def _first_compactions(
 
 def test_arrival_does_not_put_a_compaction_off(tmp_path: Path) -> None:
     """Arrival makes each message smaller as it comes; the policy asks whether a compaction is
-    due of the history plus what arrival took off since the last one, so the first compaction
-    falls on the same call with arrival as without it (else the calls meanwhile send a large
-    cached prompt where a compacted one is small: the session below cost 1.02x/1.04x what it
-    cost without arrival, its compaction 18 calls later), in the bench, in a `Session` and in
-    one resumed from its log; and the session costs less with arrival, not more."""
+    due of the history plus what arrival took off its messages (since the last compaction, and
+    the folds that compaction kept), so no compaction falls later with arrival than without it
+    (else the calls meanwhile send a large cached prompt where a compacted one is small: the
+    session below cost 1.02x/1.04x what it cost without arrival, its first compaction 18 calls
+    later), in the bench, in a `Session` and in one resumed from its log between compactions;
+    and the session costs less with arrival, not more."""
     ctx = compactkit.load_one(sample("sphinx"))
     runs = _replayed(ctx, 30_000)
     on, off = ([c.message for c in runs[a].calls if c.compacted] for a in ("on", "off"))
-    assert off and on[0] == off[0]
+    # the first where it was; each after it no later (what a compaction kept is weighed as it
+    # arrived, and with its folds it keeps more messages than without them)
+    assert len(off) > 1 and on[0] == off[0]
+    assert len(on) >= len(off) and all(a <= b for a, b in zip(on, off, strict=False))
 
-    def before(arrival: str) -> int:  # prompt tokens sent up to the compaction
+    def before(arrival: str) -> int:  # prompt tokens sent up to the first compaction
         return sum(c.prompt_tokens for c in runs[arrival].calls if c.message < off[0])
 
-    assert before("on") < before("off")  # folded before the compaction, which falls where it did
+    assert before("on") < before("off")  # folded, the compaction where it was
     for profile in ("anthropic", "openai"):
         assert runs["on"].cost[profile] < runs["off"].cost[profile]
-    sessions = {
-        spec: _first_compactions(ctx, spec, 30_000)[0]
-        for spec in ("default:arrival=on", "default:arrival=off")
-    }
-    assert sessions["default:arrival=on"] == sessions["default:arrival=off"] == off[0]
-    resumed = _first_compactions(ctx, "default:arrival=on", 30_000, tmp_path / "s.jsonl")
-    assert resumed[0] == off[0]
+    # the same in a Session, and in one resumed from its log between compactions
+    bare = _compactions(ctx, "default:arrival=off", 30_000)
+    folded = _compactions(ctx, "default:arrival=on", 30_000)
+    assert len(bare) > 1 and folded[0] == bare[0]
+    assert len(folded) >= len(bare) and all(a <= b for a, b in zip(folded, bare, strict=False))
+    between = (folded[0] + folded[1]) // 2
+    resumed = _compactions(ctx, "default:arrival=on", 30_000, (tmp_path / "s.jsonl", between))
+    assert resumed == folded

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..arrival import folded_savings
 from ..context import AgentContext, Message, SummaryBlock
 from ..pipeline import Pipeline, builtin_strategies, copy_pipeline
 from ..policy import CompactionPolicy, Ledger, PolicyName, floor, prefix_tokens, unfolded_tokens
@@ -409,7 +410,8 @@ def _replay(
                     checker,
                     result.summarizer,
                 )
-            unfolded = 0 if compacted else unfolded
+            # what a compaction kept of the folds counts too: what it kept is weighed unfolded
+            unfolded = folded_savings(history, counter) if compacted else unfolded
             result.compactions += compacted
             prompt = history
         tokens = counter.context(prompt)

@@ -114,6 +114,8 @@ class Replayed:
     arrivals: list[tuple[list[Message], list[Message]]] = field(default_factory=list)
     """The messages appended since the last compaction (or restore) that the arrival stage
     changed: as given, and as they arrived."""
+    settled: AgentContext = field(default_factory=AgentContext)
+    """The state as the last compaction (or restore, or the start) left it."""
 
 
 @dataclass
@@ -133,6 +135,7 @@ class _SessionLogContextBuilder:
     head: str = ""
     end_line: int = 0
     arrivals: list[tuple[list[Message], list[Message]]] = field(default_factory=list)
+    settled: AgentContext = field(default_factory=AgentContext)
 
     def add(self, number: int, record: Any) -> None:
         if not isinstance(record, dict):
@@ -200,7 +203,7 @@ class _SessionLogContextBuilder:
         )
 
     def start(self, record: dict[str, Any]) -> None:
-        self.state = AgentContext.from_native(record["context"])
+        self.state = self.settled = AgentContext.from_native(record["context"])
         self.options = dict(record.get("options") or {})
         self.reset_transcript(self.state)
 
@@ -227,12 +230,12 @@ class _SessionLogContextBuilder:
         recovery.update(out.recovery)
         self.state = out.replace(recovery=recovery)
         self.compactions += 1
-        self.arrivals = []
+        self.arrivals, self.settled = [], self.state
 
     def restore(self, record: dict[str, Any]) -> None:
         self.state = AgentContext.from_native(record["context"])
         self.reset_transcript(self.state)
-        self.arrivals = []
+        self.arrivals, self.settled = [], self.state
 
     def reset_transcript(self, ctx: AgentContext) -> None:
         whole = expand(ctx) if ctx.recovery else ctx
@@ -257,6 +260,7 @@ class _SessionLogContextBuilder:
             head=self.head,
             ended=bool(self.end_line),
             arrivals=self.arrivals,
+            settled=self.settled,
         )
 
 

@@ -28,6 +28,7 @@ from starlette.requests import Request as HttpRequest
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from ..arrival import folded_savings
 from ..context import AgentContext, Message
 from ..defaults import DEFAULT_TRIGGER
 from ..errors import redact
@@ -336,13 +337,15 @@ class Policy:
         client_tokens = self._tokens(client, tally.client)
         conv.tokens_client += client_tokens
         history, new = self._on_base(conv, request)
-        unfolded = 0  # what arrival took off the messages since the base: no compaction put off
+        unfolded = 0  # what arrival took off the history: it puts no compaction off
         if self.pipeline.arrival:
             sent = history
             history = self._arrival(conv, request, history, new, arrived)
+            if new is not None and conv.base is not None:  # what the base kept of the folds
+                unfolded = folded_savings(conv.base, self.counter)
             if history is not sent:
                 sizes = client_tokens if sent is client else self._tokens(sent, tally.given)
-                unfolded = max(0, sizes - self._tokens(history, tally.history))
+                unfolded += max(0, sizes - self._tokens(history, tally.history))
         tokens = client_tokens if history is client else self._tokens(history, tally.history)
         uncompacted = history
         ledger = self._ledger(conv, client)
@@ -350,7 +353,8 @@ class Policy:
         history = self._compact(conv, request, history, tokens, client_tokens, upstream, unfolded)
         compacted = history is not uncompacted
         if compacted:
-            tokens, unfolded = self._tokens(history, tally.history), 0
+            tokens = self._tokens(history, tally.history)
+            unfolded = folded_savings(history, self.counter) if self.pipeline.arrival else 0
         background = self._preparation(conv, history, tokens + unfolded, upstream, compacted)
         if session and self.owns(session, owner):
             self._forget(session, conv.last_prompt, uncompacted, history)

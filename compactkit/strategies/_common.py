@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field
 
+from ..arrival import FOLD_REF
 from ..context import (
     AgentContext,
     CollapsedBlock,
@@ -93,8 +94,6 @@ def full_payload(block: ToolResultBlock) -> bool:
     return not any(p.type in ("collapsed", "masked", "elided") for p in block.content)
 
 
-FOLD_REF = "the tool output as it arrived"
-"""The `ref` of the markers the arrival folders leave (`fold_common`): what `etag` recovers."""
 _NAMED = re.compile(r"^\[same as lines \d+-\d+ of the result of call (.+)\]$", re.M)
 
 

@@ -27,7 +27,7 @@ from itertools import accumulate
 
 from pydantic import Field
 
-from ..arrival import arrival_pins, new_results, replace_last
+from ..arrival import FOLD_REF, arrival_pins, new_results, replace_last
 from ..context import (
     ETAG_CHARS,
     AgentContext,
@@ -40,7 +40,7 @@ from ..context import (
 from ..recovery import payload_entry
 from ..strategy import StrategyOptions
 from ..toolcall import failed, payload_path
-from ._common import FOLD_REF, ToolNames
+from ._common import ToolNames
 from .observation_mask import with_content, with_parts
 
 
