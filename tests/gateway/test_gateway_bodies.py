@@ -8,6 +8,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from compactkit.gateway.body import Bodies, dumps
 
@@ -127,3 +129,78 @@ def test_odd_bodies_read_as_json_reads_them_or_are_left_to_it(raw: bytes) -> Non
             continue
         assert got == json.loads(raw)
         assert list(got) == list(json.loads(raw))
+
+
+_TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-(10**6), 10**6) | _TEXT,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_TEXT, inner, max_size=3),
+    max_leaves=8,
+)
+_ITEM = st.dictionaries(st.sampled_from(["role", "content", "type", "id"]), _JSON, min_size=1)
+_DUMPS = st.sampled_from(
+    [
+        {},
+        {"ensure_ascii": False},
+        {"ensure_ascii": False, "separators": (",", ":")},
+        {"indent": 1, "ensure_ascii": False},
+    ]
+)
+
+
+@given(
+    head=st.dictionaries(st.sampled_from(["model", "max_tokens", "stream"]), _JSON, max_size=2),
+    items=st.lists(_ITEM, min_size=1, max_size=6),
+    tail=st.dictionaries(st.sampled_from(["system", "tools", "metadata"]), _JSON, max_size=2),
+    edits=st.lists(st.tuples(st.integers(0, 8), _ITEM), max_size=3),
+    grown=st.lists(_ITEM, max_size=3),
+    options=_DUMPS,
+    flip=st.integers(0, 10_000),
+)
+@settings(max_examples=150, deadline=None)
+def test_any_body_after_any_other_reads_as_json_reads_it(
+    head: dict[str, Any],
+    items: list[Any],
+    tail: dict[str, Any],
+    edits: list[tuple[int, Any]],
+    grown: list[Any],
+    options: dict[str, Any],
+    flip: int,
+) -> None:
+    """A body, then the same conversation grown and edited (an item rewritten, items added, a
+    field changed), then that body with one byte changed: each reads as `json.loads` reads it,
+    or is left to it (None), never as a different value; and what the gateway writes from it
+    serializes as `dumps` does."""
+    # a long first field, as a real body's model and first message: the bodies are matched by
+    # their first bytes, so the second one is read against the first
+    lead = {"model": "claude-" + "x" * 600}
+    first = {**lead, **head, "messages": items, **tail}
+    later = [*items, *grown]
+    for at, item in edits:
+        later[at % len(later)] = item
+    second = {**lead, **head, "messages": later, **tail, "system": "changed"}
+    bodies = Bodies()
+    raws = [json.dumps(b, **options).encode() for b in (first, second)]
+    broken = bytearray(raws[1])
+    broken[flip % len(broken)] ^= 0x20
+    for raw in (*raws, bytes(broken)):
+        got = bodies.loads(raw)
+        try:
+            expected = json.loads(raw)
+        except (ValueError, RecursionError):
+            assert got is None
+            continue
+        if got is not None:
+            assert got == expected and list(got) == list(expected)
+            # a body the gateway writes from it serializes as `dumps` does (or raises as it does:
+            # a lone surrogate a flipped escape made has no UTF-8)
+            if not isinstance(got.get("messages"), list):
+                continue
+            written = {**got, "messages": [{"role": "user"}, *got["messages"][1:]]}
+            try:
+                want = dumps(written)
+            except UnicodeEncodeError:
+                with pytest.raises(UnicodeEncodeError):
+                    bodies.dumps(written, got)
+                continue
+            assert bodies.dumps(written, got) == want
